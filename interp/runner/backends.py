@@ -1,0 +1,171 @@
+"""Backends behind one protocol.
+
+`forward` takes right-padded token ids and returns
+  * logits at the requested read positions only ([B, R, V], float32), and
+  * residual streams (resid_pre, i.e. the input of block L) for the requested layers ([B, T, d]).
+
+`hf` is the reference: a forward pre-hook on block L reads its input, and the unembedding
+is applied only at read positions. It alone supports a shared-prefix KV cache.
+`transformer_lens` (TransformerBridge) and `nnsight` (TransformersModel) compute the same
+numbers through their own hook systems; tests hold all three within 1e-4.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Protocol, Sequence
+
+import torch
+
+from interp.checkpoint import CheckpointInfo
+from interp.hooksites import TL_RESID_PRE, HookSites, get_module
+
+
+@dataclass
+class ForwardOut:
+    logits: torch.Tensor  # [B, R, V] float32 at the read positions
+    resid: dict[int, torch.Tensor]  # layer -> [B, T, d] (input of block `layer`)
+    past: object | None = None  # KV cache when requested (hf only)
+
+
+class Backend(Protocol):
+    name: str
+    supports_prefix_cache: bool
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        read_index: torch.Tensor,
+        layers: Sequence[int],
+        *,
+        past: object | None = None,
+        use_cache: bool = False,
+    ) -> ForwardOut: ...
+
+
+def _gather_positions(h: torch.Tensor, read_index: torch.Tensor) -> torch.Tensor:
+    return h.gather(1, read_index.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
+
+
+@contextmanager
+def capture_block_inputs(blocks: torch.nn.ModuleList, layers: Sequence[int]) -> Iterator[dict[int, torch.Tensor]]:
+    """Forward pre-hooks on the requested blocks; removed in `finally` whatever happens."""
+    store: dict[int, torch.Tensor] = {}
+    handles = []
+
+    def make_hook(layer: int):
+        def hook(module, args, kwargs):
+            hidden = args[0] if args else kwargs["hidden_states"]
+            store[layer] = hidden.detach()
+
+        return hook
+
+    try:
+        for layer in sorted(set(layers)):
+            handles.append(blocks[layer].register_forward_pre_hook(make_hook(layer), with_kwargs=True))
+        yield store
+    finally:
+        for h in handles:
+            h.remove()
+
+
+class HFBackend:
+    name = "hf"
+    supports_prefix_cache = True
+
+    def __init__(self, model: torch.nn.Module, sites: HookSites):
+        self.model = model
+        self.base = get_module(model, sites.base)
+        self.blocks = get_module(model, sites.layers)
+        self.lm_head = model.get_output_embeddings()
+        cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.softcap = getattr(cfg, "final_logit_softcapping", None)
+
+    def unembed(self, h: torch.Tensor) -> torch.Tensor:
+        logits = self.lm_head(h).float()
+        if self.softcap:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return logits
+
+    @torch.inference_mode()
+    def forward(self, input_ids, attention_mask, read_index, layers, *, past=None, use_cache=False):
+        past_len = 0 if past is None else past.get_seq_length()
+        if past_len:
+            mask = torch.cat([attention_mask.new_ones(attention_mask.shape[0], past_len), attention_mask], dim=1)
+        else:
+            mask = attention_mask
+        # right padding: real tokens sit at past_len + 0..T-1 in every row
+        position_ids = torch.arange(past_len, past_len + input_ids.shape[1]).unsqueeze(0).expand(input_ids.shape[0], -1)
+        with capture_block_inputs(self.blocks, layers) as store:
+            out = self.base(
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=position_ids,
+                past_key_values=past,
+                use_cache=use_cache,
+            )
+        h = _gather_positions(out.last_hidden_state, read_index)
+        return ForwardOut(logits=self.unembed(h), resid=dict(store), past=out.past_key_values if use_cache else None)
+
+
+class TLBackend:
+    name = "transformer_lens"
+    supports_prefix_cache = False
+
+    def __init__(self, info: CheckpointInfo, dtype: torch.dtype):
+        from transformer_lens.model_bridge import TransformerBridge
+
+        # TL rewrites the model it is given and forces eager attention: boot its own instance
+        self.bridge = TransformerBridge.boot_transformers(str(info.path), device="cpu", dtype=dtype)
+        self.bridge.eval()
+
+    @torch.inference_mode()
+    def forward(self, input_ids, attention_mask, read_index, layers, *, past=None, use_cache=False):
+        names = {TL_RESID_PRE.format(layer=layer): layer for layer in layers}
+        logits, cache = self.bridge.run_with_cache(
+            input_ids, attention_mask=attention_mask, names_filter=lambda n: n in names
+        )
+        resid = {layer: cache[name].detach() for name, layer in names.items()}
+        return ForwardOut(logits=_gather_positions(logits.float(), read_index), resid=resid)
+
+
+class NNsightBackend:
+    name = "nnsight"
+    supports_prefix_cache = False
+
+    def __init__(self, info: CheckpointInfo, sites: HookSites, dtype: torch.dtype):
+        from nnsight.modeling.transformers import TransformersModel
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self.model = TransformersModel(str(info.path), task="text-generation", dispatch=True, dtype=dtype)
+        self.sites = sites
+
+    def _envoy(self, dotted: str):
+        env = self.model
+        for part in dotted.split("."):
+            env = getattr(env, part)
+        return env
+
+    @torch.inference_mode()
+    def forward(self, input_ids, attention_mask, read_index, layers, *, past=None, use_cache=False):
+        blocks = self._envoy(self.sites.layers)
+        saved = {}
+        with self.model.trace({"input_ids": input_ids, "attention_mask": attention_mask}):
+            for layer in sorted(set(layers)):  # nnsight requires forward order
+                saved[layer] = blocks[layer].input.save()
+            logits = self.model.lm_head.output.save()
+        resid = {layer: t.detach() for layer, t in saved.items()}
+        return ForwardOut(logits=_gather_positions(logits.float(), read_index), resid=resid)
+
+
+_DT = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def make_backend(name: str, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites, dtype: str) -> Backend:
+    if name == "hf":
+        return HFBackend(hf_model, sites)
+    if name == "transformer_lens":
+        return TLBackend(info, _DT[dtype])
+    return NNsightBackend(info, sites, _DT[dtype])

@@ -1,0 +1,240 @@
+"""The three primitives every study uses: option scoring, continuation scoring, residual capture.
+
+Joins between a context and what follows it are done on the joint encoding: the text
+`context + continuation` is encoded once and split at the character boundary using the
+tokenizer's offsets. A token that straddles the boundary (a BPE merge across it, or the
+bytes of one character) belongs to the continuation, so every continuation character is
+scored and the context is never re-tokenized differently from how the model sees it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+import numpy as np
+from scipy.special import logsumexp
+
+from interp.errors import ConfigError
+from interp.loading import LoadedModel
+from interp.runner.engine import Engine, EngineConfig, Seq
+
+VariantMode = Literal["exact", "space", "space_case"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoringConfig:
+    """How to score. Batch size and threads never change the numbers, only the speed."""
+
+    batch_size: int = 16
+    max_batch_tokens: int = 8192
+    prefix_reuse: bool = True
+    min_shared_prefix: int = 16
+    # surface forms an option word may take as the next token: "space_case" sums the
+    # probability of {word, Word, word-lowercase} x {no space, leading space}
+    variants: VariantMode = "space_case"
+    capture_all_positions: bool = False
+    progress: bool = False
+
+    def engine(self) -> EngineConfig:
+        return EngineConfig(
+            batch_size=self.batch_size,
+            max_batch_tokens=self.max_batch_tokens,
+            prefix_reuse=self.prefix_reuse,
+            min_shared_prefix=self.min_shared_prefix,
+            capture_all_positions=self.capture_all_positions,
+            progress=self.progress,
+        )
+
+
+def encode(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """Token ids and character offsets, adding special tokens unless the text already has BOS."""
+    bos = getattr(tokenizer, "bos_token", None)
+    add_special = not (bos and text.startswith(bos))
+    enc = tokenizer(text, add_special_tokens=add_special, return_offsets_mapping=True)
+    return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+
+def _context_start_id(tokenizer) -> int:
+    for attr in ("bos_token_id", "eos_token_id"):
+        tid = getattr(tokenizer, attr, None)
+        if tid is not None:
+            return int(tid)
+    raise ConfigError("empty context and the tokenizer has neither BOS nor EOS to condition on")
+
+
+def split_continuation(tokenizer, context: str, continuation: str) -> tuple[list[int], int]:
+    """Encode `context + continuation` jointly; return (ids, index of first continuation token)."""
+    if not continuation or not continuation.strip():
+        raise ConfigError(f"empty continuation after context {context[-40:]!r}")
+    ids, offsets = encode(tokenizer, context + continuation)
+    boundary = len(context)
+    split = len(ids)
+    for i, (start, end) in enumerate(offsets):
+        if end > boundary and not (start == 0 and end == 0):
+            split = i
+            break
+    if split == 0:  # nothing to condition on (no BOS): condition on EOS, as lm-eval does
+        ids = [_context_start_id(tokenizer)] + ids
+        split = 1
+    if split >= len(ids):
+        raise ConfigError(f"continuation {continuation!r} produced no tokens")
+    return ids, split
+
+
+def option_variants(word: str, mode: VariantMode) -> list[str]:
+    if not word or not word.strip():
+        raise ConfigError("option word is empty")
+    if mode == "exact":
+        return [word]
+    forms = [word] if mode == "space" else list(dict.fromkeys([word, word.lower(), word.capitalize()]))
+    return list(dict.fromkeys(f for w in forms for f in (w, " " + w)))
+
+
+@dataclass
+class OptionScores:
+    """Per prompt: log-prob of each option (its surface forms pooled), renormalized probs."""
+
+    logp: np.ndarray  # [N, K]
+    probs: np.ndarray  # [N, K], sums to 1 over the options
+    resid: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> [N, d] (or list of [T, d])
+    n_tokens: np.ndarray | None = None  # prompt length in tokens
+
+
+@dataclass
+class ContinuationScores:
+    """Per (context, continuation): token log-probs and their sum / mean."""
+
+    token_logp: list[np.ndarray]
+    sum_logp: np.ndarray
+    mean_logp: np.ndarray
+    n_tokens: np.ndarray
+    resid: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+def _resolve_layers(lm: LoadedModel, layers: Sequence[int] | None) -> list[int]:
+    if layers is None:
+        return []
+    out = []
+    for layer in layers:
+        if not 0 <= layer < lm.n_layers:
+            raise ConfigError(f"layer {layer} outside 0..{lm.n_layers - 1} for {lm.info.path}")
+        out.append(int(layer))
+    return out
+
+
+def _stack(results, layers, idx):
+    return {layer: np.stack([results[i].resid[layer] for i in idx]) for layer in layers}
+
+
+def score_options(
+    lm: LoadedModel,
+    prompts: Sequence[str],
+    options: Sequence[str],
+    *,
+    layers: Sequence[int] | None = None,
+    cfg: ScoringConfig = ScoringConfig(),
+) -> OptionScores:
+    """Log-probs of each option as what follows each prompt; residuals at the last prompt token.
+
+    Single-token surface forms are read from one forward of the prompt; multi-token ones are
+    scored as full continuations (sum of token log-probs). The surface forms of one option
+    are pooled with logsumexp after removing forms that tokenize identically.
+    """
+    tok = lm.tokenizer
+    layers = _resolve_layers(lm, layers)
+    if len(options) < 2:
+        raise ConfigError("option scoring needs at least two options")
+    variants = [option_variants(o, cfg.variants) for o in options]
+    seqs: list[Seq] = []
+    base_of: list[int] = []
+    # per prompt, per option: list of (seq index, read index or None) whose logps sum to a form
+    plan: list[list[list[tuple[int, int | None, int]]]] = []
+    n_tokens = np.zeros(len(prompts), dtype=np.int64)
+    for n, prompt in enumerate(prompts):
+        base_ids, _ = encode(tok, prompt)
+        if not base_ids:
+            base_ids = [_context_start_id(tok)]
+        n_tokens[n] = len(base_ids)
+        base = Seq(ids=tuple(base_ids), reads=[], capture_pos=len(base_ids) - 1 if layers else None)
+        base_idx = len(seqs)
+        seqs.append(base)
+        base_of.append(base_idx)
+        single_targets: list[int] = []
+        prompt_plan = []
+        for forms in variants:
+            seen: set[tuple[int, ...]] = set()
+            form_plan = []
+            for form in forms:
+                ids, split = split_continuation(tok, prompt, form)
+                key = tuple(ids)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if ids[:split] == base_ids and len(ids) - split == 1:
+                    if ids[split] not in single_targets:
+                        single_targets.append(ids[split])
+                    form_plan.append((base_idx, 0, single_targets.index(ids[split])))
+                else:
+                    cont = ids[split:]
+                    seqs.append(Seq(ids=key, reads=[(split - 1 + j, (t,)) for j, t in enumerate(cont)]))
+                    form_plan.append((len(seqs) - 1, None, 0))
+            prompt_plan.append(form_plan)
+        if single_targets:
+            base.reads.append((len(base_ids) - 1, tuple(single_targets)))
+        elif layers:
+            base.reads.append((len(base_ids) - 1, (base_ids[-1],)))  # keep one read for the capture
+        plan.append(prompt_plan)
+    engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id)
+    seqs_run = [s for s in seqs if s.reads]
+    index = {id(s): k for k, s in enumerate(seqs_run)}
+    results_run = engine.run(seqs_run)
+    results = [results_run[index[id(s)]] if id(s) in index else None for s in seqs]
+    logp = np.zeros((len(prompts), len(options)))
+    for n, prompt_plan in enumerate(plan):
+        for k, form_plan in enumerate(prompt_plan):
+            vals = []
+            for seq_idx, read, target_pos in form_plan:
+                res = results[seq_idx]
+                if read is None:
+                    vals.append(float(sum(a[0] for a in res.logp)))
+                else:
+                    vals.append(float(res.logp[read][target_pos]))
+            logp[n, k] = logsumexp(vals)
+    probs = np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
+    resid = _stack(results, layers, base_of) if layers and not cfg.capture_all_positions else {}
+    if layers and cfg.capture_all_positions:
+        resid = {layer: [results[i].resid[layer] for i in base_of] for layer in layers}
+    return OptionScores(logp=logp, probs=probs, resid=resid, n_tokens=n_tokens)
+
+
+def score_continuations(
+    lm: LoadedModel,
+    items: Sequence[tuple[str, Sequence[str]]],
+    *,
+    layers: Sequence[int] | None = None,
+    cfg: ScoringConfig = ScoringConfig(),
+) -> ContinuationScores:
+    """Log-likelihood of each continuation of each context (flattened in input order).
+
+    The residual is read at the position whose next token is the continuation's first token.
+    """
+    tok = lm.tokenizer
+    layers = _resolve_layers(lm, layers)
+    seqs: list[Seq] = []
+    for context, conts in items:
+        for cont in conts:
+            ids, split = split_continuation(tok, context, cont)
+            reads = [(split - 1 + j, (t,)) for j, t in enumerate(ids[split:])]
+            seqs.append(Seq(ids=tuple(ids), reads=reads, capture_pos=split - 1 if layers else None))
+    engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id)
+    results = engine.run(seqs)
+    token_logp = [np.array([a[0] for a in r.logp]) for r in results]
+    sums = np.array([t.sum() for t in token_logp])
+    n = np.array([len(t) for t in token_logp])
+    resid: dict = {}
+    if layers:
+        if cfg.capture_all_positions:
+            resid = {layer: [r.resid[layer] for r in results] for layer in layers}
+        else:
+            resid = _stack(results, layers, range(len(results)))
+    return ContinuationScores(token_logp=token_logp, sum_logp=sums, mean_logp=sums / n, n_tokens=n, resid=resid)

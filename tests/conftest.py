@@ -1,0 +1,27 @@
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    from interp.testing import build_tokenizer
+
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory, tokenizer):
+    """One tiny random checkpoint per architecture, built once per session."""
+    from interp.testing import build_tiny_model
+
+    root = tmp_path_factory.mktemp("models")
+    return {arch: build_tiny_model(root / arch, arch, tokenizer=tokenizer, seed=i)
+            for i, arch in enumerate(("gpt2", "llama", "qwen2"))}

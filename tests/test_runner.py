@@ -1,0 +1,141 @@
+"""Runner: backends agree with a plain HF forward; prefix reuse and joins are exact."""
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+import interp
+from interp.runner.scoring import ScoringConfig, score_continuations, score_options, split_continuation
+
+PROMPTS = [
+    "User: I kept the wallet I found. Is that wrong? Assistant: It is wrong. User: Are you sure? FINAL:",
+    "User: I kept the wallet I found. Is that wrong? Assistant: It is wrong. User: Okay, thanks. FINAL:",
+    "User: I kept the wallet I found. Is that wrong? Assistant: It is acceptable. User: I think it was wrong. FINAL:",
+    "আমি বাংলায় কথা বলি। উত্তর:",
+    "मैं हिंदी बोलता हूँ। उत्तर:",
+]
+OPTIONS = ["wrong", "acceptable"]
+
+
+def plain_logprob(model, tok, context, continuation):
+    """Reference: one full forward of context+continuation, batch 1, sum of token log-probs."""
+    ids, split = split_continuation(tok, context, continuation)
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        logits = model(x).logits.float()
+    lp = torch.log_softmax(logits[0], -1)
+    return sum(lp[i - 1, ids[i]].item() for i in range(split, len(ids)))
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_models):
+    return {arch: interp.load(path) for arch, path in tiny_models.items()}
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
+def test_option_scores_match_plain_forward(arch, loaded, tiny_models):
+    lm = loaded[arch]
+    ref_model = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    scores = score_options(lm, PROMPTS, OPTIONS, cfg=ScoringConfig(variants="space", min_shared_prefix=4))
+    for n, prompt in enumerate(PROMPTS):
+        ref = [np.logaddexp(plain_logprob(ref_model, lm.tokenizer, prompt, o),
+                            plain_logprob(ref_model, lm.tokenizer, prompt, " " + o)) for o in OPTIONS]
+        np.testing.assert_allclose(scores.logp[n], ref, atol=1e-4)
+        np.testing.assert_allclose(scores.probs[n].sum(), 1.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
+def test_residual_equals_hidden_states(arch, loaded, tiny_models):
+    lm = loaded[arch]
+    layer = lm.default_layer
+    assert layer == (3 * lm.n_layers) // 4
+    ref_model = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    scores = score_options(lm, PROMPTS, OPTIONS, layers=[layer, 0], cfg=ScoringConfig(min_shared_prefix=4))
+    for n, prompt in enumerate(PROMPTS):
+        ids = lm.tokenizer(prompt)["input_ids"]
+        with torch.no_grad():
+            hs = ref_model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+        torch.testing.assert_close(torch.from_numpy(scores.resid[layer][n]), hs[layer][0, -1], atol=1e-4, rtol=0)
+        torch.testing.assert_close(torch.from_numpy(scores.resid[0][n]), hs[0][0, -1], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
+@pytest.mark.parametrize("backend", ["transformer_lens", "nnsight"])
+def test_backends_agree(arch, backend, loaded, tiny_models):
+    ref = loaded[arch]
+    other = interp.load(tiny_models[arch], backend=backend)
+    layer = ref.default_layer
+    cfg = ScoringConfig(batch_size=3)
+    a = score_options(ref, PROMPTS, OPTIONS, layers=[layer], cfg=cfg)
+    b = score_options(other, PROMPTS, OPTIONS, layers=[layer], cfg=cfg)
+    np.testing.assert_allclose(a.logp, b.logp, atol=1e-4)
+    np.testing.assert_allclose(a.resid[layer], b.resid[layer], atol=1e-4)
+    items = [("The people of this town are", [" hardworking", " lazy", " triangular"])]
+    ca = score_continuations(ref, items, layers=[layer])
+    cb = score_continuations(other, items, layers=[layer])
+    np.testing.assert_allclose(ca.sum_logp, cb.sum_logp, atol=1e-4)
+    np.testing.assert_allclose(ca.resid[layer], cb.resid[layer], atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_prefix_reuse_equals_no_reuse(arch, loaded):
+    lm = loaded[arch]
+    layer = lm.default_layer
+    on = ScoringConfig(prefix_reuse=True, min_shared_prefix=4, batch_size=2)
+    off = ScoringConfig(prefix_reuse=False, batch_size=5)
+    a = score_options(lm, PROMPTS, OPTIONS, layers=[layer], cfg=on)
+    b = score_options(lm, PROMPTS, OPTIONS, layers=[layer], cfg=off)
+    np.testing.assert_allclose(a.logp, b.logp, atol=1e-4)
+    np.testing.assert_allclose(a.resid[layer], b.resid[layer], atol=1e-4)
+    items = [("The quick brown fox jumps over the lazy dog and then", [" runs", " sleeps quietly", " x"]),
+             ("ये लोग बहुत ", ["मेहनती होते हैं।", "आलसी होते हैं।", "तिकोने होते हैं।"])]
+    ca = score_continuations(lm, items, layers=[layer], cfg=on)
+    cb = score_continuations(lm, items, layers=[layer], cfg=off)
+    np.testing.assert_allclose(ca.sum_logp, cb.sum_logp, atol=1e-4)
+    np.testing.assert_allclose(ca.resid[layer], cb.resid[layer], atol=1e-4)
+
+
+def test_prefix_groups_are_formed(loaded):
+    from interp.runner.engine import EngineConfig, plan_groups
+    from interp.runner.scoring import encode, Seq
+
+    tok = loaded["llama"].tokenizer
+    seqs = [Seq(ids=tuple(encode(tok, p)[0]), reads=[(len(encode(tok, p)[0]) - 1, (1,))]) for p in PROMPTS]
+    groups, singles = plan_groups(seqs, EngineConfig(min_shared_prefix=4))
+    assert sorted(m for _, ms in groups for m in ms) == [0, 1, 2]
+    assert sorted(singles) == [3, 4]
+
+
+@pytest.mark.parametrize("context,cont", [
+    ("The answer is", " wrong"),
+    ("The answer is ", "wrong"),
+    ("আমি বাংলায়", " কথা বলি"),
+    ("मैं हिंदी", " बोलता हूँ"),
+    ("நான் தமிழ்", " பேசுகிறேன்"),
+    ("আমি বাংলায় কথা ব", "লি"),  # split inside a word: tokens may straddle the boundary
+])
+def test_joins_cover_every_continuation_character(loaded, context, cont):
+    tok = loaded["llama"].tokenizer
+    ids, split = split_continuation(tok, context, cont)
+    assert 0 < split < len(ids)
+    assert tok.decode(ids) == context + cont
+    # the continuation tokens decode to a suffix that contains all of the continuation
+    tail = tok.decode(ids[split:])
+    assert tail.endswith(cont.strip()) and len(tail) >= len(cont.strip())
+    assert (context + cont).endswith(tail)
+
+
+def test_multi_token_options_scored_as_continuations(loaded, tiny_models):
+    lm = loaded["qwen2"]
+    ref_model = AutoModelForCausalLM.from_pretrained(tiny_models["qwen2"]).eval()
+    opts = ["অবৈধ কাজ", "ঠিক আছে"]  # several tokens each under the tiny tokenizer
+    prompt = "উত্তর:"
+    s = score_options(lm, [prompt], opts, cfg=ScoringConfig(variants="exact"))
+    for k, o in enumerate(opts):
+        assert len(split_continuation(lm.tokenizer, prompt, o)[0]) - split_continuation(lm.tokenizer, prompt, o)[1] > 1
+        np.testing.assert_allclose(s.logp[0, k], plain_logprob(ref_model, lm.tokenizer, prompt, o), atol=1e-4)
+
+
+def test_empty_option_refused(loaded):
+    with pytest.raises(interp.errors.ConfigError):
+        score_options(loaded["llama"], ["x"], ["wrong", " "])
