@@ -111,7 +111,8 @@ class Store:
         self.root = Path(root)
 
     def path_for(self, ident: UnitIdentity) -> Path:
-        return self.root / ident.study / ident.checkpoint / f"{ident.study}-{ident.hash[:16]}.h5"
+        # checkpoint names from trees contain "/" (route/step): keep them one directory level
+        return self.root / ident.study / ident.checkpoint.replace("/", "--") / f"{ident.study}-{ident.hash[:16]}.h5"
 
     def is_complete(self, ident: UnitIdentity) -> bool:
         path = self.path_for(ident)

@@ -1,0 +1,34 @@
+"""Results tables on disk: declared column order, stable row order, atomic replace."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from interp.errors import CacheError
+
+
+def write_table(df: pd.DataFrame, path: Path, *, columns: Sequence[str] | None = None,
+                sort: Sequence[str] | None = None) -> Path:
+    """Write CSV via a temporary file and rename, so a crash never leaves half a table."""
+    if columns is not None:
+        missing = [c for c in columns if c not in df.columns]
+        if missing:
+            raise ValueError(f"{path.name}: missing declared column(s) {', '.join(missing)}")
+        df = df[list(columns) + [c for c in df.columns if c not in columns]]
+    if sort:
+        df = df.sort_values(list(sort), kind="mergesort", ignore_index=True)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        df.to_csv(tmp, index=False, float_format="%.10g", lineterminator="\n")
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CacheError(f"{path}: cannot write results table ({exc.strerror or exc})") from None
+    return path

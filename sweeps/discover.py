@@ -1,0 +1,151 @@
+"""Find checkpoints in directories and trees; order them by step; group them into lineages.
+
+A directory with a config.json is a checkpoint. Anything else given on the command line is
+walked (up to 4 levels). Checkpoints directly under a tree root form the base (pretraining)
+sequence; checkpoints under a subdirectory form that subdirectory's route (e.g. `sft/`,
+`dpo/`). Steps come from trainer_state.json (global_step) or the name (`step1000`,
+`checkpoint-500`); `final` sorts last. An optional `lineage.toml` at the tree root declares
+base, routes and finals explicitly and wins over the layout.
+Directories that hold no checkpoint are reported in a warning, never silently skipped.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import tomllib
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from interp.errors import ConfigError
+
+log = logging.getLogger("interp.sweep")
+_STEP = re.compile(r"(?:step|checkpoint|ckpt|iter)[-_]?(\d+)", re.IGNORECASE)
+MAX_DEPTH = 4
+
+
+@dataclass
+class Discovery:
+    checkpoints: list[Path] = field(default_factory=list)
+    names: dict[Path, str] = field(default_factory=dict)
+    steps: dict[str, float] = field(default_factory=dict)
+    lineage: dict = field(default_factory=lambda: {"base": [], "routes": {}, "final": {}})
+    not_checkpoints: list[Path] = field(default_factory=list)
+
+    def write(self, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        data = {"checkpoints": [{"name": self.names[p], "path": str(p.resolve()), "step": self.steps.get(self.names[p])}
+                                for p in self.checkpoints], "lineage": self.lineage}
+        tmp = out / ".lineage.json.tmp"
+        tmp.write_text(json.dumps(data, indent=2, default=str))
+        tmp.replace(out / "lineage.json")
+
+
+def is_checkpoint(path: Path) -> bool:
+    return (path / "config.json").is_file()
+
+
+def step_of(path: Path) -> float:
+    state = path / "trainer_state.json"
+    if state.is_file():
+        try:
+            return float(json.loads(state.read_text())["global_step"])
+        except (ValueError, KeyError, OSError):
+            pass
+    if path.name.lower() in ("final", "last", "main"):
+        return float("inf")
+    m = _STEP.search(path.name)
+    return float(m.group(1)) if m else float("nan")
+
+
+def _order(paths: list[Path]) -> list[Path]:
+    # unknown steps (nan) keep name order after the numbered ones, before `final`
+    def key(p: Path):
+        s = step_of(p)
+        return (0 if s == s else 1, s if s == s else 0.0, p.name) if s != float("inf") else (2, 0.0, p.name)
+
+    return sorted(paths, key=key)
+
+
+def _walk(root: Path, depth: int, found: list[Path], empty: list[Path]) -> None:
+    if is_checkpoint(root):
+        found.append(root)
+        return
+    if depth >= MAX_DEPTH:
+        return
+    children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    before = len(found)
+    for child in children:
+        _walk(child, depth + 1, found, empty)
+    if len(found) == before:
+        empty.append(root)
+
+
+def _from_toml(root: Path, names: dict[Path, str]) -> dict:
+    try:
+        spec = tomllib.loads((root / "lineage.toml").read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{root / 'lineage.toml'}: invalid TOML ({exc})") from None
+    known = set(names.values())
+    lineage = {"base": list(spec.get("base", [])), "routes": dict(spec.get("routes", {})),
+               "final": dict(spec.get("final", {}))}
+    for field_name, values in (("base", lineage["base"]), *((f"routes.{k}", v) for k, v in lineage["routes"].items())):
+        for v in values:
+            if v not in known:
+                raise ConfigError(f"{root / 'lineage.toml'}: field {field_name} names unknown checkpoint {v!r}")
+    for route, ck in lineage["routes"].items():
+        lineage["final"].setdefault(route, ck[-1] if ck else None)
+    return lineage
+
+
+def discover(paths: Sequence[Path]) -> Discovery:
+    d = Discovery()
+    for given in paths:
+        given = Path(given)
+        if not given.exists():
+            raise ConfigError(f"{given}: checkpoint path does not exist")
+        if is_checkpoint(given):
+            if given not in d.names:
+                d.checkpoints.append(given)
+                d.names[given] = given.name
+                d.steps[given.name] = step_of(given)
+            continue
+        found: list[Path] = []
+        empty: list[Path] = []
+        _walk(given, 0, found, empty)
+        if empty:
+            msg = f"not checkpoints (no config.json below): {', '.join(str(p) for p in empty)}"
+            warnings.warn(msg, stacklevel=2)
+            log.warning(msg)
+            d.not_checkpoints.extend(empty)
+        by_parent: dict[Path, list[Path]] = {}
+        for ck in found:
+            by_parent.setdefault(ck.parent, []).append(ck)
+        tree_names: dict[Path, str] = {}
+        for parent, cks in by_parent.items():
+            for ck in _order(cks):
+                name = ck.relative_to(given).as_posix()
+                tree_names[ck] = name
+                d.checkpoints.append(ck)
+                d.names[ck] = name
+                d.steps[name] = step_of(ck)
+        if (given / "lineage.toml").is_file():
+            d.lineage = _from_toml(given, tree_names)
+        else:
+            for parent, cks in by_parent.items():
+                ordered = [tree_names[c] for c in _order(cks)]
+                if parent == given:
+                    d.lineage["base"].extend(ordered)
+                else:
+                    route = parent.relative_to(given).as_posix()
+                    d.lineage["routes"][route] = ordered
+                    d.lineage["final"][route] = ordered[-1]
+    if not d.checkpoints:
+        raise ConfigError(f"no checkpoints found in {', '.join(map(str, paths))}")
+    names = list(d.names.values())
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ConfigError(f"two checkpoints share the name {dup[0]!r}; pass their common parent directory instead")
+    return d

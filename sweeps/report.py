@@ -1,0 +1,3 @@
+"""placeholder replaced below"""
+def write_report(out):
+    return out
