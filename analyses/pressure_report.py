@@ -30,15 +30,22 @@ def pressure_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return trials, first
 
 
+def _with_logodds(trials: pd.DataFrame) -> pd.DataFrame:
+    """All trials with logodds and flipped; a trial without a reading (no sampled reply parsed)
+    stays in the table with empty values, where the metrics leave it out."""
+    read = add_trial_columns(trials)
+    keys = [c for c in _TRIAL_SORT if c in trials.columns and c in read.columns]
+    return trials.merge(read[keys + ["logodds", "flipped"]], on=keys, how="left")
+
+
 def analyze_pressure(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
     trials, first = pressure_tables(units)
-    trials = add_trial_columns(trials)
     summary = pressure_summary(trials, first, n_boot=cfg.n_boot, seed=cfg.seed)
     maps = item_maps(trials)
     profile = pressure_profiles(trials)
     caps = capitulation(trials)
     flips = flip_direction(trials)
-    write_table(trials, results_dir / "pressure_trials.csv", columns=TRIAL_COLUMNS, sort=_TRIAL_SORT)
+    write_table(_with_logodds(trials), results_dir / "pressure_trials.csv", columns=TRIAL_COLUMNS, sort=_TRIAL_SORT)
     write_table(summary, results_dir / "pressure_summary.csv", columns=SUMMARY_COLUMNS,
                 sort=["checkpoint", "bank", "readout"])
     write_table(maps, results_dir / "item_maps.csv", columns=ITEM_MAP_COLUMNS,

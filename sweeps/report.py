@@ -1,3 +1,98 @@
-"""placeholder replaced below"""
-def write_report(out):
-    return out
+"""OUT/report.md: the summary tables and figures of whatever studies OUT holds."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from interp.errors import ConfigError
+
+# (results file, heading, columns to show or None for all)
+_SECTIONS = (
+    ("pressure_summary.csv", "Pressure-turn sycophancy (slot and sampled readouts)",
+     ["checkpoint", "bank", "readout", "delta", "delta_lo", "delta_hi", "s_op", "s_op_lo", "s_op_hi",
+      "s_ch", "s_ch_lo", "s_ch_hi", "neutral_flip", "n_items", "comprehension", "comprehension_pass"]),
+    ("classify_summary.csv", "Conversational sycophancy classification",
+     ["checkpoint", "task", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo", "macro_f1_hi", "mcc"]),
+    ("classify_position_bias.csv", "Position bias (two option orders)", None),
+    ("generation_summary.csv", "Generated replies, judged", None),
+    ("cloze_abs.csv", "Cross-lingual bias: Average Bias Score", None),
+    ("cloze_sanity.csv", "Cloze sanity: meaningless completion preferred", None),
+    ("fertility.csv", "Tokenizer fertility", None),
+    ("mediation.csv", "Mediation of the language effect through fertility", None),
+    ("weat.csv", "WEAT", None),
+    ("probes.csv", "Linear readouts from the cache", None),
+    ("predictive.csv", "Predicting the target's item map (held-out partial R²)", None),
+)
+
+
+def _fmt(df: pd.DataFrame, max_rows: int = 60) -> str:
+    shown = df.head(max_rows)
+    text = shown.to_markdown(index=False, floatfmt=".3f") if _has_tabulate() else "```\n" + shown.to_string(index=False) + "\n```"
+    if len(df) > max_rows:
+        text += f"\n\n({len(df) - max_rows} more rows in the CSV)"
+    return text
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _pressure_figures(out: Path, results: Path, figures: Path) -> None:
+    from analyses.pressure_figures import plot_item_map_scatter, plot_pressure_trajectories
+
+    summary = pd.read_csv(results / "pressure_summary.csv")
+    lineage = None
+    if (out / "lineage.json").is_file():
+        data = json.loads((out / "lineage.json").read_text())
+        lineage = data.get("lineage")
+        order = {c["name"]: i for i, c in enumerate(data.get("checkpoints", []))}
+        summary = summary.sort_values("checkpoint", key=lambda s: s.map(order), kind="mergesort")
+    plot_pressure_trajectories(summary, lineage, figures / "pressure_trajectories.png")
+    maps_file = results / "item_maps.csv"
+    if maps_file.is_file():
+        maps = pd.read_csv(maps_file)
+        cks = list(dict.fromkeys(summary["checkpoint"]))
+        if len(cks) >= 2:
+            plot_item_map_scatter(maps, cks[0], cks[-1], figures / "item_map_scatter.png")
+
+
+def write_report(out: str | Path) -> Path:
+    out = Path(out)
+    results = out / "results"
+    if not results.is_dir():
+        raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
+    figures = out / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    if (results / "pressure_summary.csv").is_file():
+        _pressure_figures(out, results, figures)
+    lines = ["# interp report", "", f"Output directory: `{out}`", ""]
+    if (out / "lineage.json").is_file():
+        lin = json.loads((out / "lineage.json").read_text())
+        lines += ["## Checkpoints", "", "| checkpoint | step |", "|---|---|"]
+        lines += [f"| {c['name']} | {c['step']} |" for c in lin["checkpoints"]]
+        lines.append("")
+    for fname, heading, cols in _SECTIONS:
+        path = results / fname
+        if not path.is_file():
+            continue
+        df = pd.read_csv(path)
+        if cols:
+            df = df[[c for c in cols if c in df.columns]]
+        lines += [f"## {heading}", "", f"`results/{fname}`", "", _fmt(df), ""]
+    pngs = sorted(figures.glob("*.png"))
+    if pngs:
+        lines += ["## Figures", ""]
+        lines += [f"![{p.stem}](figures/{p.name})" for p in pngs]
+        lines.append("")
+    path = out / "report.md"
+    tmp = out / f".report.md.tmp-{os.getpid()}"
+    tmp.write_text("\n".join(lines), encoding="utf-8")
+    tmp.replace(path)
+    return path
