@@ -105,13 +105,12 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("interp: interrupted", err=True)
         sys.exit(130)
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+    except Exception as exc:
+        # usage errors from typer's click carry their own message and exit code (2)
+        if hasattr(exc, "show") and hasattr(exc, "exit_code"):
             exc.show()
             sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
+        if type(exc).__name__ == "Exit" and hasattr(exc, "exit_code"):
             sys.exit(exc.exit_code)
         raise
 
