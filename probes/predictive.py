@@ -1,0 +1,465 @@
+"""Does a source checkpoint's item map predict a target checkpoint's item map?
+
+The paper's predictive metric I is a held-out partial R^2 over item folds:
+
+* base model  target ~ profile                       (the source's unpressured profile)
+* full model  target ~ profile + source_map          (adds the source's item map)
+* readout     target ~ profile + source_map + r_hat  (optional; r_hat is a ridge readout of
+  the target from per-item source features, e.g. residual states, cross-fitted inside the
+  training folds)
+
+Every model is fitted on the training items of a fold and evaluated on its held-out items;
+sums of squared errors are pooled over the held-out folds (every item is held out once).
+
+    I           = 1 - SSE_full / SSE_base
+    I_readout   = 1 - SSE_readout / SSE_base   (gain over the same base; compare with I)
+    error_removed = (SSE_base - SSE_full) / SSE_base, the share of the base model's remaining
+                  held-out error that the source map removes. It equals I by definition and is
+                  kept under the paper's wording; the absolute view is r2_base / r2_full.
+    r2_*        = 1 - SSE_* / SST with SST around the mean of all items (each is held out once,
+                  so this is the pooled held-out mean; same convention as probes.readouts).
+
+Linear models: ordinary least squares with an intercept (``alpha=0``, the default; minimum-norm
+solution if a training design is rank deficient), or ridge on training-fold standardized
+columns with an unpenalized intercept (``alpha>0``, for many profile columns relative to items;
+identical to ``Pipeline(StandardScaler, Ridge(alpha))``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import linalg
+from sklearn.preprocessing import StandardScaler
+
+from probes.readouts import _eigh, item_folds
+
+__all__ = [
+    "PartialR2Result",
+    "NullResult",
+    "partial_r2",
+    "partial_r2_null",
+    "precision_at_k",
+    "route_relation",
+    "predictive_table",
+    "TABLE_COLUMNS",
+    "DEFAULT_READOUT_ALPHAS",
+]
+
+TABLE_COLUMNS = ("source", "target", "route_relation", "I", "I_readout", "error_removed",
+                 "null_mean", "p_value", "precision_at_k", "k")
+# Ridge penalties on standardized residual features, chosen per training set by efficient
+# leave-one-out; wide because d (hundreds to thousands) often exceeds the training items.
+DEFAULT_READOUT_ALPHAS: tuple[float, ...] = tuple(np.logspace(-1, 6, 15))
+
+
+@dataclass(frozen=True)
+class PartialR2Result:
+    """Held-out partial R^2 of a source map for a target map (see module docstring).
+
+    Arrays are in the input item order and read-only: ``predicted`` (cross-fitted full model,
+    the input to :func:`precision_at_k`), ``predicted_base``, ``predicted_readout`` (or None)
+    and ``fold_ids`` (held-out fold of each item). ``I_readout``, ``sse_readout`` and
+    ``r2_readout`` are None without a readout.
+    """
+
+    I: float
+    sse_base: float
+    sse_full: float
+    error_removed: float
+    n_items: int
+    folds: int
+    r2_base: float
+    r2_full: float
+    I_readout: float | None = None
+    sse_readout: float | None = None
+    r2_readout: float | None = None
+    predicted: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
+    predicted_base: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
+    predicted_readout: np.ndarray | None = field(default=None, compare=False, repr=False)
+    fold_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=int), compare=False,
+                                 repr=False)
+
+
+@dataclass(frozen=True)
+class NullResult:
+    """Observed statistic against its shuffle null; p = (1 + #{null >= observed}) / (1 + n)."""
+
+    observed: float
+    null_mean: float
+    null_p95: float
+    p_value: float
+    null: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
+
+
+# ----------------------------------------------------------------------------- partial R^2
+
+def partial_r2(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, *,
+               n_folds: int = 5, seed: int = 0, groups: np.ndarray | None = None,
+               readout: np.ndarray | None = None, alpha: float = 0.0,
+               readout_alphas: float | Sequence[float] = DEFAULT_READOUT_ALPHAS) -> PartialR2Result:
+    """Held-out partial R^2 (the paper's I) of ``source_map`` for ``target`` beyond ``profile``.
+
+    Parameters
+    ----------
+    target : (n_items,) the target checkpoint's item map.
+    profile : (n_items,) or (n_items, p) the source's unpressured profile.
+    source_map : (n_items,) or (n_items, q) the source checkpoint's item map.
+    n_folds, seed : item folds from :func:`probes.readouts.item_folds`.
+    groups : optional cluster id per item (items sharing a story, ...); folds keep a cluster
+        together. Default: every item is its own group.
+    readout : optional (n_items, d) per-item source features. A ridge readout of the target
+        from them (``readout_alphas``: one penalty, or a grid chosen by exact leave-one-out
+        over the training items only, which ignores ``groups``) is cross-fitted inside every training fold (inner item
+        folds, seeded from ``seed``), so the third model never sees a held-out target.
+    alpha : 0 for OLS, > 0 for ridge on standardized columns (base and full model alike).
+    """
+    y = _vector(target, "target")
+    n = len(y)
+    P = _matrix(profile, n, "profile")
+    M = _matrix(source_map, n, "source_map")
+    groups = np.arange(n) if groups is None else np.asarray(groups)
+    if len(groups) != n:
+        raise ValueError(f"groups has {len(groups)} entries for {n} items")
+    fold_ids = item_folds(groups, n_folds, seed)
+
+    pred_base = _cross_fit(y, P, fold_ids, alpha)
+    pred_full = _cross_fit(y, np.hstack([P, M]), fold_ids, alpha)
+    sst = float(np.sum((y - y.mean()) ** 2))
+    sse_base = float(np.sum((y - pred_base) ** 2))
+    sse_full = float(np.sum((y - pred_full) ** 2))
+    I = _gain(sse_base, sse_full)
+
+    I_ro = sse_ro = r2_ro = None
+    pred_ro = None
+    if readout is not None:
+        R = _matrix(readout, n, "readout")
+        pred_ro = np.empty(n)
+        for k, (train, test) in enumerate(_fold_pairs(fold_ids)):
+            inner = item_folds(groups[train], min(n_folds, len(np.unique(groups[train]))),
+                               seed + 1 + k)
+            r_tr, r_te = _crossfit_readout(R, y, train, test, inner, readout_alphas)
+            X_tr = np.column_stack([P[train], M[train], r_tr])
+            X_te = np.column_stack([P[test], M[test], r_te])
+            pred_ro[test] = _fit_predict(X_tr, y[train], X_te, alpha)
+        sse_ro = float(np.sum((y - pred_ro) ** 2))
+        I_ro = _gain(sse_base, sse_ro)
+        r2_ro = _gain(sst, sse_ro)
+        pred_ro.setflags(write=False)
+
+    for arr in (pred_base, pred_full, fold_ids):
+        arr.setflags(write=False)
+    return PartialR2Result(I=I, sse_base=sse_base, sse_full=sse_full, error_removed=I,
+                           n_items=n, folds=n_folds, r2_base=_gain(sst, sse_base),
+                           r2_full=_gain(sst, sse_full), I_readout=I_ro, sse_readout=sse_ro,
+                           r2_readout=r2_ro, predicted=pred_full, predicted_base=pred_base,
+                           predicted_readout=pred_ro, fold_ids=fold_ids)
+
+
+def partial_r2_null(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, *,
+                    n_shuffles: int = 100, seed: int = 0, n_folds: int = 5,
+                    groups: np.ndarray | None = None, alpha: float = 0.0) -> NullResult:
+    """Shuffle null for I: the source map's rows are permuted across items while target and
+    profile stay aligned, and I is recomputed on the same folds as the observed value.
+
+    Permutations come from ``default_rng([seed, 2])``. Items are permuted individually even
+    when ``groups`` is given (groups only shape the folds). ``n_shuffles=0`` gives NaN
+    summaries.
+    """
+    y = _vector(target, "target")
+    n = len(y)
+    P = _matrix(profile, n, "profile")
+    M = _matrix(source_map, n, "source_map")
+    groups = np.arange(n) if groups is None else np.asarray(groups)
+    if len(groups) != n:
+        raise ValueError(f"groups has {len(groups)} entries for {n} items")
+    if n_shuffles < 0:
+        raise ValueError("n_shuffles must be >= 0")
+    fold_ids = item_folds(groups, n_folds, seed)
+    sse_base = float(np.sum((y - _cross_fit(y, P, fold_ids, alpha)) ** 2))
+
+    def stat(source: np.ndarray) -> float:
+        return _gain(sse_base, float(np.sum((y - _cross_fit(y, np.hstack([P, source]),
+                                                              fold_ids, alpha)) ** 2)))
+
+    observed = stat(M)
+    rng = np.random.default_rng([seed, 2])
+    null = np.array([stat(M[rng.permutation(n)]) for _ in range(n_shuffles)], dtype=float)
+    null.setflags(write=False)
+    if n_shuffles == 0:
+        nan = float("nan")
+        return NullResult(observed=observed, null_mean=nan, null_p95=nan, p_value=nan, null=null)
+    return NullResult(observed=observed, null_mean=float(null.mean()),
+                      null_p95=float(np.percentile(null, 95)),
+                      p_value=(1 + int(np.sum(null >= observed))) / (1 + n_shuffles), null=null)
+
+
+# ----------------------------------------------------------------------------- precision@k
+
+def precision_at_k(target_map: np.ndarray, predicted: np.ndarray, k: int) -> float:
+    """|top-k items by target_map  ∩  top-k items by predicted| / k.
+
+    Top = largest values (the items the target yields on most, on the log-odds map scale).
+    Ties are broken by item order (the earlier item ranks higher), so the result is
+    deterministic.
+    """
+    t = _vector(target_map, "target_map")
+    p = _vector(predicted, "predicted")
+    if len(p) != len(t):
+        raise ValueError(f"target_map has {len(t)} items but predicted has {len(p)}")
+    if not 1 <= k <= len(t):
+        raise ValueError(f"k must be in [1, {len(t)}], got {k}")
+    top_t = np.argsort(-t, kind="stable")[:k]
+    top_p = np.argsort(-p, kind="stable")[:k]
+    return len(np.intersect1d(top_t, top_p)) / k
+
+
+# ----------------------------------------------------------------------------- lineage
+
+def route_relation(source_ckpt: str, target_ckpt: str, lineage: Mapping) -> str:
+    """How a source checkpoint relates to the target's post-training route.
+
+    ``lineage`` is a plain dict::
+
+        {"base":   ["stage1-step1000", ..., "base-final"],       # shared trunk, in order
+         "routes": {"sft-dpo": ["sft", "dpo"],                   # checkpoints after the split
+                    "instruct": ["instruct-sft", "instruct"]},
+         "final":  {"sft-dpo": "dpo", "instruct": "instruct"}}   # optional; a final name
+                                                                 # counts as on its route
+
+    A checkpoint may sit on several routes (an SFT shared by a DPO and an RL route).
+    Returns
+
+    * ``"own"``: the source is on a route that the target is on (including source == target),
+    * ``"base"``: the source is on the shared trunk (before the routes split),
+    * ``"sibling"``: the source is on a route the target is not on (a different route from
+      the same base); when the target itself is a trunk checkpoint, every route counts as
+      sibling,
+    * ``"unrelated"``: source or target does not appear in the lineage.
+    """
+    base, routes = _parse_lineage(lineage)
+    target_routes = {name for name, ckpts in routes.items() if target_ckpt in ckpts}
+    if not target_routes and target_ckpt not in base:
+        return "unrelated"
+    if source_ckpt == target_ckpt:
+        return "own"
+    source_routes = {name for name, ckpts in routes.items() if source_ckpt in ckpts}
+    if source_routes & target_routes:
+        return "own"
+    if source_ckpt in base:
+        return "base"
+    if source_routes:
+        return "sibling"
+    return "unrelated"
+
+
+def _parse_lineage(lineage: Mapping) -> tuple[set[str], dict[str, set[str]]]:
+    if not isinstance(lineage, Mapping):
+        raise TypeError(f"lineage must be a dict, got {type(lineage).__name__}")
+    unknown = set(lineage) - {"base", "routes", "final"}
+    if unknown:
+        raise ValueError(f"lineage has unknown keys {sorted(unknown)}; "
+                         "expected 'base', 'routes' and optionally 'final'")
+    base = lineage.get("base", [])
+    route_lists = lineage.get("routes", {})
+    final = lineage.get("final", {}) or {}
+    if isinstance(base, str) or not isinstance(route_lists, Mapping) or not isinstance(final, Mapping):
+        raise ValueError("lineage['base'] must be a list, 'routes' and 'final' dicts")
+    routes: dict[str, set[str]] = {}
+    for name, ckpts in route_lists.items():
+        if isinstance(ckpts, str):
+            raise ValueError(f"lineage['routes'][{name!r}] must be a list of checkpoint names")
+        routes[name] = set(ckpts)
+    for name, ckpt in final.items():
+        if name not in routes:
+            raise ValueError(f"lineage['final'] names route {name!r}, absent from 'routes'")
+        routes[name].add(ckpt)
+    return set(base), routes
+
+
+# ----------------------------------------------------------------------------- table
+
+def predictive_table(maps: Mapping[str, pd.Series], profiles: Mapping[str, pd.DataFrame], *,
+                     target: str, sources: Sequence[str] | None = None,
+                     lineage: Mapping | None = None, n_shuffles: int = 100,
+                     k: int | None = None, readouts: Mapping[str, pd.DataFrame] | None = None,
+                     seed: int = 0, n_folds: int = 5, alpha: float = 0.0) -> pd.DataFrame:
+    """One row per source checkpoint: how well its map predicts ``target``'s map.
+
+    ``maps``: checkpoint -> per-item Series (index item_id; a DataFrame for a multi-column map).
+    ``profiles``: checkpoint -> per-item DataFrame (index item_id), the source's unpressured
+    profile. ``readouts``: optional checkpoint -> per-item DataFrame of source features.
+    ``sources`` defaults to every checkpoint in ``maps`` with a profile, except the target.
+
+    All rows use the same items: the item ids present and finite in the target map and in
+    every source's map, profile and readout, sorted (so folds do not depend on input order),
+    and the same folds and shuffles (``seed``). ``k`` defaults to round(0.1 * n_items), at
+    least 1. ``route_relation`` is None without a lineage; ``I_readout`` is NaN for a source
+    without readout features; ``null_mean``/``p_value`` are NaN when ``n_shuffles=0``.
+    Columns: :data:`TABLE_COLUMNS`.
+    """
+    if target not in maps:
+        raise KeyError(f"target {target!r} has no item map")
+    if sources is None:
+        sources = [c for c in maps if c != target and c in profiles]
+    readouts = readouts or {}
+    for s in sources:
+        if s not in maps or s not in profiles:
+            raise KeyError(f"source {s!r} needs both an item map and a profile")
+
+    frames = {"target": _frame(maps[target])}
+    for s in sources:
+        frames[f"map:{s}"] = _frame(maps[s])
+        frames[f"profile:{s}"] = _frame(profiles[s])
+        if s in readouts:
+            frames[f"readout:{s}"] = _frame(readouts[s])
+    items = None
+    for frame in frames.values():
+        ok = frame.index[np.isfinite(frame.to_numpy(dtype=float)).all(axis=1)]
+        items = ok if items is None else items.intersection(ok)
+    items = items.sort_values() if items is not None else pd.Index([])
+    if frames["target"].shape[1] != 1:
+        raise ValueError("the target map must have one value per item")
+    n_items = len(items)
+    if k is None:
+        k = max(1, int(round(0.1 * n_items)))
+    y = frames["target"].loc[items].to_numpy(dtype=float)[:, 0]
+
+    rows = []
+    for s in sources:
+        P = frames[f"profile:{s}"].loc[items].to_numpy(dtype=float)
+        M = frames[f"map:{s}"].loc[items].to_numpy(dtype=float)
+        R = frames[f"readout:{s}"].loc[items].to_numpy(dtype=float) if s in readouts else None
+        res = partial_r2(y, P, M, n_folds=n_folds, seed=seed, readout=R, alpha=alpha)
+        nul = partial_r2_null(y, P, M, n_shuffles=n_shuffles, seed=seed, n_folds=n_folds,
+                              alpha=alpha)
+        rows.append({
+            "source": s,
+            "target": target,
+            "route_relation": route_relation(s, target, lineage) if lineage is not None else None,
+            "I": res.I,
+            "I_readout": np.nan if res.I_readout is None else res.I_readout,
+            "error_removed": res.error_removed,
+            "null_mean": nul.null_mean,
+            "p_value": nul.p_value,
+            "precision_at_k": precision_at_k(y, res.predicted, k),
+            "k": k,
+        })
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    return table.astype({"source": object, "target": object, "route_relation": object,
+                         "I": float, "I_readout": float, "error_removed": float,
+                         "null_mean": float, "p_value": float, "precision_at_k": float,
+                         "k": int})
+
+
+# ----------------------------------------------------------------------------- internals
+
+def _vector(x, name: str) -> np.ndarray:
+    v = np.asarray(x, dtype=float)
+    if v.ndim == 2 and v.shape[1] == 1:
+        v = v[:, 0]
+    if v.ndim != 1:
+        raise ValueError(f"{name} must be one value per item, got shape {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return v
+
+
+def _matrix(x, n: int, name: str) -> np.ndarray:
+    m = np.asarray(x, dtype=float)
+    if m.ndim == 1:
+        m = m[:, None]
+    if m.ndim != 2 or m.shape[0] != n:
+        raise ValueError(f"{name} must have {n} rows (one per item), got shape {m.shape}")
+    if not np.all(np.isfinite(m)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return m
+
+
+def _frame(x) -> pd.DataFrame:
+    if isinstance(x, (pd.Series, pd.DataFrame)):
+        if not x.index.is_unique:
+            raise ValueError("item ids must be unique in every map, profile and readout")
+        return x.to_frame() if isinstance(x, pd.Series) else x
+    raise TypeError(f"expected a pandas Series or DataFrame indexed by item id, got {type(x).__name__}")
+
+
+def _gain(sse_ref: float, sse: float) -> float:
+    return 1.0 - sse / sse_ref if sse_ref > 0 else float("nan")
+
+
+def _fold_pairs(fold_ids: np.ndarray):
+    for f in np.unique(fold_ids):
+        yield np.flatnonzero(fold_ids != f), np.flatnonzero(fold_ids == f)
+
+
+def _fit_predict(X_tr: np.ndarray, y_tr: np.ndarray, X_te: np.ndarray, alpha: float) -> np.ndarray:
+    """Linear model with intercept fitted on training rows, predicted on held-out rows.
+
+    Columns are standardized on the training rows (population std, constant columns left
+    at zero) as StandardScaler does; OLS predictions do not depend on it, ridge ones do.
+    """
+    mu = X_tr.mean(axis=0)
+    sd = X_tr.std(axis=0)
+    sd[sd == 0] = 1.0
+    Z_tr, Z_te = (X_tr - mu) / sd, (X_te - mu) / sd
+    ybar = y_tr.mean()
+    if alpha == 0:
+        coef = linalg.lstsq(Z_tr, y_tr - ybar, check_finite=False)[0]
+    else:
+        gram = Z_tr.T @ Z_tr + alpha * np.eye(Z_tr.shape[1])
+        coef = linalg.solve(gram, Z_tr.T @ (y_tr - ybar), assume_a="pos", check_finite=False)
+    return ybar + Z_te @ coef
+
+
+def _cross_fit(y: np.ndarray, X: np.ndarray, fold_ids: np.ndarray, alpha: float) -> np.ndarray:
+    pred = np.empty(len(y))
+    for train, test in _fold_pairs(fold_ids):
+        pred[test] = _fit_predict(X[train], y[train], X[test], alpha)
+    return pred
+
+
+def _ridge_readout(R_tr: np.ndarray, y_tr: np.ndarray, R_te: np.ndarray,
+                   alphas: float | Sequence[float]) -> np.ndarray:
+    """Ridge readout on training-standardized features, penalty picked by exact leave-one-out.
+
+    Equals ``Pipeline(StandardScaler, Ridge(alpha))`` for the chosen alpha. With centered
+    columns the hat matrix is 11'/n + U diag(l/(l+alpha)) U' (eigen pairs of ZZ'), so the
+    leave-one-out residual (y - yhat)/(1 - h_ii) of every alpha comes from one
+    decomposition (the shortcut RidgeCV uses; the scaling is not refitted per left-out item).
+    """
+    scaler = StandardScaler().fit(R_tr)
+    Z_tr, Z_te = scaler.transform(R_tr), scaler.transform(R_te)
+    n = len(y_tr)
+    ybar = y_tr.mean()
+    lam, U = _eigh(Z_tr @ Z_tr.T)
+    lam = np.clip(lam, 0.0, None)
+    proj = U.T @ (y_tr - ybar)
+    grid = np.atleast_1d(np.asarray(alphas, dtype=float))
+    if len(grid) > 1:
+        shrink = lam[None, :] / (lam[None, :] + grid[:, None])          # (alphas, n)
+        fitted = ybar + (shrink * proj) @ U.T
+        hat = 1.0 / n + shrink @ (U**2).T
+        loo = np.sum(((y_tr - fitted) / (1.0 - hat)) ** 2, axis=1)
+        alpha = grid[int(np.argmin(loo))]
+    else:
+        alpha = grid[0]
+    # test predictions through the kernel: Z_te Z_tr' U (L + alpha)^-1 U'(y - ybar)
+    return ybar + (Z_te @ Z_tr.T) @ (U @ (proj / (lam + alpha)))
+
+
+def _crossfit_readout(R: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
+                      inner_folds: np.ndarray, alphas) -> tuple[np.ndarray, np.ndarray]:
+    """Readout predictions for one outer fold without touching held-out targets.
+
+    Training items get out-of-inner-fold predictions (so the stacked model learns how much
+    to trust an honest readout); held-out items get the readout fitted on all training items.
+    """
+    r_tr = np.empty(len(train))
+    for inner_train, inner_test in _fold_pairs(inner_folds):
+        r_tr[inner_test] = _ridge_readout(R[train[inner_train]], y[train[inner_train]],
+                                          R[train[inner_test]], alphas)
+    r_te = _ridge_readout(R[train], y[train], R[test], alphas)
+    return r_tr, r_te

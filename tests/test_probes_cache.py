@@ -1,0 +1,67 @@
+"""probe / predict read only the cache: they work with the checkpoints deleted and loading blocked."""
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import interp.loading
+from interp.errors import ConfigError
+from interp.studies.base import RunConfig
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, tokenizer):
+    from interp.testing import build_tiny_model
+    from sweeps.api import run_sweep
+
+    root = tmp_path_factory.mktemp("lineage")
+    for i, name in enumerate(["base-step1", "sft/step1", "sft/final", "dpo/final"]):
+        build_tiny_model(root / name, "llama", n_layers=2, d_model=32, seed=i, tokenizer=tokenizer)
+    out = tmp_path_factory.mktemp("out")
+    run_sweep([root], studies=["pressure"], banks=["moral"], out=out, progress=False, report=False,
+              cfg=RunConfig(max_items=10, n_boot=20, threads=1))
+    shutil.rmtree(root)  # from here on no checkpoint exists
+    return out
+
+
+@pytest.fixture(autouse=True)
+def no_model_loading(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("a model was loaded")
+    monkeypatch.setattr(interp.loading, "load", refuse)
+    monkeypatch.setattr(interp.loading, "load_hf_model", refuse)
+
+
+def test_probe_from_cache(swept):
+    from probes.api import run_probe
+
+    table = run_probe(swept, study="pressure", target="planted", n_shuffles=19)
+    assert list(table.columns[:11]) == ["checkpoint", "study", "layer", "target", "metric", "score", "null_mean",
+                                         "null_p95", "p_value", "n_items", "folds"]
+    assert len(table) == 4 and (table["n_items"] == 10).all() and (table["layer"] == 1).all()
+    assert table["p_value"].between(1 / 20, 1).all()
+    run_probe(swept, study="pressure", target="logodds", n_shuffles=9)
+    both = pd.read_csv(swept / "results" / "probes.csv")
+    assert set(both["target"]) == {"planted", "logodds"} and len(both) == 8
+
+
+def test_predict_from_cache(swept):
+    from probes.api import run_predict
+
+    table = run_predict(swept, target="sft/final", n_shuffles=9)
+    rel = dict(zip(table["source"], table["route_relation"]))
+    assert rel == {"base-step1": "base", "sft/step1": "own", "dpo/final": "sibling"}
+    assert np.isfinite(table["I"]).all() and np.isfinite(table["I_readout"]).all()
+    assert (swept / "results" / "predictive.csv").is_file() and (swept / "figures" / "predictive_I.png").is_file()
+
+
+def test_bad_requests_are_clear(swept):
+    from probes.api import run_predict, run_probe
+
+    with pytest.raises(ConfigError, match="unknown target"):
+        run_probe(swept, study="pressure", target="nope")
+    with pytest.raises(ConfigError, match="no cached cloze units"):
+        run_probe(swept, study="cloze", target="delta")
+    with pytest.raises(ConfigError, match="has no cached pressure unit"):
+        run_predict(swept, target="ghost")
