@@ -26,7 +26,7 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
     Rows for other (study, target, layer) combinations already in probes.csv are kept.
     """
     out = Path(out)
-    rows = []
+    rows, nulls = [], []
     for d in probe_datasets(out, study, target, layer=layer):
         if len(np.unique(d.groups)) < n_folds:
             raise ConfigError(f"{d.checkpoint}: {len(np.unique(d.groups))} items is fewer than {n_folds} folds")
@@ -37,6 +37,8 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
                      "metric": res.metric, "score": res.score, "null_mean": res.null_mean,
                      "null_p95": res.null_p95, "p_value": res.p_value, "n_items": res.n_items,
                      "folds": res.folds, "bank": d.bank, "n_rows": res.n_rows, "n_shuffles": res.n_shuffles})
+        nulls.append((f"{d.checkpoint} ({d.bank}, L{d.layer})", res.score, np.asarray(res.null)))
+    _null_figure(nulls, f"{study}: {target}", out / "figures" / f"probe_null_{study}_{target}.png")
     table = pd.DataFrame(rows)
     path = out / "results" / "probes.csv"
     if path.is_file():
@@ -45,6 +47,27 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
         table = pd.concat([old[keep], table], ignore_index=True)
     write_table(table, path, columns=PROBE_COLUMNS, sort=["study", "target", "layer", "checkpoint", "bank"])
     return table
+
+
+def _null_figure(nulls: list[tuple[str, float, np.ndarray]], title: str, path: Path) -> None:
+    """Label-shuffle null distribution of each readout with its observed score."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = len(nulls)
+    fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 2.8), squeeze=False)
+    for ax, (label, score, null) in zip(axes[0], nulls):
+        ax.hist(null[np.isfinite(null)], bins=20, color="lightgrey", edgecolor="grey")
+        ax.axvline(score, color="crimson", lw=2, label="observed")
+        ax.set_title(label, fontsize=8)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(f"{title}: label-shuffle null vs observed", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _pressure_units(out: Path, bank: str | None):

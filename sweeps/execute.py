@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Sequence
@@ -55,6 +56,8 @@ def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, execu
             scheduler: str | None = None, n_workers: int = 2, progress: bool = True) -> int:
     """Run every unit not yet complete; returns how many were computed now."""
     store.clean_stale()
+    if progress and executor == "local":  # a bar inside each unit too (scoring batches)
+        cfg = replace(cfg, scoring=replace(cfg.scoring, progress=True))
     todo = [u for u in units if not store.is_complete(u.identity)]
     by_ckpt: dict[Path, list[PlannedUnit]] = defaultdict(list)
     for u in todo:

@@ -41,6 +41,7 @@ def test_probe_from_cache(swept):
                                          "null_p95", "p_value", "n_items", "folds"]
     assert len(table) == 4 and (table["n_items"] == 10).all() and (table["layer"] == 1).all()
     assert table["p_value"].between(1 / 20, 1).all()
+    assert (swept / "figures" / "probe_null_pressure_planted.png").is_file()
     run_probe(swept, study="pressure", target="logodds", n_shuffles=9)
     both = pd.read_csv(swept / "results" / "probes.csv")
     assert set(both["target"]) == {"planted", "logodds"} and len(both) == 8
