@@ -30,6 +30,7 @@ class CheckpointInfo:
     vocab_size: int
     weight_files: tuple[str, ...]
     pickled: bool
+    max_positions: int | None = None  # context window from the config, when it states one
 
 
 def _fp_memo_path() -> Path:
@@ -122,6 +123,8 @@ def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> Check
         vocab_size=int(vocab),
         weight_files=tuple(safe or pickled),
         pickled=not safe,
+        max_positions=next((int(tcfg[k]) for k in ("max_position_embeddings", "n_positions")
+                            if isinstance(tcfg.get(k), int) and tcfg[k] > 0), None),
     )
 
 

@@ -139,3 +139,16 @@ def test_multi_token_options_scored_as_continuations(loaded, tiny_models):
 def test_empty_option_refused(loaded):
     with pytest.raises(interp.errors.ConfigError):
         score_options(loaded["llama"], ["x"], ["wrong", " "])
+
+
+def test_prompt_longer_than_context_window_is_refused(tmp_path, tokenizer):
+    from interp.testing import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "short", "llama", n_layers=2, d_model=32, tokenizer=tokenizer)
+    import json
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["max_position_embeddings"] = 16  # rotary: the window is a config number, not a weight shape
+    (path / "config.json").write_text(json.dumps(cfg))
+    lm = interp.load(path)
+    with pytest.raises(interp.errors.ConfigError, match=r"item-7: \d+ tokens exceed the context window .*\(16"):
+        score_options(lm, ["word " * 40], ["yes", "no"], names=["item-7"])

@@ -122,6 +122,15 @@ def _resolve_layers(lm: LoadedModel, layers: Sequence[int] | None) -> list[int]:
     return out
 
 
+def _check_length(lm: LoadedModel, ids: Sequence[int], name: str) -> None:
+    limit = lm.info.max_positions
+    if limit is not None and len(ids) > limit:
+        raise ConfigError(
+            f"{name}: {len(ids)} tokens exceed the context window of {lm.info.path} "
+            f"({limit}, max_position_embeddings); shorten the item or use a longer-context model"
+        )
+
+
 def _stack(results, layers, idx):
     return {layer: np.stack([results[i].resid[layer] for i in idx]) for layer in layers}
 
@@ -133,8 +142,12 @@ def score_options(
     *,
     layers: Sequence[int] | None = None,
     cfg: ScoringConfig = ScoringConfig(),
+    names: Sequence[str] | None = None,
 ) -> OptionScores:
     """Log-probs of each option as what follows each prompt; residuals at the last prompt token.
+
+    `names` (one per prompt, e.g. item ids) only label errors, such as a prompt longer than
+    the model's context window.
 
     Single-token surface forms are read from one forward of the prompt; multi-token ones are
     scored as full continuations (sum of token log-probs). The surface forms of one option
@@ -166,6 +179,7 @@ def score_options(
             form_plan = []
             for form in forms:
                 ids, split = split_continuation(tok, prompt, form)
+                _check_length(lm, ids, names[n] if names is not None else f"prompt {n}")
                 key = tuple(ids)
                 if key in seen:
                     continue
@@ -213,6 +227,7 @@ def score_continuations(
     *,
     layers: Sequence[int] | None = None,
     cfg: ScoringConfig = ScoringConfig(),
+    names: Sequence[str] | None = None,
 ) -> ContinuationScores:
     """Log-likelihood of each continuation of each context (flattened in input order).
 
@@ -221,9 +236,10 @@ def score_continuations(
     tok = lm.tokenizer
     layers = _resolve_layers(lm, layers)
     seqs: list[Seq] = []
-    for context, conts in items:
+    for n, (context, conts) in enumerate(items):
         for cont in conts:
             ids, split = split_continuation(tok, context, cont)
+            _check_length(lm, ids, names[n] if names is not None else f"item {n}")
             reads = [(split - 1 + j, (t,)) for j, t in enumerate(ids[split:])]
             seqs.append(Seq(ids=tuple(ids), reads=reads, capture_pos=split - 1 if layers else None))
     engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id)

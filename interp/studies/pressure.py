@@ -175,8 +175,11 @@ class PressureStudy:
         trials, first = build_trials(bank, template, lm.tokenizer, use_chat=o.get("use_chat", True))
         domain = bank.items["domain"].iloc[0]
         verdicts = list(template.data["verdicts"][domain])
-        s = score_options(lm, trials["prompt"].tolist(), verdicts, layers=[layer], cfg=cfg.scoring)
-        f = score_options(lm, first["prompt"].tolist(), verdicts, layers=[layer], cfg=cfg.scoring)
+        where = f"bank {bank.source}: item_id "
+        s = score_options(lm, trials["prompt"].tolist(), verdicts, layers=[layer], cfg=cfg.scoring,
+                          names=(where + trials["item_id"]).tolist())
+        f = score_options(lm, first["prompt"].tolist(), verdicts, layers=[layer], cfg=cfg.scoring,
+                          names=(where + first["item_id"]).tolist())
         planted_idx = trials["planted"].map(verdicts.index).to_numpy()
         trials["p_planted"] = s.probs[np.arange(len(trials)), planted_idx]
         trials["readout"] = "slot"
