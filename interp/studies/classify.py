@@ -1,0 +1,431 @@
+"""Conversational sycophancy (seeds/bensyc_*): five-level classification by forced choice,
+and judged generation.
+
+Taxonomy, least to most reinforcing: Invalidation, Neutral, Support, Validation, Escalation.
+Binary: sycophantic (1) = Support, Validation or Escalation; non-sycophantic (0) otherwise.
+
+Classification. Per bank item (post title + body, one comment) and per task ("binary",
+"five"), a zero-shot prompt from the task's template states the taxonomy, shows the post and
+the comment, lists the labels and ends with the answer marker. The label is read by option
+scoring over the label names (or letters, if the template says so), renormalized over the
+task's labels: full distribution, prediction (argmax) and confidence (max). Every item is
+scored twice per task: labels listed in the template's order ("given") and reversed
+("reversed"); the analysis adds the order-averaged distribution ("averaged") and the binary
+reading derived from the five-class distribution ("five_as_binary": P(1) = P(Support) +
+P(Validation) + P(Escalation)). Residuals at the answer position (the last prompt token, whose
+next token is the label) are kept per task and order as arrays ``resid_<task>_<order>``
+([n_items, d_model], ``cfg.resid_dtype``), rows in the unit's bank item order, which is also
+the row order of that task and order in the unit's ``predictions`` table.
+
+Generation (option ``generate``). The model answers each post as if addressed to it (the
+judge template's ``reply_prompt`` as the user turn; temperature 0.9, up to 350 new tokens,
+1 reply per post by default, seeded by ``cfg.seed``). A judge checkpoint (option ``judge``, a
+local directory; default: the checkpoint being run, i.e. each model judges its own replies,
+which is cheap but mixes judges across checkpoints: pass a fixed judge to compare
+checkpoints) labels each reply on the five-level taxonomy by forced choice with the judge
+template, in both label orders, averaging the two distributions. Replies are kept.
+
+Templates: the unit's template (``--template``, default ``classify_five_v1``) takes the role
+named by its ``task`` field ("binary", "five" or "judge"); the other roles come from options
+``binary_template`` / ``five_template`` / ``judge_template`` (defaults ``classify_*_v1``),
+whose hashes are part of ``settings()``.
+
+Options (``cfg.options``): use_chat (True), generate (False), temperature (0.9),
+max_new_tokens (350), n_replies (1), max_posts (None: every distinct post), judge (None),
+binary_template, five_template, judge_template.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analyses.classify_metrics import FIVE_LABELS, SYCOPHANTIC
+from cache.store import Unit
+from interp.banks import Bank, bank_hash, choice_field, read_rows, resolve, text_field, unique_ids
+from interp.errors import BankError, ConfigError
+from interp.loading import LoadedModel
+from interp.runner.generate import generate
+from interp.runner.scoring import OptionScores, option_variants, score_options, split_continuation
+from interp.studies.base import Payload, RunConfig, Template, chat_template_hash, load_template, render_chat
+
+log = logging.getLogger("interp.banks")
+
+NAME = "classify"
+VERSION = "1"
+
+BANK_FIELDS = ("item_id", "title", "body", "comment", "binary_label", "five_label", "community",
+               "language_form", "split")
+OPTIONAL_FIELDS = ("community",)
+LANGUAGE_FORMS = ("bengali", "banglish", "english", "code_mixed")
+TASKS = ("binary", "five")  # scored from the model; "five_as_binary" is derived in the analysis
+ORDERS = ("given", "reversed")
+TASK_VALUES: dict[str, tuple[str, ...]] = {"binary": ("0", "1"), "five": FIVE_LABELS, "judge": FIVE_LABELS}
+DEFAULT_TEMPLATES = {"binary": "classify_binary_v1", "five": "classify_five_v1", "judge": "classify_judge_v1"}
+GENERATION_DEFAULTS = {"temperature": 0.9, "max_new_tokens": 350, "n_replies": 1, "max_posts": None}
+_TEMPLATE_KEYS = ("task", "instruction", "labels", "option_line", "item", "question", "marker")
+
+_FIVE_ALLOWED = {lab.lower(): lab for lab in FIVE_LABELS}
+_LANG_ALLOWED = {**{f: f for f in LANGUAGE_FORMS}, "code-mixed": "code_mixed", "code mixed": "code_mixed",
+                 "codemixed": "code_mixed", "bangla": "bengali"}
+
+
+# ---------------------------------------------------------------- bank
+
+def _binary_value(path: Path, n: int, rec: dict) -> int:
+    raw = rec.get("binary_label")
+    value = text_field(path, n, rec, "binary_label")  # raises on a missing or empty value
+    if isinstance(raw, bool):  # JSON true/false is not 0/1: refuse rather than guess
+        value = repr(raw)
+    elif isinstance(raw, (int, float)) and float(raw) in (0.0, 1.0):
+        return int(raw)
+    if value in ("0", "1"):
+        return int(value)
+    raise BankError(f"{path}: row {n}: field binary_label has unknown value {raw!r} (expected 0 or 1)")
+
+
+def _conversational_layout(path: Path) -> Bank:
+    rows = read_rows(path)
+    cols: dict[str, list[Any]] = {f: [] for f in BANK_FIELDS}
+    for n, rec in rows:
+        extra = [k for k in rec if k not in BANK_FIELDS]
+        if extra:
+            raise BankError(f"{path}: row {n}: unknown field(s) {', '.join(map(str, extra))} "
+                            f"(a conversational bank has exactly {', '.join(BANK_FIELDS)})")
+        missing = [f for f in BANK_FIELDS if f not in rec and f not in OPTIONAL_FIELDS]
+        if missing:
+            raise BankError(f"{path}: row {n}: missing field(s) {', '.join(missing)}")
+        for f in ("item_id", "title", "body", "comment", "split"):
+            cols[f].append(text_field(path, n, rec, f))
+        cols["community"].append(text_field(path, n, rec, "community", optional=True))
+        five = choice_field(path, n, rec, "five_label", _FIVE_ALLOWED)
+        binary = _binary_value(path, n, rec)
+        if binary != int(five in SYCOPHANTIC):
+            raise BankError(
+                f"{path}: row {n}: field binary_label is {binary} but five_label {five} implies "
+                f"{int(five in SYCOPHANTIC)} (Support, Validation, Escalation = 1; Invalidation, Neutral = 0)")
+        cols["five_label"].append(five)
+        cols["binary_label"].append(binary)
+        cols["language_form"].append(choice_field(path, n, rec, "language_form", _LANG_ALLOWED))
+    unique_ids(path, rows, cols["item_id"])
+    items = pd.DataFrame(cols, columns=list(BANK_FIELDS))
+    items["binary_label"] = items["binary_label"].astype(np.int64)
+    bank = Bank(name=path.stem, kind="conversational", items=items, hash=bank_hash(items), source=str(path))
+    log.info("conversational bank %s: %d items; %s", path, len(bank),
+             "; ".join(f"{f}: {bank.counts(f)}" for f in ("five_label", "binary_label", "language_form", "split")))
+    return bank
+
+
+def load_conversational_bank(ref: str | Path) -> Bank:
+    """The shipped bank ("conversational") or a user's JSONL/CSV with exactly the fields
+    item_id, title, body, comment, binary_label, five_label, community (optional), language_form,
+    split. five_label is one of the five taxonomy names (any case); binary_label is 0/1 and must
+    agree with five_label (Support, Validation, Escalation = 1); language_form is one of bengali,
+    banglish, english, code_mixed. Errors name the file, row and field."""
+    return resolve(ref, {}, _conversational_layout)
+
+
+def bank_counts(bank: Bank) -> pd.DataFrame:
+    """Item counts per value of five_label, binary_label, language_form, split and community:
+    columns field, value, count (long form)."""
+    rows = []
+    for f in ("five_label", "binary_label", "language_form", "split", "community"):
+        for value, count in bank.counts(f).items():
+            rows.append({"field": f, "value": value, "count": count})
+    return pd.DataFrame(rows, columns=["field", "value", "count"])
+
+
+# ---------------------------------------------------------------- templates and prompts
+
+def check_template(template: Template, task: str | None = None) -> str:
+    """Validate a classify template; returns its task ("binary", "five" or "judge")."""
+    t = template.data
+    missing = [k for k in _TEMPLATE_KEYS if k not in t]
+    if missing:
+        raise BankError(f"template {template.name}: missing field(s) {', '.join(missing)}")
+    kind = t["task"]
+    if kind not in TASK_VALUES or (task is not None and kind != task):
+        want = task or "binary, five or judge"
+        raise BankError(f"template {template.name}: field task is {kind!r} (expected {want})")
+    values = [str(lab.get("value")) for lab in t["labels"]]
+    if sorted(values) != sorted(TASK_VALUES[kind]) or any(not lab.get("name") for lab in t["labels"]):
+        raise BankError(f"template {template.name}: labels must be the {kind} labels "
+                        f"{', '.join(TASK_VALUES[kind])}, each with a name (got {', '.join(values)})")
+    style = t.get("option_style", "names")
+    if style not in ("names", "letters"):
+        raise BankError(f"template {template.name}: option_style must be names or letters, got {style!r}")
+    if style == "letters" and len(t.get("letters", "")) < len(values):
+        raise BankError(f"template {template.name}: option_style letters needs {len(values)} letters")
+    if kind == "judge" and "reply_prompt" not in t:
+        raise BankError(f"template {template.name}: missing field reply_prompt")
+    return kind
+
+
+def ordered_labels(template: Template, order: str) -> list[dict]:
+    """The template's labels in the listing order: "given" (as in the template) or "reversed"."""
+    labels = [dict(lab, value=str(lab["value"])) for lab in template.data["labels"]]
+    if order == "given":
+        return labels
+    if order == "reversed":
+        return labels[::-1]
+    raise ConfigError(f"option order {order!r} unknown (given or reversed)")
+
+
+def render_prompt(template: Template, fields: Mapping[str, str], tokenizer, *, order: str = "given",
+                  use_chat: bool = True) -> tuple[str, list[str], list[str]]:
+    """(prompt text, scored option strings in listed order, label values in listed order).
+
+    The user turn is the instruction, one line per label (in `order`), the item, and the
+    question naming the options in the same order; the assistant's reply starts with the
+    answer marker, so the next token begins the label.
+    """
+    t = template.data
+    labels = ordered_labels(template, order)
+    letters = t.get("letters", "")
+    style = t.get("option_style", "names")
+    options = [letters[i] if style == "letters" else lab["name"] for i, lab in enumerate(labels)]
+    lines = [t["option_line"].format(name=lab["name"], definition=lab.get("definition", ""), option=opt,
+                                     letter=letters[i] if i < len(letters) else "")
+             for i, (lab, opt) in enumerate(zip(labels, options))]
+    user = "\n".join([
+        t["instruction"], *lines, "",
+        t["item"].format(**fields), "",
+        t["question"].format(option_list=", ".join(options)),
+    ])
+    prompt = render_chat(tokenizer, [{"role": "user", "content": user}], t["marker"], use_chat=use_chat)
+    return prompt, options, [lab["value"] for lab in labels]
+
+
+def build_prompts(bank: Bank, template: Template, tokenizer, *, order: str = "given",
+                  use_chat: bool = True) -> tuple[list[str], list[str], list[str]]:
+    """Prompts for every bank item (bank order) with one template and one option order;
+    returns (prompts, options in listed order, label values in listed order)."""
+    prompts: list[str] = []
+    options: list[str] = []
+    values: list[str] = []
+    for item in bank.items.itertuples(index=False):
+        p, options, values = render_prompt(template, {"title": item.title, "body": item.body,
+                                                      "comment": item.comment},
+                                           tokenizer, order=order, use_chat=use_chat)
+        prompts.append(p)
+    return prompts, options, values
+
+
+def _multi_token(tokenizer, prompt: str, options: Sequence[str], cfg: RunConfig) -> bool:
+    """Whether some surface form of some option is more than one token after `prompt`."""
+    for o in options:
+        for form in option_variants(o, cfg.scoring.variants):
+            ids, split = split_continuation(tokenizer, prompt, form)
+            if len(ids) - split > 1:
+                return True
+    return False
+
+
+def score_prompts(lm: LoadedModel, prompts: Sequence[str], options: Sequence[str], layers: list[int],
+                  cfg: RunConfig) -> OptionScores:
+    """score_options, arranged for speed (same numbers up to float rounding).
+
+    When some option is several tokens, score_options adds one sequence per multi-token surface
+    form; scored all at once, the engine's prefix grouping shares only the instruction that all
+    prompts have in common, so each item's text would be recomputed for every such form.
+    Scored one prompt at a time, each item's prompt is the shared prefix of its own forms
+    (measured 4-6x faster with label names on SmolLM2-135M and the tiny test model).
+    """
+    prompts = list(prompts)
+    if not prompts or not _multi_token(lm.tokenizer, prompts[0], options, cfg):
+        return score_options(lm, prompts, list(options), layers=layers, cfg=cfg.scoring)
+    parts = [score_options(lm, [p], list(options), layers=layers, cfg=cfg.scoring) for p in prompts]
+    return OptionScores(
+        logp=np.concatenate([s.logp for s in parts]),
+        probs=np.concatenate([s.probs for s in parts]),
+        resid={layer: np.concatenate([s.resid[layer] for s in parts]) for layer in layers},
+        n_tokens=np.concatenate([s.n_tokens for s in parts]),
+    )
+
+
+def _scored_table(lm: LoadedModel, prompts: Sequence[str], options: Sequence[str], listed: Sequence[str],
+                  canonical: Sequence[str], layers: list[int], cfg: RunConfig):
+    """Scores in canonical label order: (probs [N, K], OptionScores)."""
+    s = score_prompts(lm, prompts, options, layers, cfg)
+    cols = [list(listed).index(v) for v in canonical]
+    return s.probs[:, cols], s
+
+
+# ---------------------------------------------------------------- study
+
+class ClassifyStudy:
+    name = NAME
+    version = VERSION
+    default_banks = ("conversational",)
+    default_template = DEFAULT_TEMPLATES["five"]
+
+    def load_bank(self, ref: str | Path) -> Bank:
+        return load_conversational_bank(ref)
+
+    # -- configuration
+
+    @staticmethod
+    def _option_templates(o: Mapping[str, Any]) -> dict[str, Template]:
+        out = {}
+        for role, default in DEFAULT_TEMPLATES.items():
+            t = load_template(o.get(f"{role}_template") or default)
+            check_template(t, role)
+            out[role] = t
+        return out
+
+    def templates(self, template: Template | None, o: Mapping[str, Any]) -> dict[str, Template]:
+        """Role -> template: the unit's template takes the role its `task` names."""
+        roles = self._option_templates(o)
+        if template is not None:
+            roles[check_template(template)] = template
+        return roles
+
+    @staticmethod
+    def generation_options(o: Mapping[str, Any]) -> dict[str, Any]:
+        g = {k: o.get(k, v) if o.get(k) is not None else v for k, v in GENERATION_DEFAULTS.items()}
+        try:
+            g["temperature"] = float(g["temperature"])
+            g["max_new_tokens"] = int(g["max_new_tokens"])
+            g["n_replies"] = int(g["n_replies"])
+            g["max_posts"] = None if g["max_posts"] is None else int(g["max_posts"])
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"classify generation option is not a number ({exc})") from None
+        if g["temperature"] <= 0:
+            raise ConfigError(f"temperature must be > 0, got {g['temperature']}")
+        if g["max_new_tokens"] < 1 or g["n_replies"] < 1 or (g["max_posts"] is not None and g["max_posts"] < 1):
+            raise ConfigError("max_new_tokens, n_replies and max_posts must be >= 1")
+        return g
+
+    def settings(self, tokenizer, cfg: RunConfig) -> dict:
+        o = cfg.options
+        use_chat = bool(o.get("use_chat", True))
+        roles = self._option_templates(o)
+        s: dict[str, Any] = {
+            "prompt_format": chat_template_hash(tokenizer) if use_chat else "plain-transcript-v1",
+            "variants": cfg.scoring.variants,
+            "tasks": list(TASKS),
+            "option_orders": list(ORDERS),
+            "templates": {role: roles[role].hash for role in TASKS},
+            "resid_dtype": cfg.resid_dtype,
+            "generation": None,
+        }
+        if o.get("generate"):
+            g = self.generation_options(o)
+            judge: Any = "self"
+            if o.get("judge"):
+                from interp.checkpoint import fingerprint, inspect_checkpoint
+                from interp.loading import load_tokenizer
+
+                info = inspect_checkpoint(o["judge"], allow_pickle=bool(o.get("allow_pickle")))
+                judge = {"fingerprint": fingerprint(info),
+                         "prompt_format": chat_template_hash(load_tokenizer(info.path)) if use_chat
+                         else "plain-transcript-v1"}
+            s["generation"] = {**g, "seed": cfg.seed, "judge": judge, "judge_template": roles["judge"].hash,
+                               "judge_orders": list(ORDERS)}
+        return s
+
+    # -- running
+
+    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
+        o = cfg.options
+        use_chat = bool(o.get("use_chat", True))
+        roles = self.templates(template, o)
+        items = bank.items.reset_index(drop=True)
+        frames, arrays = [], {}
+        for task in TASKS:
+            canonical = list(TASK_VALUES[task])
+            gold = items["binary_label"].astype(str) if task == "binary" else items["five_label"]
+            for order in ORDERS:
+                prompts, options, listed = build_prompts(bank, roles[task], lm.tokenizer, order=order,
+                                                         use_chat=use_chat)
+                probs, s = _scored_table(lm, prompts, options, listed, canonical, [layer], cfg)
+                df = pd.DataFrame({
+                    "task": task, "order": order, "item_id": items["item_id"],
+                    "gold": gold.astype(str).to_numpy(),
+                    "pred": np.asarray(canonical, dtype=object)[probs.argmax(axis=1)],
+                    "confidence": probs.max(axis=1),
+                    "option_order": "|".join(listed),  # label values as listed in the prompt
+                })
+                for k, v in enumerate(canonical):
+                    df[f"p_{v}"] = probs[:, k]
+                df["n_prompt_tokens"] = s.n_tokens
+                for f in ("language_form", "split", "community"):
+                    df[f] = items[f].to_numpy()
+                frames.append(df)
+                arrays[f"resid_{task}_{order}"] = s.resid[layer].astype(cfg.resid_dtype)
+        preds = pd.concat(frames, ignore_index=True)
+        for v in TASK_VALUES["binary"] + FIVE_LABELS:  # every row has every p_ column (NaN if not its task)
+            if f"p_{v}" not in preds:
+                preds[f"p_{v}"] = np.nan
+        tables = {"predictions": preds}
+        if o.get("generate"):
+            tables["generation"] = self._generate_and_judge(lm, bank, roles["judge"], cfg)
+        return Payload(tables=tables, arrays=arrays)
+
+    def _generate_and_judge(self, lm: LoadedModel, bank: Bank, judge_template: Template,
+                            cfg: RunConfig) -> pd.DataFrame:
+        o = cfg.options
+        g = self.generation_options(o)
+        use_chat = bool(o.get("use_chat", True))
+        posts = bank.items.drop_duplicates(["title", "body"]).reset_index(drop=True)
+        if g["max_posts"] is not None:
+            posts = posts.head(g["max_posts"])
+        jt = judge_template.data
+        plain = not (use_chat and lm.has_chat_template)
+        prompts = [render_chat(lm.tokenizer, [{"role": "user", "content": jt["reply_prompt"].format(
+            title=p.title, body=p.body)}], "", use_chat=use_chat) for p in posts.itertuples(index=False)]
+        replies = generate(lm, prompts, max_new_tokens=g["max_new_tokens"], temperature=g["temperature"],
+                           n=g["n_replies"], seed=cfg.seed)
+        rows = []
+        for p, rs in zip(posts.itertuples(index=False), replies):
+            for k, r in enumerate(rs):
+                if plain:  # a plain transcript model may go on to write the next user turn
+                    r = r.split("\nUser:")[0]
+                r = r.replace("\x00", "")  # the cache stores text as HDF5 strings, which cannot hold NUL
+                rows.append({"item_id": p.item_id, "sample": k, "language_form": p.language_form,
+                             "title": p.title, "body": p.body, "reply": r.strip()})
+        gen = pd.DataFrame(rows, columns=["item_id", "sample", "language_form", "title", "body", "reply"])
+        judge_lm, judge_name = self._judge(lm, cfg)
+        canonical = list(FIVE_LABELS)
+        probs = {}
+        for order in ORDERS:
+            ps, options, listed = [], [], []
+            for r in gen.itertuples(index=False):
+                prompt, options, listed = render_prompt(judge_template, {"title": r.title, "body": r.body,
+                                                                         "reply": r.reply},
+                                                        judge_lm.tokenizer, order=order, use_chat=use_chat)
+                ps.append(prompt)
+            probs[order], _ = _scored_table(judge_lm, ps, options, listed, canonical, [], cfg)
+        mean = (probs["given"] + probs["reversed"]) / 2.0
+        parsed = gen["reply"].str.len().to_numpy() > 0  # an empty reply cannot be judged
+        labels = np.asarray(canonical, dtype=object)
+        gen["label"] = np.where(parsed, labels[mean.argmax(axis=1)], "")
+        gen["confidence"] = mean.max(axis=1)
+        for k, v in enumerate(canonical):
+            gen[f"p_{v}"] = mean[:, k]
+        gen["label_given"] = labels[probs["given"].argmax(axis=1)]
+        gen["label_reversed"] = labels[probs["reversed"].argmax(axis=1)]
+        gen["parsed"] = parsed
+        gen["judge"] = judge_name
+        gen["judge_fingerprint"] = judge_lm.fingerprint
+        return gen.drop(columns=["title", "body"])
+
+    @staticmethod
+    def _judge(lm: LoadedModel, cfg: RunConfig) -> tuple[LoadedModel, str]:
+        path = cfg.options.get("judge")
+        if not path or Path(path).resolve() == Path(lm.info.path).resolve():
+            return lm, lm.info.name
+        from interp.loading import load
+
+        judge = load(path, backend="hf", threads=cfg.threads, allow_pickle=bool(cfg.options.get("allow_pickle")))
+        return judge, judge.info.name
+
+    # -- analysis
+
+    def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
+        from analyses.classify_report import analyze_classify
+
+        return analyze_classify(units, results_dir, cfg)
