@@ -95,15 +95,43 @@ def test_prefix_reuse_equals_no_reuse(arch, loaded):
     np.testing.assert_allclose(ca.resid[layer], cb.resid[layer], atol=1e-4)
 
 
-def test_prefix_groups_are_formed(loaded):
-    from interp.runner.engine import EngineConfig, plan_groups
+def test_prefix_tree_is_formed(loaded):
+    from interp.runner.engine import EngineConfig, plan_tree
     from interp.runner.scoring import encode, Seq
 
     tok = loaded["llama"].tokenizer
     seqs = [Seq(ids=tuple(encode(tok, p)[0]), reads=[(len(encode(tok, p)[0]) - 1, (1,))]) for p in PROMPTS]
-    groups, singles = plan_groups(seqs, EngineConfig(min_shared_prefix=4))
-    assert sorted(m for _, ms in groups for m in ms) == [0, 1, 2]
-    assert sorted(singles) == [3, 4]
+    nodes, singles = plan_tree(seqs, EngineConfig(min_shared_prefix=4))
+    assert sorted(singles) == [3, 4] and len(nodes) == 1
+    top = nodes[0]
+    # prompts 0 and 1 share "... It is wrong. User:" beyond what prompt 2 shares: a child node
+    assert len(top.children) == 1 and sorted(top.children[0].leaves) == [0, 1] and top.leaves == [2]
+    assert top.start == 0 and top.end < top.children[0].start + 1 and top.children[0].end > top.end
+
+
+def test_nested_prefix_reuse_with_multi_token_options(loaded):
+    """Shared instruction -> each prompt -> its multi-token option forms: equal to no reuse."""
+    lm = loaded["llama"]
+    prompts = [f"Read the post and label it carefully with one word. Post {i}: আমি বাংলায় কথা বলি। Label:"
+               for i in range(3)]
+    opts = ["Invalidation", "Escalation", "Support"]
+    layer = lm.default_layer
+    a = score_options(lm, prompts, opts, layers=[layer], cfg=ScoringConfig(min_shared_prefix=4, batch_size=4))
+    b = score_options(lm, prompts, opts, layers=[layer], cfg=ScoringConfig(prefix_reuse=False))
+    np.testing.assert_allclose(a.logp, b.logp, atol=1e-4)
+    np.testing.assert_allclose(a.resid[layer], b.resid[layer], atol=1e-4)
+
+
+def test_capture_all_positions_through_the_tree(loaded, tiny_models):
+    lm = loaded["gpt2"]
+    ref_model = AutoModelForCausalLM.from_pretrained(tiny_models["gpt2"]).eval()
+    s = score_options(lm, PROMPTS[:3], OPTIONS, layers=[1],
+                      cfg=ScoringConfig(min_shared_prefix=4, capture_all_positions=True))
+    for n, prompt in enumerate(PROMPTS[:3]):
+        ids = lm.tokenizer(prompt)["input_ids"]
+        with torch.no_grad():
+            hs = ref_model(torch.tensor([ids]), output_hidden_states=True).hidden_states[1][0]
+        torch.testing.assert_close(torch.from_numpy(s.resid[1][n]), hs, atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("context,cont", [

@@ -3,9 +3,10 @@
 A `Seq` is a token sequence plus what to read from it: at position p, the log-probabilities
 of some target token ids as the next token, and the residual stream at one position (or all).
 
-Sequences that share a long token prefix (pressure trials of one item share the account and
-the planted verdict; cloze completions share their context) are grouped: the prefix is run
-once, its KV cache is copied for every suffix batch, and only suffix tokens are computed.
+Sequences that share token prefixes are arranged in a prefix tree (a shared instruction, then
+an item's text, then that item's turns or option forms): each shared segment is run once with
+its parent's KV cache, and every suffix batch starts from a copy of its node's cache, so only
+tokens nobody computed yet are computed.
 Everything else is batched by length with right padding. The unembedding and the float32
 log-softmax run only at read positions. The plain computation (each sequence alone, full
 forward) is the reference this must equal (tests, to 1e-4).
@@ -62,33 +63,52 @@ def _cap(seq: Seq, capture_all: bool) -> int:
     return min(limits) if limits else len(seq.ids) - 1
 
 
-def plan_groups(seqs: Sequence[Seq], cfg: EngineConfig) -> tuple[list[tuple[int, list[int]]], list[int]]:
-    """Group sequences by shared token prefix. Returns ([(prefix_len, members)], singles)."""
+@dataclass
+class Node:
+    """A token segment [start, end) shared by every sequence below it, computed once."""
+
+    start: int
+    end: int
+    children: list["Node"] = field(default_factory=list)
+    leaves: list[int] = field(default_factory=list)  # sequences run from `end` with this node's KV
+    rep: int = 0  # a sequence holding the segment's tokens
+
+
+def plan_tree(seqs: Sequence[Seq], cfg: EngineConfig) -> tuple[list[Node], list[int]]:
+    """Prefix tree over the sequences: ([top nodes], sequences with no shared prefix).
+
+    Sequences are sorted; consecutive ones sharing at least `min_shared_prefix` more tokens
+    form a node, recursively, so a shared instruction, then an item's text, then the item's
+    option forms are each computed once. A node never extends past any read or capture of a
+    sequence below it.
+    """
     order = sorted(range(len(seqs)), key=lambda i: seqs[i].ids)
-    groups: list[tuple[int, list[int]]] = []
-    singles: list[int] = []
-    cur: list[int] = []
-    cur_p = 0
+    caps = {i: _cap(seqs[i], cfg.capture_all_positions) for i in order}
+    return _partition(seqs, order, 0, caps, cfg)
 
-    def close():
-        if len(cur) > 1 and cur_p >= cfg.min_shared_prefix:
-            groups.append((cur_p, list(cur)))
+
+def _partition(seqs, idx: list[int], start: int, caps: dict[int, int], cfg: EngineConfig):
+    nodes: list[Node] = []
+    leaves: list[int] = []
+    k = 0
+    while k < len(idx):
+        first = idx[k]
+        p = caps[first]
+        j = k + 1
+        while j < len(idx):
+            q = min(p, _lcp(seqs[first].ids, seqs[idx[j]].ids), caps[idx[j]])
+            if q - start < cfg.min_shared_prefix:
+                break
+            p = q
+            j += 1
+        cluster = idx[k:j]
+        if len(cluster) > 1:
+            children, sub_leaves = _partition(seqs, cluster, p, caps, cfg)
+            nodes.append(Node(start=start, end=p, children=children, leaves=sub_leaves, rep=first))
         else:
-            singles.extend(cur)
-
-    for i in order:
-        cap = _cap(seqs[i], cfg.capture_all_positions)
-        if cur:
-            p = min(cur_p, _lcp(seqs[cur[0]].ids, seqs[i].ids), cap)
-            if p >= cfg.min_shared_prefix:
-                cur.append(i)
-                cur_p = p
-                continue
-            close()
-        cur, cur_p = [i], cap
-    if cur:
-        close()
-    return groups, singles
+            leaves.append(first)
+        k = j
+    return nodes, leaves
 
 
 def _batches(idx: list[int], lengths: dict[int, int], cfg: EngineConfig) -> list[list[int]]:
@@ -115,14 +135,13 @@ class Engine:
     def run(self, seqs: Sequence[Seq]) -> list[SeqResult]:
         results: list[SeqResult | None] = [None] * len(seqs)
         if self.cfg.prefix_reuse and self.backend.supports_prefix_cache:
-            groups, singles = plan_groups(seqs, self.cfg)
+            nodes, singles = plan_tree(seqs, self.cfg)
         else:
-            groups, singles = [], list(range(len(seqs)))
+            nodes, singles = [], list(range(len(seqs)))
         bar = tqdm(total=len(seqs), disable=not self.cfg.progress, desc="scoring", unit="seq", leave=False)
         try:
-            for plen, members in groups:
-                self._run_group(seqs, plen, members, results)
-                bar.update(len(members))
+            for node in nodes:
+                self._run_node(seqs, node, None, None, results, bar)
             lengths = {i: len(seqs[i].ids) for i in singles}
             for batch in _batches(singles, lengths, self.cfg):
                 self._run_batch(seqs, batch, 0, None, None, results)
@@ -131,17 +150,22 @@ class Engine:
             bar.close()
         return results  # type: ignore[return-value]
 
-    def _run_group(self, seqs, plen, members, results):
-        prefix = torch.tensor([seqs[members[0]].ids[:plen]])
-        out = self.backend.forward(
-            prefix, torch.ones_like(prefix), torch.zeros(1, 0, dtype=torch.long), self.layers, use_cache=True
-        )
-        prefix_resid = {layer: r[0] for layer, r in out.resid.items()}
-        lengths = {i: len(seqs[i].ids) - plen for i in members}
-        for batch in _batches(members, lengths, self.cfg):
-            past = copy.deepcopy(out.past)
-            past.batch_repeat_interleave(len(batch))
-            self._run_batch(seqs, batch, plen, past, prefix_resid, results)
+    def _run_node(self, seqs, node: Node, past, prefix_resid, results, bar):
+        segment = torch.tensor([seqs[node.rep].ids[node.start:node.end]])
+        past = copy.deepcopy(past) if past is not None else None  # the forward appends to it
+        out = self.backend.forward(segment, torch.ones_like(segment), torch.zeros(1, 0, dtype=torch.long),
+                                   self.layers, past=past, use_cache=True)
+        resid = {layer: r[0] for layer, r in out.resid.items()}
+        if prefix_resid is not None and self.cfg.capture_all_positions:
+            resid = {layer: torch.cat([prefix_resid[layer], r]) for layer, r in resid.items()}
+        for child in node.children:
+            self._run_node(seqs, child, out.past, resid, results, bar)
+        lengths = {i: len(seqs[i].ids) - node.end for i in node.leaves}
+        for batch in _batches(node.leaves, lengths, self.cfg):
+            batch_past = copy.deepcopy(out.past)
+            batch_past.batch_repeat_interleave(len(batch))
+            self._run_batch(seqs, batch, node.end, batch_past, resid, results)
+            bar.update(len(batch))
 
     def _run_batch(self, seqs, batch, offset, past, prefix_resid, results):
         rows = [seqs[i].ids[offset:] for i in batch]
