@@ -41,7 +41,12 @@ def sweep(
     readout: Optional[str] = typer.Option(None, "--readout", help="pressure: slot (default) or sampled"),
     n_samples: Optional[int] = typer.Option(None, "--n-samples", help="pressure sampled readout: replies per trial"),
     generate: bool = typer.Option(False, "--generate", help="classify: also generate replies and judge them"),
-    judge: Optional[Path] = typer.Option(None, "--judge", help="classify: judge checkpoint for --generate"),
+    judge: Optional[Path] = typer.Option(None, "--judge", help="classify: judge checkpoint for --generate "
+                                         "(default: models/gemma3-270m when present, else each checkpoint itself)"),
+    temperature: Optional[float] = typer.Option(None, "--temperature", help="sampling temperature (classify 0.9, pressure 1.0)"),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="classify replies: 350"),
+    n_replies: Optional[int] = typer.Option(None, "--n-replies", help="classify: replies per post (1)"),
+    max_posts: Optional[int] = typer.Option(None, "--max-posts", help="classify: posts to generate for (all)"),
     executor: str = typer.Option("local", "--executor", help="local or dask"),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="address of an existing Dask scheduler"),
     workers: int = typer.Option(2, "--workers", help="Dask LocalCluster workers"),
@@ -55,8 +60,11 @@ def sweep(
     """Run studies over checkpoints into OUT (resumable; complete units are skipped)."""
     from sweeps.api import run_sweep
 
-    options = {k: v for k, v in dict(readout=readout, n_samples=n_samples, judge=str(judge) if judge else None).items()
-               if v is not None}
+    if generate and judge is None and (Path("models") / "gemma3-270m" / "config.json").is_file():
+        judge = Path("models") / "gemma3-270m"  # the larger default model
+    options = {k: v for k, v in dict(readout=readout, n_samples=n_samples, judge=str(judge) if judge else None,
+                                     temperature=temperature, max_new_tokens=max_new_tokens, n_replies=n_replies,
+                                     max_posts=max_posts).items() if v is not None}
     if generate:
         options["generate"] = True
     if allow_pickle:
