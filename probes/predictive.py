@@ -116,13 +116,8 @@ def partial_r2(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, 
         folds, seeded from ``seed``), so the third model never sees a held-out target.
     alpha : 0 for OLS, > 0 for ridge on standardized columns (base and full model alike).
     """
-    y = _vector(target, "target")
+    y, P, M, groups = _inputs(target, profile, source_map, groups)
     n = len(y)
-    P = _matrix(profile, n, "profile")
-    M = _matrix(source_map, n, "source_map")
-    groups = np.arange(n) if groups is None else np.asarray(groups)
-    if len(groups) != n:
-        raise ValueError(f"groups has {len(groups)} entries for {n} items")
     fold_ids = item_folds(groups, n_folds, seed)
 
     pred_base = _cross_fit(y, P, fold_ids, alpha)
@@ -158,6 +153,16 @@ def partial_r2(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, 
                            predicted_readout=pred_ro, fold_ids=fold_ids)
 
 
+def _inputs(target, profile, source_map, groups):
+    """Validated (y, profile matrix, source-map matrix, groups) for one target/source pair."""
+    y = _vector(target, "target")
+    n = len(y)
+    groups = np.arange(n) if groups is None else np.asarray(groups)
+    if len(groups) != n:
+        raise ValueError(f"groups has {len(groups)} entries for {n} items")
+    return y, _matrix(profile, n, "profile"), _matrix(source_map, n, "source_map"), groups
+
+
 def partial_r2_null(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, *,
                     n_shuffles: int = 100, seed: int = 0, n_folds: int = 5,
                     groups: np.ndarray | None = None, alpha: float = 0.0) -> NullResult:
@@ -168,13 +173,8 @@ def partial_r2_null(target: np.ndarray, profile: np.ndarray, source_map: np.ndar
     when ``groups`` is given (groups only shape the folds). ``n_shuffles=0`` gives NaN
     summaries.
     """
-    y = _vector(target, "target")
+    y, P, M, groups = _inputs(target, profile, source_map, groups)
     n = len(y)
-    P = _matrix(profile, n, "profile")
-    M = _matrix(source_map, n, "source_map")
-    groups = np.arange(n) if groups is None else np.asarray(groups)
-    if len(groups) != n:
-        raise ValueError(f"groups has {len(groups)} entries for {n} items")
     if n_shuffles < 0:
         raise ValueError("n_shuffles must be >= 0")
     fold_ids = item_folds(groups, n_folds, seed)
