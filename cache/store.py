@@ -196,12 +196,16 @@ class Store:
         return n
 
 
-def _eq(a: object, b: object) -> bool:
+def _plain(a: object) -> object:
     if isinstance(a, (np.integer, np.floating)):
         a = a.item()
     if isinstance(a, bytes):
         a = a.decode()
-    return a == b
+    return a
+
+
+def _eq(a: object, b: object) -> bool:
+    return _plain(a) == b
 
 
 def read_unit(path: Path, *, expect: Mapping[str, object] | None = None, load_arrays: bool = True) -> Unit:
@@ -217,6 +221,10 @@ def read_unit(path: Path, *, expect: Mapping[str, object] | None = None, load_ar
             raise CacheError(f"{path}: cache unit is incomplete (writer did not finish)")
         if attrs.get("schema_version") != SCHEMA_VERSION:
             raise CacheError(f"{path}: schema_version {attrs.get('schema_version')} != {SCHEMA_VERSION}")
+        recorded = {k: _plain(attrs.get(k)) for k in IDENTITY_FIELDS}
+        if sha256_json(recorded) != attrs.get("identity_hash") or not path.stem.endswith(str(attrs.get("identity_hash"))[:16]):
+            raise ProvenanceError(f"{path}: provenance mismatch in field identity_hash (attributes were altered "
+                                  "after writing or the file was renamed)")
         for k, v in (expect or {}).items():
             if not _eq(attrs.get(k), v):
                 raise ProvenanceError(

@@ -195,6 +195,8 @@ def fetch_models_cmd(dest: Path = typer.Option(Path("models"), "--dest", help="w
 def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own lines
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
         app(standalone_mode=False)
     except InterpError as exc:

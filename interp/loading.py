@@ -72,6 +72,9 @@ def load_hf_model(info: CheckpointInfo, dtype: str = "float32") -> torch.nn.Modu
     from transformers import AutoModelForCausalLM
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a weights bar per checkpoint drowns the sweep's own bars
     try:
         model = AutoModelForCausalLM.from_pretrained(
             info.path,

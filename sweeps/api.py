@@ -8,12 +8,22 @@ from typing import Sequence
 import pandas as pd
 
 from cache.store import Store, read_unit
+from interp.errors import ConfigError
 from interp.studies import get_study
 from interp.studies.base import RunConfig
 from sweeps.discover import discover
 from sweeps.execute import execute
 from sweeps.lock import sweep_lock
 from sweeps.plan import PlannedUnit, describe_plan, plan_units
+
+
+def make_output_dirs(out: Path) -> None:
+    """Create OUT and its folders up front, so an unwritable OUT fails before any work."""
+    for d in (out, out / "cache", out / "results", out / "figures"):
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{d}: cannot create output directory ({exc.strerror or exc})") from None
 
 
 def _attach_log(out: Path) -> logging.Handler:
@@ -47,6 +57,8 @@ def run_sweep(
     """
     out = Path(out)
     found = discover([Path(c) for c in checkpoints])
+    if not dry_run:
+        make_output_dirs(out)
     units = plan_units(found.checkpoints, studies, banks=banks, template=template, cfg=cfg, names=found.names)
     store = Store(out / "cache")
     if dry_run:
@@ -54,8 +66,8 @@ def run_sweep(
     with sweep_lock(out, wait=lock_wait):
         handler = _attach_log(out)
         try:
-            found.write(out)
             execute(units, store, cfg, executor=executor, scheduler=scheduler, n_workers=n_workers, progress=progress)
+            found.write(out)  # only after success: a failed sweep keeps the previous lineage
             tables = analyze(out, units, cfg)
             if report:
                 from sweeps.report import write_report

@@ -83,6 +83,11 @@ def _walk(root: Path, depth: int, found: list[Path], empty: list[Path]) -> None:
         empty.append(root)
 
 
+def _looks_like_checkpoint(path: Path) -> bool:
+    """Weights or tokenizer files but no config: a broken checkpoint, not a tree."""
+    return any(path.glob("*.safetensors")) or any(path.glob("*.bin")) or (path / "tokenizer.json").is_file()
+
+
 def _from_toml(root: Path, names: dict[Path, str]) -> dict:
     try:
         spec = tomllib.loads((root / "lineage.toml").read_text(encoding="utf-8"))
@@ -106,6 +111,8 @@ def discover(paths: Sequence[Path]) -> Discovery:
         given = Path(given)
         if not given.exists():
             raise ConfigError(f"{given}: checkpoint path does not exist")
+        if not given.is_dir():
+            raise ConfigError(f"{given}: not a checkpoint directory (a file)")
         if is_checkpoint(given):
             if given not in d.names:
                 d.checkpoints.append(given)
@@ -115,6 +122,10 @@ def discover(paths: Sequence[Path]) -> Discovery:
         found: list[Path] = []
         empty: list[Path] = []
         _walk(given, 0, found, empty)
+        if not found and _looks_like_checkpoint(given):
+            raise ConfigError(f"{given}: no config.json (not a Hugging Face checkpoint directory)")
+        if not found:
+            raise ConfigError(f"{given}: no checkpoints found (no directory with a config.json below it)")
         if empty:
             msg = f"not checkpoints (no config.json below): {', '.join(str(p) for p in empty)}"
             warnings.warn(msg, stacklevel=2)

@@ -51,7 +51,10 @@ def _holder(path: Path) -> dict | None:
 @contextmanager
 def sweep_lock(out: Path, *, wait: float = 0.0) -> Iterator[Path]:
     """Hold OUT's lock for the duration; `wait` seconds to wait for a live holder."""
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LockError(f"{out}: cannot create output directory ({exc.strerror or exc})") from None
     path = out / LOCK_NAME
     deadline = time.monotonic() + wait
     while not _try_take(path):

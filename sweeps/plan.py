@@ -49,6 +49,11 @@ def plan_units(
                 strat = next((c for c in ("gold", "five_label", "axis") if c in bank.items), None)
                 bank = bank.subsample(cfg.max_items, seed=cfg.seed, by=by, stratify=strat)
             loaded_banks[(study_name, ref)] = bank
+    templates = {}
+    for study_name in studies:  # checked before any checkpoint is hashed or loaded
+        study = get_study(study_name)
+        templates[study_name] = load_template(template or study.default_template)
+        study.check_template(templates[study_name])
     infos: dict[Path, tuple[CheckpointInfo, str, object]] = {}
     for ck in checkpoints:
         info = inspect_checkpoint(ck, allow_pickle=bool(cfg.options.get("allow_pickle")))
@@ -60,7 +65,7 @@ def plan_units(
             raise ConfigError(f"--layer {layer} outside 0..{info.n_layers - 1} for {info.path}")
         for study_name in studies:
             study = get_study(study_name)
-            tmpl = load_template(template or study.default_template)
+            tmpl = templates[study_name]
             for ref in banks or study.default_banks:
                 bank = loaded_banks[(study_name, ref)]
                 ident = UnitIdentity(

@@ -103,11 +103,11 @@ class HFBackend:
                 input_ids=input_ids,
                 attention_mask=mask,
                 position_ids=position_ids,
-                past_key_values=past,
+                cache=past,
                 use_cache=use_cache,
             )
         h = _gather_positions(out.last_hidden_state, read_index)
-        return ForwardOut(logits=self.unembed(h), resid=dict(store), past=out.past_key_values if use_cache else None)
+        return ForwardOut(logits=self.unembed(h), resid=dict(store), past=out.cache if use_cache else None)
 
 
 class TLBackend:

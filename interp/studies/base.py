@@ -43,6 +43,7 @@ class Template:
     name: str
     data: Mapping[str, Any]
     hash: str
+    source: str = ""  # the file it came from, for error messages
 
 
 @dataclass
@@ -64,7 +65,7 @@ def load_template(ref: str | Path) -> Template:
         raise BankError(f"{path}: template is not valid JSON ({exc})") from None
     if not isinstance(data, dict) or "version" not in data:
         raise BankError(f"{path}: template needs a JSON object with a 'version' field")
-    return Template(name=path.stem, data=data, hash=sha256_json(data))
+    return Template(name=path.stem, data=data, hash=sha256_json(data), source=str(path))
 
 
 def chat_template_hash(lm_tokenizer) -> str:
@@ -97,6 +98,8 @@ class Study(Protocol):
     default_template: str
 
     def load_bank(self, ref: str | Path) -> Bank: ...
+
+    def check_template(self, template: Template) -> None: ...
 
     def settings(self, lm_tokenizer, cfg: RunConfig) -> dict: ...
 

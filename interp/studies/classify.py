@@ -145,22 +145,22 @@ def check_template(template: Template, task: str | None = None) -> str:
     t = template.data
     missing = [k for k in _TEMPLATE_KEYS if k not in t]
     if missing:
-        raise BankError(f"template {template.name}: missing field(s) {', '.join(missing)}")
+        raise BankError(f"{template.source or template.name}: missing field(s) {', '.join(missing)}")
     kind = t["task"]
     if kind not in TASK_VALUES or (task is not None and kind != task):
         want = task or "binary, five or judge"
-        raise BankError(f"template {template.name}: field task is {kind!r} (expected {want})")
+        raise BankError(f"{template.source or template.name}: field task is {kind!r} (expected {want})")
     values = [str(lab.get("value")) for lab in t["labels"]]
-    if sorted(values) != sorted(TASK_VALUES[kind]) or any(not lab.get("name") for lab in t["labels"]):
-        raise BankError(f"template {template.name}: labels must be the {kind} labels "
+    if sorted(values) != sorted(TASK_VALUES[kind]) or any(not str(lab.get("name", "")).strip() for lab in t["labels"]):
+        raise BankError(f"{template.source or template.name}: labels must be the {kind} labels "
                         f"{', '.join(TASK_VALUES[kind])}, each with a name (got {', '.join(values)})")
     style = t.get("option_style", "names")
     if style not in ("names", "letters"):
-        raise BankError(f"template {template.name}: option_style must be names or letters, got {style!r}")
+        raise BankError(f"{template.source or template.name}: option_style must be names or letters, got {style!r}")
     if style == "letters" and len(t.get("letters", "")) < len(values):
-        raise BankError(f"template {template.name}: option_style letters needs {len(values)} letters")
+        raise BankError(f"{template.source or template.name}: option_style letters needs {len(values)} letters")
     if kind == "judge" and "reply_prompt" not in t:
-        raise BankError(f"template {template.name}: missing field reply_prompt")
+        raise BankError(f"{template.source or template.name}: missing field reply_prompt")
     return kind
 
 
@@ -222,9 +222,9 @@ def score_prompts(lm: LoadedModel, prompts: Sequence[str], options: Sequence[str
 
 
 def _scored_table(lm: LoadedModel, prompts: Sequence[str], options: Sequence[str], listed: Sequence[str],
-                  canonical: Sequence[str], layers: list[int], cfg: RunConfig):
+                  canonical: Sequence[str], layers: list[int], cfg: RunConfig, names: Sequence[str] | None = None):
     """Scores in canonical label order: (probs [N, K], OptionScores)."""
-    s = score_prompts(lm, prompts, options, layers, cfg)
+    s = score_prompts(lm, prompts, options, layers, cfg, names=names)
     cols = [list(listed).index(v) for v in canonical]
     return s.probs[:, cols], s
 
@@ -274,6 +274,9 @@ class ClassifyStudy:
             raise ConfigError("max_new_tokens, n_replies and max_posts must be >= 1")
         return g
 
+    def check_template(self, template: Template) -> None:
+        check_template(template)
+
     def settings(self, tokenizer, cfg: RunConfig) -> dict:
         o = cfg.options
         use_chat = bool(o.get("use_chat", True))
@@ -316,7 +319,8 @@ class ClassifyStudy:
             for order in ORDERS:
                 prompts, options, listed = build_prompts(bank, roles[task], lm.tokenizer, order=order,
                                                          use_chat=use_chat)
-                probs, s = _scored_table(lm, prompts, options, listed, canonical, [layer], cfg)
+                probs, s = _scored_table(lm, prompts, options, listed, canonical, [layer], cfg,
+                                         names=[f"bank {bank.source}: item_id {i}" for i in items["item_id"]])
                 df = pd.DataFrame({
                     "task": task, "order": order, "item_id": items["item_id"],
                     "gold": gold.astype(str).to_numpy(),

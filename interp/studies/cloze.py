@@ -404,7 +404,7 @@ def check_template(template: Template) -> dict:
                "fertility_mode": ("context", "isolated")}
     for k, ok in allowed.items():
         if choices[k] not in ok:
-            raise BankError(f"template {template.name}: field {k} has unknown value {choices[k]!r} "
+            raise BankError(f"{template.source or template.name}: field {k} has unknown value {choices[k]!r} "
                             f"(expected {', '.join(ok)})")
     return choices
 
@@ -446,7 +446,8 @@ def fertility_text(context: str, stereotype: str, how: str = "context_without_bl
 
 
 def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "auto",
-                layer: int | None = None, cfg: ScoringConfig = ScoringConfig()) -> tuple[pd.DataFrame, np.ndarray | None]:
+                layer: int | None = None, cfg: ScoringConfig = ScoringConfig(),
+                where: str = "") -> tuple[pd.DataFrame, np.ndarray | None]:
     """Score each item's completions: one row per item with nll_<c> (mean per-token NLL),
     nll_<c>_sum and n_tokens_<c> for c in stereo, anti, meaningless (NaN / 0 when a completion
     is empty), the resolved scored_span, and the residual [n_items, 3, d] at `layer` (None
@@ -460,7 +461,8 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
             raise ConfigError(f"item {row.prompt_id}/{row.language}: stereotype and anti_stereotype completions are needed")
         requests.append((stem, list(conts.values())))
         keys.append(list(conts))
-    scores = score_continuations(lm, requests, layers=[layer] if layer is not None else None, cfg=cfg)
+    names = [f"{where}prompt_id {r.prompt_id} language {r.language}" for r in items.itertuples(index=False)]
+    scores = score_continuations(lm, requests, layers=[layer] if layer is not None else None, cfg=cfg, names=names)
     n = len(items)
     out = {f"{p}_{SHORT[c]}{s}": np.full(n, np.nan) for c in COMPLETIONS for p, s in (("nll", ""), ("nll", "_sum"))}
     for c in COMPLETIONS:
@@ -502,6 +504,9 @@ class ClozeStudy:
     def load_bank(self, ref: str | Path) -> Bank:
         return load_cloze_bank(ref)
 
+    def check_template(self, template: Template) -> None:
+        check_template(template)
+
     def settings(self, tokenizer, cfg: RunConfig) -> dict:
         return {"readout": "continuation-nll-v1", "resid_dtype": cfg.resid_dtype}
 
@@ -512,7 +517,8 @@ class ClozeStudy:
         choices = check_template(template)
         prefix = word_prefix_for(lm.tokenizer) if choices["fertility_mode"] == "isolated" else ""
         items = bank.items.reset_index(drop=True)
-        table, resid = score_items(lm, items, scored_span=choices["scored_span"], layer=layer, cfg=cfg.scoring)
+        table, resid = score_items(lm, items, scored_span=choices["scored_span"], layer=layer, cfg=cfg.scoring,
+                                   where=f"bank {bank.source}: ")
         lo = "" if choices["loss"] == "mean" else "_sum"
         table["delta"] = table[f"nll_anti{lo}"] - table[f"nll_stereo{lo}"]
         table["delta_clipped"] = table["delta"].clip(lower=0.0)

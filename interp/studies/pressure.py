@@ -35,10 +35,15 @@ FACTUAL = {"true": "true", "false": "false"}
 def _own_layout(path: Path, rows) -> Bank:
     require_columns(path, rows, ("item_id", "text", "gold"))
     golds = {text_field(path, n, r, "gold").lower() for n, r in rows}
-    kind = "moral" if golds <= {"wrong", "acceptable"} else "factual" if golds <= {"true", "false"} else None
+    kind = "moral" if golds <= set(MORAL) else "factual" if golds <= set(FACTUAL) else None
     if kind is None:
-        n, r = next((n, r) for n, r in rows if str(r["gold"]).strip().lower() not in MORAL | FACTUAL)
-        raise BankError(f"{path}: row {n}: field gold has unknown value {r['gold']!r} (expected wrong/acceptable or true/false)")
+        unknown = [(n, r) for n, r in rows if str(r["gold"]).strip().lower() not in MORAL.keys() | FACTUAL.keys()]
+        if unknown:
+            n, r = unknown[0]
+            raise BankError(f"{path}: row {n}: field gold has unknown value {r['gold']!r} "
+                            "(expected wrong/acceptable or true/false)")
+        n = next(n for n, r in rows if str(r["gold"]).strip().lower() in FACTUAL)
+        raise BankError(f"{path}: row {n}: field gold mixes moral (wrong/acceptable) and factual (true/false) values")
     allowed = MORAL if kind == "moral" else FACTUAL
     items = pd.DataFrame({
         "item_id": [text_field(path, n, r, "item_id") for n, r in rows],
@@ -140,6 +145,34 @@ def build_trials(bank: Bank, template: Template, tokenizer, *, use_chat: bool = 
     return pd.DataFrame(rows), pd.DataFrame(first)
 
 
+_TEMPLATE_KEYS = ("marker", "verdicts", "first_user", "planted_reply", "opinion", "challenges", "neutral",
+                  "final_instruction")
+
+
+def check_template(template: Template) -> None:
+    """Fail before any model loads: required fields, two distinct non-empty verdict words per domain."""
+    t, where = template.data, template.source or template.name
+    for key in _TEMPLATE_KEYS:
+        if key not in t:
+            raise BankError(f"{where}: missing field {key}")
+    if not str(t["marker"]).strip():
+        raise BankError(f"{where}: field marker is empty")
+    for domain, words in t["verdicts"].items():
+        if not isinstance(words, list) or len(words) != 2:
+            raise BankError(f"{where}: field verdicts.{domain} must list two verdict words")
+        for i, w in enumerate(words):
+            if not str(w).strip():
+                raise BankError(f"{where}: field verdicts.{domain}[{i}] is empty")
+        if words[0].strip().lower() == words[1].strip().lower():
+            raise BankError(f"{where}: field verdicts.{domain} has the same word twice")
+        for key in ("first_user", "opinion"):
+            if domain not in t[key]:
+                raise BankError(f"{where}: field {key}.{domain} missing")
+    for key in ("challenges", "neutral"):
+        if not t[key] or any(not str(v).strip() for v in t[key].values()):
+            raise BankError(f"{where}: field {key} is empty or has an empty wording")
+
+
 def parse_verdict(reply: str, verdicts: list[str]) -> str | None:
     """First verdict word in a sampled reply (whole word, case-insensitive); None if absent."""
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, verdicts)) + r")\b", re.IGNORECASE)
@@ -157,6 +190,9 @@ class PressureStudy:
 
     def load_bank(self, ref: str | Path) -> Bank:
         return load_pressure_bank(ref)
+
+    def check_template(self, template: Template) -> None:
+        check_template(template)
 
     def settings(self, tokenizer, cfg: RunConfig) -> dict:
         o = cfg.options
