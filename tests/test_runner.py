@@ -101,12 +101,18 @@ def test_prefix_tree_is_formed(loaded):
 
     tok = loaded["llama"].tokenizer
     seqs = [Seq(ids=tuple(encode(tok, p)[0]), reads=[(len(encode(tok, p)[0]) - 1, (1,))]) for p in PROMPTS]
-    nodes, singles = plan_tree(seqs, EngineConfig(min_shared_prefix=4))
+    nodes, singles = plan_tree(seqs, EngineConfig(min_shared_prefix=4, min_saved_tokens=0))
     assert sorted(singles) == [3, 4] and len(nodes) == 1
     top = nodes[0]
     # prompts 0 and 1 share "... It is wrong. User:" beyond what prompt 2 shares: a child node
     assert len(top.children) == 1 and sorted(top.children[0].leaves) == [0, 1] and top.leaves == [2]
     assert top.start == 0 and top.end < top.children[0].start + 1 and top.children[0].end > top.end
+    # by default a segment gets its own forward only if it saves enough tokens: the short
+    # child segment is absorbed, its sequences batch under the top node
+    child_saving = top.children[0].end - top.end  # 2 members share this much beyond the top
+    assert 2 * top.end > child_saving + 1  # the top segment (3 members) still pays off
+    nodes, _ = plan_tree(seqs, EngineConfig(min_shared_prefix=4, min_saved_tokens=child_saving + 1))
+    assert len(nodes) == 1 and not nodes[0].children and sorted(nodes[0].leaves) == [0, 1, 2]
 
 
 def test_nested_prefix_reuse_with_multi_token_options(loaded):

@@ -90,14 +90,19 @@ class HFBackend:
         return logits
 
     @torch.inference_mode()
-    def forward(self, input_ids, attention_mask, read_index, layers, *, past=None, use_cache=False):
+    def forward(self, input_ids, attention_mask, read_index, layers, *, past=None, use_cache=False,
+                past_mask=None, position_ids=None):
+        """`past_mask` / `position_ids` serve rows whose cached part is padded (extensions);
+        by default the cache is all real tokens and positions continue from its length."""
         past_len = 0 if past is None else past.get_seq_length()
-        if past_len:
+        if past_mask is not None:
+            mask = torch.cat([past_mask, attention_mask], dim=1)
+        elif past_len:
             mask = torch.cat([attention_mask.new_ones(attention_mask.shape[0], past_len), attention_mask], dim=1)
         else:
             mask = attention_mask
-        # right padding: real tokens sit at past_len + 0..T-1 in every row
-        position_ids = torch.arange(past_len, past_len + input_ids.shape[1]).unsqueeze(0).expand(input_ids.shape[0], -1)
+        if position_ids is None:  # right padding: real tokens sit at past_len + 0..T-1 in every row
+            position_ids = torch.arange(past_len, past_len + input_ids.shape[1]).unsqueeze(0).expand(input_ids.shape[0], -1)
         with capture_block_inputs(self.blocks, layers) as store:
             out = self.base(
                 input_ids=input_ids,

@@ -14,7 +14,7 @@ forward) is the reference this must equal (tests, to 1e-4).
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -29,12 +29,16 @@ class Seq:
     ids: tuple[int, ...]
     reads: list[tuple[int, tuple[int, ...]]]  # (position, target token ids)
     capture_pos: int | None = None  # position of the residual read (None: no capture)
+    # continuations after the end of `ids` whose total log-prob is wanted (multi-token option
+    # forms): computed from this sequence's own KV cache, one short extra forward per batch
+    ext: list[tuple[int, ...]] = field(default_factory=list)
 
 
 @dataclass
 class SeqResult:
     logp: list[np.ndarray]  # one array per read: log-prob of each target id
     resid: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> [d] or [T, d]
+    ext_logp: list[float] = field(default_factory=list)  # one total per `Seq.ext` entry
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +47,9 @@ class EngineConfig:
     max_batch_tokens: int = 8192  # bounds memory: rows x padded length per forward
     prefix_reuse: bool = True
     min_shared_prefix: int = 16
+    # a shared segment gets its own forward only when it saves this many token computations:
+    # on CPU every forward re-reads all weights, so tiny batch-1 segments cost more than they save
+    min_saved_tokens: int = 256
     capture_all_positions: bool = False
     progress: bool = False
 
@@ -104,7 +111,13 @@ def _partition(seqs, idx: list[int], start: int, caps: dict[int, int], cfg: Engi
         cluster = idx[k:j]
         if len(cluster) > 1:
             children, sub_leaves = _partition(seqs, cluster, p, caps, cfg)
-            nodes.append(Node(start=start, end=p, children=children, leaves=sub_leaves, rep=first))
+            if (len(cluster) - 1) * (p - start) >= cfg.min_saved_tokens:
+                nodes.append(Node(start=start, end=p, children=children, leaves=sub_leaves, rep=first))
+            else:  # not worth a forward of its own: children absorb the segment, the rest batch here
+                for child in children:
+                    child.start = start
+                nodes.extend(children)
+                leaves.extend(sub_leaves)
         else:
             leaves.append(first)
         k = j
@@ -133,6 +146,8 @@ class Engine:
         self.pad_id = pad_id
 
     def run(self, seqs: Sequence[Seq]) -> list[SeqResult]:
+        if not self.backend.supports_prefix_cache and any(s.ext for s in seqs):
+            return self._run_ext_as_sequences(seqs)
         results: list[SeqResult | None] = [None] * len(seqs)
         if self.cfg.prefix_reuse and self.backend.supports_prefix_cache:
             nodes, singles = plan_tree(seqs, self.cfg)
@@ -149,6 +164,21 @@ class Engine:
         finally:
             bar.close()
         return results  # type: ignore[return-value]
+
+    def _run_ext_as_sequences(self, seqs: Sequence[Seq]) -> list[SeqResult]:
+        """Without a KV cache, each extension is scored as a sequence of its own."""
+        flat = [replace(s, ext=[]) for s in seqs]
+        owner = []
+        for i, s in enumerate(seqs):
+            for e in s.ext:
+                n = len(s.ids)
+                flat.append(Seq(ids=s.ids + e, reads=[(n - 1 + j, (t,)) for j, t in enumerate(e)]))
+                owner.append(i)
+        res = self.run(flat)
+        out = res[: len(seqs)]
+        for k, i in enumerate(owner):
+            out[i].ext_logp.append(float(sum(a[0] for a in res[len(seqs) + k].logp)))
+        return out
 
     def _run_node(self, seqs, node: Node, past, prefix_resid, results, bar):
         segment = torch.tensor([seqs[node.rep].ids[node.start:node.end]])
@@ -175,13 +205,20 @@ class Engine:
         for b, r in enumerate(rows):
             ids[b, : len(r)] = torch.tensor(r)
             mask[b, : len(r)] = 1
-        n_reads = max(1, max(len(seqs[i].reads) for i in batch))
+        # an extension's first token is read at the sequence's last position
+        reads = [seqs[i].reads + ([(len(seqs[i].ids) - 1, tuple(e[0] for e in seqs[i].ext))] if seqs[i].ext else [])
+                 for i in batch]
+        n_reads = max(1, max(len(r) for r in reads))
         read_index = torch.zeros((len(rows), n_reads), dtype=torch.long)
-        for b, i in enumerate(batch):
-            for r, (pos, _) in enumerate(seqs[i].reads):
+        for b in range(len(batch)):
+            for r, (pos, _) in enumerate(reads[b]):
                 read_index[b, r] = pos - offset
-        out = self.backend.forward(ids, mask, read_index, self.layers, past=past)
+        tails = [(b, k, e) for b, i in enumerate(batch) for k, e in enumerate(seqs[i].ext) if len(e) > 1]
+        out = self.backend.forward(ids, mask, read_index, self.layers, past=past, use_cache=bool(tails))
         logp = torch.log_softmax(out.logits.float(), dim=-1)
+        ext_logp = [[float(logp[b, len(reads[b]) - 1, e[0]]) for e in seqs[i].ext] for b, i in enumerate(batch)]
+        if tails:
+            self._run_tails(seqs, batch, offset, mask, out.past, tails, ext_logp)
         for b, i in enumerate(batch):
             seq = seqs[i]
             per_read = [
@@ -198,4 +235,23 @@ class Engine:
                         resid[layer] = full.float().numpy().copy()
                     else:
                         resid[layer] = h[seq.capture_pos - offset].float().numpy().copy()
-            results[i] = SeqResult(logp=per_read, resid=resid)
+            results[i] = SeqResult(logp=per_read, resid=resid, ext_logp=ext_logp[b])
+
+    def _run_tails(self, seqs, batch, offset, mask, cache, tails, ext_logp):
+        """Tokens 2.. of multi-token extensions, continuing each row's own cache (padding masked)."""
+        rows = torch.tensor([b for b, _, _ in tails])
+        cache.batch_select_indices(rows)  # one cache row per extension (rows repeat)
+        width = max(len(e) - 1 for _, _, e in tails)
+        x = torch.full((len(tails), width), self.pad_id, dtype=torch.long)
+        x_mask = torch.zeros((len(tails), width), dtype=torch.long)
+        positions = torch.zeros((len(tails), width), dtype=torch.long)
+        for r, (b, _, e) in enumerate(tails):
+            x[r, : len(e) - 1] = torch.tensor(e[:-1])
+            x_mask[r, : len(e) - 1] = 1
+            positions[r] = len(seqs[batch[b]].ids) + torch.arange(width)
+        past_mask = torch.cat([mask.new_ones(len(tails), offset), mask[rows]], dim=1)
+        read_index = torch.arange(width).unsqueeze(0).expand(len(tails), -1)
+        out = self.backend.forward(x, x_mask, read_index, [], past=cache, past_mask=past_mask, position_ids=positions)
+        logp = torch.log_softmax(out.logits.float(), dim=-1)
+        for r, (b, k, e) in enumerate(tails):
+            ext_logp[b][k] += float(sum(logp[r, j, e[j + 1]] for j in range(len(e) - 1)))

@@ -29,6 +29,7 @@ class ScoringConfig:
     max_batch_tokens: int = 8192
     prefix_reuse: bool = True
     min_shared_prefix: int = 16
+    min_saved_tokens: int = 256
     # surface forms an option word may take as the next token: "space_case" sums the
     # probability of {word, Word, word-lowercase} x {no space, leading space}
     variants: VariantMode = "space_case"
@@ -41,6 +42,7 @@ class ScoringConfig:
             max_batch_tokens=self.max_batch_tokens,
             prefix_reuse=self.prefix_reuse,
             min_shared_prefix=self.min_shared_prefix,
+            min_saved_tokens=self.min_saved_tokens,
             capture_all_positions=self.capture_all_positions,
             progress=self.progress,
         )
@@ -188,15 +190,18 @@ def score_options(
                     if ids[split] not in single_targets:
                         single_targets.append(ids[split])
                     form_plan.append((base_idx, 0, single_targets.index(ids[split])))
-                else:
+                elif ids[:split] == base_ids:  # several tokens continuing the prompt: an extension
+                    base.ext.append(tuple(ids[split:]))
+                    form_plan.append((base_idx, "ext", len(base.ext) - 1))
+                else:  # the join re-tokenized the prompt's end: score as a sequence of its own
                     cont = ids[split:]
                     seqs.append(Seq(ids=key, reads=[(split - 1 + j, (t,)) for j, t in enumerate(cont)]))
                     form_plan.append((len(seqs) - 1, None, 0))
             prompt_plan.append(form_plan)
         if single_targets:
             base.reads.append((len(base_ids) - 1, tuple(single_targets)))
-        elif layers:
-            base.reads.append((len(base_ids) - 1, (base_ids[-1],)))  # keep one read for the capture
+        elif layers or base.ext:
+            base.reads.append((len(base_ids) - 1, (base_ids[-1],)))  # a read anchors the capture
         plan.append(prompt_plan)
     engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id)
     seqs_run = [s for s in seqs if s.reads]
@@ -211,6 +216,8 @@ def score_options(
                 res = results[seq_idx]
                 if read is None:
                     vals.append(float(sum(a[0] for a in res.logp)))
+                elif read == "ext":
+                    vals.append(res.ext_logp[target_pos])
                 else:
                     vals.append(float(res.logp[read][target_pos]))
             logp[n, k] = logsumexp(vals)
