@@ -22,8 +22,8 @@ log = logging.getLogger("interp.demo")
 
 @dataclass(frozen=True, kw_only=True)
 class DemoSizes:
-    pressure_items: int | None = 24  # per pressure bank (moral, factual)
-    classify_items: int | None = 30
+    pressure_items: int | None = 16  # per pressure bank (moral, factual)
+    classify_items: int | None = 24
     cloze_prompts: int | None = None  # None: the whole cloze bank (32 prompts x 6 languages)
     shuffles: int = 100
     n_boot: int = 1000
