@@ -85,8 +85,13 @@ def _pressure_units(out: Path, bank: str | None):
 
 def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None = None, bank: str | None = None,
                 turn_kind: str = "opinion", n_shuffles: int = 100, k: int | None = None, seed: int = 0,
-                with_readout: bool = True) -> pd.DataFrame:
-    """Held-out partial R² of each source's item map for the target's map; OUT/results/predictive.csv."""
+                with_readout: bool = True, alpha: float | None = None) -> pd.DataFrame:
+    """Held-out partial R² of each source's item map for the target's map; OUT/results/predictive.csv.
+
+    `alpha`: 0 fits the base and full models by OLS (the paper's setting, for banks of hundreds
+    of items); None (default) uses OLS unless a training fold has fewer items than the profile
+    has columns + 2, where OLS is underdetermined, and then ridge with alpha = 1.0.
+    """
     from analyses.pressure_metrics import item_maps, unpressured_profile
 
     out = Path(out)
@@ -112,8 +117,13 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
     lineage = None
     if (out / "lineage.json").is_file():
         lineage = json.loads((out / "lineage.json").read_text()).get("lineage")
+    if alpha is None:
+        n_train = int(len(maps[target]) * 0.8)
+        n_cols = max(p.shape[1] for p in profiles.values()) + 1
+        alpha = 1.0 if n_train < n_cols + 2 else 0.0
     table = predictive_table(maps, profiles, target=target, sources=sources, lineage=lineage,
-                             n_shuffles=n_shuffles, k=k, readouts=readouts or None, seed=seed)
+                             n_shuffles=n_shuffles, k=k, readouts=readouts or None, seed=seed, alpha=alpha)
+    table["alpha"] = alpha
     table.insert(2, "bank", bank)
     write_table(table, out / "results" / "predictive.csv",
                 columns=("source", "target", "route_relation", "I", "I_readout", "error_removed", "null_mean",
