@@ -49,7 +49,7 @@ class EngineConfig:
     min_shared_prefix: int = 16
     # a shared segment gets its own forward only when it saves this many token computations:
     # on CPU every forward re-reads all weights, so tiny batch-1 segments cost more than they save
-    min_saved_tokens: int = 256
+    min_saved_tokens: int = 128
     capture_all_positions: bool = False
     progress: bool = False
 

@@ -29,7 +29,7 @@ class ScoringConfig:
     max_batch_tokens: int = 8192
     prefix_reuse: bool = True
     min_shared_prefix: int = 16
-    min_saved_tokens: int = 256
+    min_saved_tokens: int = 128
     # surface forms an option word may take as the next token: "space_case" sums the
     # probability of {word, Word, word-lowercase} x {no space, leading space}
     variants: VariantMode = "space_case"
