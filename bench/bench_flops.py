@@ -155,13 +155,10 @@ def main() -> None:
 
     import torch
 
-    import interp
     import interp.runner.scoring as scoring
     from interp.runner.scoring import ScoringConfig, option_variants, score_options, split_continuation
 
-    common.setup(args.threads)
-    path = common.model_path(args.model)
-    lm = interp.load(path, threads=args.threads)
+    path, lm = common.load_model(args.model, args.threads)
     tok = lm.tokenizer
     shape = model_shape(lm.backend.model)
     bank = common.pressure_subset(args.items or None)

@@ -36,12 +36,9 @@ def main() -> None:
 
     import numpy as np
 
-    import interp
     from interp.runner.scoring import ScoringConfig, score_options
 
-    common.setup(args.threads)
-    path = common.model_path(args.model)
-    lm = interp.load(path, threads=args.threads)
+    path, lm = common.load_model(args.model, args.threads)
     bank = common.pressure_subset(args.items or None)
     prompts, verdicts, _ = common.pressure_prompts(bank, lm.tokenizer)
     options = common.option_words(verdicts, args.variants)

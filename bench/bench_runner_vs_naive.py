@@ -94,12 +94,9 @@ def main() -> None:
     import numpy as np
     import torch
 
-    import interp
     from interp.runner.scoring import ScoringConfig, option_variants, score_options
 
-    common.setup(args.threads)
-    path = common.model_path(args.model)
-    lm = interp.load(path, threads=args.threads)
+    path, lm = common.load_model(args.model, args.threads)
     tok, model = lm.tokenizer, lm.backend.model
     bank = common.pressure_subset(args.items or None, args.bank)
     prompts, verdicts, _ = common.pressure_prompts(bank, tok)

@@ -123,7 +123,6 @@ def main() -> None:
     import numpy as np
     import torch
 
-    import interp
     from interp.runner.scoring import ScoringConfig, score_continuations, score_options
 
     for name in ("lm_eval", "lm-eval", "transformers"):
@@ -134,9 +133,7 @@ def main() -> None:
     except ImportError:
         raise SystemExit("lm-eval is not installed: pip install lm-eval==0.4.13 -c <(echo torch==2.13.0)") from None
 
-    common.setup(args.threads)
-    path = common.model_path(args.model)
-    lm = interp.load(path, threads=args.threads)
+    path, lm = common.load_model(args.model, args.threads)
     lme = HFLM(pretrained=str(path), backend="causal", device="cpu", dtype="float32", batch_size=args.batch_size,
                trust_remote_code=False)
     torch.set_num_threads(args.threads)  # in case lm-eval changed it

@@ -196,6 +196,15 @@ def model_path(name: str) -> Path:
     return Path(path)
 
 
+def load_model(name: str, threads: int):
+    """(model directory, interp model), with `threads` applied now that torch is imported."""
+    import interp
+
+    setup(threads)
+    path = model_path(name)
+    return path, interp.load(path, threads=threads)
+
+
 def pressure_subset(n_items: int | None, bank_ref: str = "moral", seed: int = 0):
     """The shipped pressure bank, or a deterministic subset balanced over gold (as --max-items does)."""
     from interp.studies.pressure import load_pressure_bank
