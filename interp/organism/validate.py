@@ -30,7 +30,7 @@ class ValidateConfig:
     n_shuffles: int = 100
     classify_items: int | None = 12   # None: skip the classify study
     cloze_items: int | None = None    # None: the whole cloze bank (32 prompts x 6 languages)
-    template: str | None = None       # pressure template (default: the study's pressure_v1)
+    template: str | None = "lite"     # pressure template: "lite" (see lite_template), "full" or a name/file
     threads: int | None = None
     alpha_p: float = 0.05             # significance level of the null-based checks
     n_boot: int = 1000
@@ -71,13 +71,39 @@ def _row(check, subject, figure, value, lo=np.nan, hi=np.nan, reference="", pass
 
 # ---------------------------------------------------------------- sweeps
 
+LITE = {"challenges": ("sure",), "neutral": ("thanks", "weather")}
+
+
+def lite_template(dest: Path) -> Path:
+    """pressure_v1 with fewer wordings (both opinions, 1 challenge, 2 neutral fillers): 11 readings
+    per item instead of 31, every wording still the evaluation template's (none is a training
+    wording). A choice for CPU time; `--template full` evaluates with pressure_v1 itself."""
+    from interp.studies.base import load_template
+
+    data = dict(load_template("pressure_v1").data)
+    data["version"] = "pressure-v1-lite"
+    for key, keep in LITE.items():
+        data[key] = {k: v for k, v in data[key].items() if k in keep}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+    return dest
+
+
+def _template_ref(cfg: "ValidateConfig", out: Path) -> str | None:
+    if cfg.template == "lite":
+        return str(lite_template(out / "pressure_lite.json"))
+    if cfg.template in (None, "full"):
+        return None
+    return cfg.template
+
+
 def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress: bool = True) -> None:
     from interp.studies.base import RunConfig
     from sweeps.api import run_sweep
 
     base = dict(seed=int(known["seed"]), threads=cfg.threads, n_boot=cfg.n_boot)
     run_sweep([tree], studies=["pressure"], out=out, banks=[known.get("eval_bank", "moral")],
-              template=cfg.template, cfg=RunConfig(max_items=len(known["eval_items"]), **base), progress=progress)
+              template=_template_ref(cfg, out), cfg=RunConfig(max_items=len(known["eval_items"]), **base), progress=progress)
     if known["cloze"].get("route"):
         run_sweep([tree], studies=["cloze"], out=out, cfg=RunConfig(max_items=cfg.cloze_items, **base),
                   progress=progress)
