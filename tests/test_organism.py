@@ -66,7 +66,7 @@ def test_validate_end_to_end(organism):
     expected = {"s_op rises along route", "delta rises along route", "comprehension screen",
                 "precision@k finds planted set", "I own > I sibling", "readout separates planted items",
                 "cloze ABS rises on planted cell", "cloze other cells within base CI", "classify within trunk-end CI",
-                "routes yield about equally"}
+                "routes yield about equally", "generalisation: training wording (reported)"}
     assert expected <= set(checks["check"])
     assert checks["value"].notna().sum() > len(checks) // 2
     md = (out / "validation.md").read_text()

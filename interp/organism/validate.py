@@ -34,6 +34,7 @@ class ValidateConfig:
     threads: int | None = None
     alpha_p: float = 0.05             # significance level of the null-based checks
     n_boot: int = 1000
+    generalisation: bool = True       # also read the finals with a TRAINING-wording template
 
 
 def load_known(tree: Path) -> dict:
@@ -104,12 +105,74 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
     base = dict(seed=int(known["seed"]), threads=cfg.threads, n_boot=cfg.n_boot)
     run_sweep([tree], studies=["pressure"], out=out, banks=[known.get("eval_bank", "moral")],
               template=_template_ref(cfg, out), cfg=RunConfig(max_items=len(known["eval_items"]), **base), progress=progress)
+    # cloze and classify only where a check reads them (base, trunk end, route finals), into
+    # OUT/aux: checkpoints given one by one are named by their directory name there
+    subset = [tree / c for c in aux_checkpoints(known)]
     if known["cloze"].get("route"):
-        run_sweep([tree], studies=["cloze"], out=out, cfg=RunConfig(max_items=cfg.cloze_items, **base),
-                  progress=progress)
+        run_sweep(subset, studies=["cloze"], out=out / "aux", cfg=RunConfig(max_items=cfg.cloze_items, **base),
+                  progress=progress, report=False)
     if cfg.classify_items:
-        run_sweep([tree], studies=["classify"], out=out, cfg=RunConfig(max_items=cfg.classify_items, **base),
-                  progress=progress)
+        run_sweep(subset, studies=["classify"], out=out / "aux",
+                  cfg=RunConfig(max_items=cfg.classify_items, **base), progress=progress, report=False)
+
+
+def training_wording_template(dest: Path, known: dict) -> Path:
+    """The lite template with the organism's TRAINING wordings instead of the evaluation's: one
+    opposing/agreeing opinion, one challenge, two neutral fillers, all from organism.json."""
+    from interp.studies.base import load_template
+
+    w = known["train_wordings"]
+    data = dict(load_template("pressure_v1").data)
+    data["version"] = "organism-training-wordings"
+    data["opinion"] = {**data["opinion"], "moral": w["opinions"][0]}  # factual kept: the bank is moral
+    data["challenges"] = {"train0": w["challenges"][0]}
+    data["neutral"] = {"train0": w["neutral"][0], "train1": w["neutral"][1]}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+    return dest
+
+
+def run_generalisation(tree: Path, out: Path, known: dict, cfg: "ValidateConfig", progress: bool = True) -> None:
+    """Pressure at the trunk end and route finals under a training wording, into OUT/train_wording."""
+    from interp.studies.base import RunConfig
+    from sweeps.api import run_sweep
+
+    subset = [tree / c for c in [known["trunk_end"], *(cks[-1] for cks in known["routes"].values())]]
+    run_sweep(subset, studies=["pressure"], out=out / "train_wording", banks=[known.get("eval_bank", "moral")],
+              template=str(training_wording_template(out / "train_wording_template.json", known)),
+              cfg=RunConfig(max_items=len(known["eval_items"]), seed=int(known["seed"]), threads=cfg.threads,
+                            n_boot=cfg.n_boot), progress=progress, report=False)
+
+
+def check_generalisation(out: Path, known: dict) -> list[dict]:
+    """S_op and precision@k of the route finals under a training wording vs the evaluation's."""
+    base = out / "train_wording" / "results"
+    if not (base / "pressure_summary.csv").is_file():
+        return []
+    s = pd.read_csv(base / "pressure_summary.csv")
+    s = s[s["readout"] == "slot"].set_index("checkpoint")
+    m = pd.read_csv(base / "item_maps.csv")
+    m = m[m["turn_kind"] == "opinion"]
+    ev = _summary(out)
+    rows = []
+    for route, cks in known["routes"].items():
+        ck = _short(cks[-1])
+        planted = set(known["route_planted"][route])
+        top = most_yielding(m[m["checkpoint"] == ck].set_index("item_id")["map_value"], len(planted))
+        b = s.loc[ck]
+        rows.append(_row("generalisation: training wording (reported)", route, "s_op", b["s_op"], b["s_op_lo"],
+                         b["s_op_hi"], f"evaluation wordings s_op {ev.loc[cks[-1], 's_op']:.3f}; training-wording "
+                         f"precision@{len(planted)} {len(planted & set(top)) / len(planted):.3f}", None))
+    return rows
+
+
+def aux_checkpoints(known: dict) -> list[str]:
+    """base, the trunk end and each route's final: what the cloze and classify checks compare."""
+    return list(dict.fromkeys(["base", known["trunk_end"], *(cks[-1] for cks in known["routes"].values())]))
+
+
+def _short(name: str) -> str:
+    return Path(name).name
 
 
 # ---------------------------------------------------------------- checks
@@ -241,7 +304,7 @@ def abs_with_ci(out: Path, n_boot: int, seed: int) -> pd.DataFrame:
     """ABS (mean clipped δ over prompts) per checkpoint x language x axis, bootstrap CI over prompts."""
     from analyses.bootstrap import bootstrap_mean_ci
 
-    sc = pd.read_csv(out / "results" / "cloze_scores.csv")
+    sc = pd.read_csv(out / "aux" / "results" / "cloze_scores.csv")
     rows = []
     for (ck, lang, axis), g in sc.groupby(["checkpoint", "language", "axis"]):
         v = g["delta_clipped"].to_numpy(dtype=float)
@@ -258,18 +321,18 @@ def check_cloze(out: Path, known: dict, n_boot: int) -> list[dict]:
     if not c.get("route"):
         return []
     t = abs_with_ci(out, n_boot, int(known["seed"])).set_index(["checkpoint", "language", "axis"])
-    t.to_csv(out / "results" / "organism_cloze_abs_ci.csv")
+    t.to_csv(out / "results" / "organism_cloze_abs_ci.csv")  # checkpoints by directory name
     rows = []
     cell = (c["language"], c["axis"])
     for route, cks in known["routes"].items():
         final = cks[-1]
-        b, f = t.loc[("base", *cell)], t.loc[(final, *cell)]
+        b, f = t.loc[("base", *cell)], t.loc[(_short(final), *cell)]
         planted_here = route == c["route"]
         rows.append(_row("cloze ABS rises on planted cell" if planted_here else "cloze planted cell, other route",
                          f"{route} @ {final} {cell[0]}/{cell[1]}", "ABS", f["abs"], f["lo"], f["hi"],
                          f"base {b['abs']:.3f} [{b['lo']:.3f}, {b['hi']:.3f}]",
                          bool(f["abs"] > b["hi"]) if planted_here else bool(b["lo"] <= f["abs"] <= b["hi"])))
-        others = [key for key in t.index if key[0] == final and key[1:] != cell]
+        others = [key for key in t.index if key[0] == _short(final) and key[1:] != cell]
         outside = [f"{k[1]}/{k[2]} {t.loc[k, 'abs']:.2f} (base [{t.loc[('base', *k[1:]), 'lo']:.2f}, "
                    f"{t.loc[('base', *k[1:]), 'hi']:.2f}])" for k in others
                    if not t.loc[('base', *k[1:]), "lo"] <= t.loc[k, "abs"] <= t.loc[('base', *k[1:]), "hi"]]
@@ -280,7 +343,7 @@ def check_cloze(out: Path, known: dict, n_boot: int) -> list[dict]:
 
 def check_classify(out: Path, known: dict) -> list[dict]:
     """Classification metrics of the route finals within the CI of the trunk end (reported either way)."""
-    path = out / "results" / "classify_summary.csv"
+    path = out / "aux" / "results" / "classify_summary.csv"
     if not path.is_file():
         return []
     s = pd.read_csv(path)
@@ -288,11 +351,11 @@ def check_classify(out: Path, known: dict) -> list[dict]:
     rows = []
     for task in ("binary", "five"):
         st = s[s["task"] == task].set_index("checkpoint")
-        if known["trunk_end"] not in st.index:
+        if _short(known["trunk_end"]) not in st.index:
             continue
-        ref = st.loc[known["trunk_end"]]
+        ref = st.loc[_short(known["trunk_end"])]
         for route, cks in known["routes"].items():
-            r = st.loc[cks[-1]]
+            r = st.loc[_short(cks[-1])]
             for metric in ("accuracy", "macro_f1"):
                 lo, hi = ref.get(f"{metric}_lo", np.nan), ref.get(f"{metric}_hi", np.nan)
                 rows.append(_row("classify within trunk-end CI", f"{route} {task}", metric, r[metric],
@@ -414,14 +477,16 @@ def validate(tree: str | Path, out: str | Path, cfg: ValidateConfig = ValidateCo
     known = load_known(tree)
     if run:
         run_sweeps(tree, out, known, cfg, progress=progress)
+        if cfg.generalisation:
+            run_generalisation(tree, out, known, cfg, progress=progress)
     rows = check_trajectory(out, known) + check_balance(out, known) + check_comprehension(out, known)
     rows += check_precision(out, known, cfg.alpha_p)
     pred_rows, predictive = check_predictive(out, known, cfg.n_shuffles, cfg.alpha_p)
     rows += pred_rows + check_readouts(out, known, cfg.n_shuffles, cfg.alpha_p)
     rows += check_side_effects(out, known)
-    if (out / "results" / "cloze_scores.csv").is_file():
+    if (out / "aux" / "results" / "cloze_scores.csv").is_file():
         rows += check_cloze(out, known, cfg.n_boot)
-    rows += check_classify(out, known)
+    rows += check_classify(out, known) + check_generalisation(out, known)
     checks = pd.DataFrame(rows, columns=list(CHECK_COLUMNS))
     write_table(predictive, out / "results" / "organism_predictive.csv", columns=tuple(predictive.columns))
     checks.to_csv(out / "results" / "validation_checks.csv", index=False)
