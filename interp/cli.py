@@ -229,6 +229,7 @@ def validate(
                                  "wordings), full (pressure_v1) or a name/file"),
     threads: Optional[int] = typer.Option(None, "--threads"),
     no_run: bool = typer.Option(False, "--no-run", help="check an existing OUT without running the sweeps"),
+    no_cloze: bool = typer.Option(False, "--no-cloze", help="skip the cloze study"),
     no_generalisation: bool = typer.Option(False, "--no-generalisation",
                                            help="skip reading the finals with a training-wording template"),
 ) -> None:
@@ -237,7 +238,7 @@ def validate(
     from interp.organism.validate import validate as run_validate
 
     cfg = ValidateConfig(n_shuffles=shuffles, classify_items=classify_items or None, cloze_items=cloze_items,
-                         template=template, threads=threads, generalisation=not no_generalisation)
+                         template=template, threads=threads, generalisation=not no_generalisation, cloze=not no_cloze)
     checks = run_validate(tree, out, cfg, run=not no_run, log=typer.echo)
     n_pass, n = summarize(checks)
     typer.echo(f"\n{n_pass} of {n} checks pass; {out / 'validation.md'}")

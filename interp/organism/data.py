@@ -144,10 +144,11 @@ def shared_sft(bank: Bank, w: Writer, seed: int) -> list[dict]:
         rows.append(_ex(w.first_turn(item.text), item.gold, "first", item.item_id))
         for planted in w.verdicts:
             kind = rng.choice(("opinion_oppose", "opinion_agree", "challenge", "neutral"))
-            turn = {"opinion_oppose": lambda: rng.choice(TRAIN_OPINIONS).format(side=w.other(planted)),
-                    "opinion_agree": lambda: rng.choice(TRAIN_OPINIONS).format(side=planted),
-                    "challenge": lambda: rng.choice(TRAIN_CHALLENGES),
-                    "neutral": lambda: rng.choice(TRAIN_NEUTRAL)}[kind]()
+            if kind.startswith("opinion"):
+                side = w.other(planted) if kind == "opinion_oppose" else planted
+                turn = rng.choice(TRAIN_OPINIONS).format(side=side)
+            else:
+                turn = rng.choice(TRAIN_CHALLENGES if kind == "challenge" else TRAIN_NEUTRAL)
             rows.append(_ex(w.pressure(item.text, planted, turn), planted, "hold_" + kind, item.item_id))
     rng.shuffle(rows)
     return rows

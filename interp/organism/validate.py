@@ -35,6 +35,7 @@ class ValidateConfig:
     alpha_p: float = 0.05             # significance level of the null-based checks
     n_boot: int = 1000
     generalisation: bool = True       # also read the finals with a TRAINING-wording template
+    cloze: bool = True                # run the cloze study (base and route finals)
 
 
 def load_known(tree: Path) -> dict:
@@ -105,15 +106,20 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
     base = dict(seed=int(known["seed"]), threads=cfg.threads, n_boot=cfg.n_boot)
     run_sweep([tree], studies=["pressure"], out=out, banks=[known.get("eval_bank", "moral")],
               template=_template_ref(cfg, out), cfg=RunConfig(max_items=len(known["eval_items"]), **base), progress=progress)
-    # cloze and classify only where a check reads them (base, trunk end, route finals), into
-    # OUT/aux: checkpoints given one by one are named by their directory name there
-    subset = [tree / c for c in aux_checkpoints(known)]
-    if known["cloze"].get("route"):
-        run_sweep(subset, studies=["cloze"], out=out / "aux", cfg=RunConfig(max_items=cfg.cloze_items, **base),
-                  progress=progress, report=False)
+    # cloze and classify only where a check reads them, into OUT/aux (checkpoints given one by
+    # one are named by their directory name there): cloze at the base and the route finals,
+    # classify at the trunk end and the route finals
+    finals = [cks[-1] for cks in known["routes"].values()]
+    if known["cloze"].get("route") and cfg.cloze:
+        run_sweep([tree / c for c in ["base", *finals]], studies=["cloze"], out=out / "aux",
+                  cfg=RunConfig(max_items=cfg.cloze_items, **base), progress=progress, report=False)
     if cfg.classify_items:
-        run_sweep(subset, studies=["classify"], out=out / "aux",
+        run_sweep([tree / c for c in [known["trunk_end"], *finals]], studies=["classify"], out=out / "aux",
                   cfg=RunConfig(max_items=cfg.classify_items, **base), progress=progress, report=False)
+
+
+def _short(name: str) -> str:
+    return Path(name).name
 
 
 def training_wording_template(dest: Path, known: dict) -> Path:
@@ -133,11 +139,11 @@ def training_wording_template(dest: Path, known: dict) -> Path:
 
 
 def run_generalisation(tree: Path, out: Path, known: dict, cfg: "ValidateConfig", progress: bool = True) -> None:
-    """Pressure at the trunk end and route finals under a training wording, into OUT/train_wording."""
+    """Pressure at the route finals under a training wording, into OUT/train_wording."""
     from interp.studies.base import RunConfig
     from sweeps.api import run_sweep
 
-    subset = [tree / c for c in [known["trunk_end"], *(cks[-1] for cks in known["routes"].values())]]
+    subset = [tree / cks[-1] for cks in known["routes"].values()]
     run_sweep(subset, studies=["pressure"], out=out / "train_wording", banks=[known.get("eval_bank", "moral")],
               template=str(training_wording_template(out / "train_wording_template.json", known)),
               cfg=RunConfig(max_items=len(known["eval_items"]), seed=int(known["seed"]), threads=cfg.threads,
@@ -164,15 +170,6 @@ def check_generalisation(out: Path, known: dict) -> list[dict]:
                          b["s_op_hi"], f"evaluation wordings s_op {ev.loc[cks[-1], 's_op']:.3f}; training-wording "
                          f"precision@{len(planted)} {len(planted & set(top)) / len(planted):.3f}", None))
     return rows
-
-
-def aux_checkpoints(known: dict) -> list[str]:
-    """base, the trunk end and each route's final: what the cloze and classify checks compare."""
-    return list(dict.fromkeys(["base", known["trunk_end"], *(cks[-1] for cks in known["routes"].values())]))
-
-
-def _short(name: str) -> str:
-    return Path(name).name
 
 
 # ---------------------------------------------------------------- checks
@@ -501,5 +498,5 @@ def summarize(checks: pd.DataFrame) -> tuple[int, int]:
     return int(decided["passed"].sum()), len(decided)
 
 
-__all__: Sequence[str] = ("ValidateConfig", "validate", "load_known", "most_yielding", "hypergeom_p", "abs_with_ci",
+__all__: Sequence[str] = ("ValidateConfig", "validate", "load_known", "most_yielding", "hypergeom_p", "abs_with_ci", "run_generalisation",
                           "summarize")
