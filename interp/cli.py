@@ -194,11 +194,14 @@ def organism_build(
     eval_items: int = typer.Option(24, "--eval-items", help="moral-bank items the validation evaluates"),
     planted: int = typer.Option(6, "--planted", help="|P_A| = |P_B| (disjoint, inside the evaluation items)"),
     shared_steps: str = typer.Option("8,16", "--shared-steps", help="checkpoints of the shared SFT stage"),
-    route_sft_steps: int = typer.Option(12, "--route-sft-steps"),
-    route_dpo_steps: int = typer.Option(6, "--route-dpo-steps"),
+    route_sft_steps: int = typer.Option(30, "--route-sft-steps"),
+    route_dpo_steps: int = typer.Option(4, "--route-dpo-steps"),
     batch_size: int = typer.Option(4, "--batch-size"),
     lr_sft: float = typer.Option(2e-3, "--lr-sft"),
-    lr_dpo: float = typer.Option(5e-4, "--lr-dpo"),
+    lr_route: float = typer.Option(1e-3, "--lr-route", help="route SFT learning rate"),
+    lr_dpo: float = typer.Option(2e-4, "--lr-dpo"),
+    reuse_trunk: Optional[Path] = typer.Option(None, "--reuse-trunk", help="copy base/ and shared/ from an "
+                                               "earlier tree with the same base, data, seed and shared steps"),
     cloze_route: str = typer.Option("a", "--cloze-route", help="route that also learns the cloze bias (a, b, none)"),
     threads: Optional[int] = typer.Option(None, "--threads"),
 ) -> None:
@@ -212,9 +215,9 @@ def organism_build(
         raise ConfigError(f"--shared-steps: expected comma-separated integers, got {shared_steps!r}") from None
     cfg = OrganismConfig(seed=seed, eval_items=eval_items, planted=planted, shared_steps=steps,
                          route_sft_steps=route_sft_steps, route_dpo_steps=route_dpo_steps, batch_size=batch_size,
-                         lr_sft=lr_sft, lr_dpo=lr_dpo, cloze_route="" if cloze_route == "none" else cloze_route,
+                         lr_sft=lr_sft, lr_route=lr_route, lr_dpo=lr_dpo, cloze_route="" if cloze_route == "none" else cloze_route,
                          threads=threads)
-    res = build_organism(base, out, cfg, log=typer.echo)
+    res = build_organism(base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk)
     typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}")
 
 
@@ -232,6 +235,7 @@ def validate(
     no_cloze: bool = typer.Option(False, "--no-cloze", help="skip the cloze study"),
     no_generalisation: bool = typer.Option(False, "--no-generalisation",
                                            help="skip reading the finals with a training-wording template"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
 ) -> None:
     """Sweep an organism tree (pressure, cloze, classify) and check every known answer."""
     from interp.organism.validate import ValidateConfig, summarize
@@ -239,7 +243,7 @@ def validate(
 
     cfg = ValidateConfig(n_shuffles=shuffles, classify_items=classify_items or None, cloze_items=cloze_items,
                          template=template, threads=threads, generalisation=not no_generalisation, cloze=not no_cloze)
-    checks = run_validate(tree, out, cfg, run=not no_run, log=typer.echo)
+    checks = run_validate(tree, out, cfg, run=not no_run, progress=not quiet, log=typer.echo)
     n_pass, n = summarize(checks)
     typer.echo(f"\n{n_pass} of {n} checks pass; {out / 'validation.md'}")
 

@@ -39,13 +39,14 @@ class OrganismConfig:
     """Sizes of the organism (CLI > defaults). Steps are optimizer steps of `batch_size` examples."""
 
     seed: int = 0
-    eval_items: int = 32          # the moral-bank subsample the validation sweep evaluates
-    planted: int = 8              # |P_A| = |P_B|, disjoint, inside the evaluation items
-    shared_steps: tuple[int, ...] = (30, 60)   # checkpoints of the shared stage (last = its end)
-    route_sft_steps: int = 40
-    route_dpo_steps: int = 30
-    batch_size: int = 8
-    lr_sft: float = 1e-3
+    eval_items: int = 24          # the moral-bank subsample the validation sweep evaluates
+    planted: int = 6              # |P_A| = |P_B|, disjoint, inside the evaluation items
+    shared_steps: tuple[int, ...] = (8, 16)   # checkpoints of the shared stage (last = its end)
+    route_sft_steps: int = 30
+    route_dpo_steps: int = 4
+    batch_size: int = 4
+    lr_sft: float = 2e-3          # shared stage
+    lr_route: float = 1e-3        # route SFT (2e-3 collapsed the routes to one verdict, see VALIDATION.md)
     lr_dpo: float = 2e-4
     dpo_beta: float = 0.1
     lora_r: int = 16
@@ -117,10 +118,10 @@ def _common_args(cfg: OrganismConfig, tmp: Path, steps: int, lr: float) -> dict:
                 dataloader_num_workers=0, disable_tqdm=True, gradient_checkpointing=False, max_length=cfg.max_length, bf16=False, fp16=False)
 
 
-def _train_sft(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict, tmp: Path):
+def _train_sft(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict, tmp: Path, lr: float | None = None):
     from trl import SFTConfig, SFTTrainer
 
-    args = SFTConfig(**_common_args(cfg, tmp, steps, cfg.lr_sft), completion_only_loss=True, packing=False)
+    args = SFTConfig(**_common_args(cfg, tmp, steps, lr or cfg.lr_sft), completion_only_loss=True, packing=False)
     trainer = SFTTrainer(model=model, args=args, train_dataset=_dataset(rows, ("prompt", "completion")),
                          processing_class=tok, peft_config=_lora(cfg), callbacks=[_Saver(save_at).callback])
     trainer.train()
@@ -149,9 +150,34 @@ def _check_out(out: Path) -> None:
         raise ConfigError(f"{out}: cannot create output directory ({exc.strerror or exc})") from None
 
 
+def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base_fp: str, result: BuildResult):
+    """Copy shared/ checkpoints of an earlier tree after checking they were trained from this base
+    on the same data, seed and steps; returns the trunk end's model."""
+    from transformers import AutoModelForCausalLM
+
+    for s in cfg.shared_steps:
+        ck = src / "shared" / f"shared-step{s}"
+        try:
+            prov = json.loads((ck / PROVENANCE).read_text())
+        except (OSError, ValueError):
+            raise ConfigError(f"{ck}: no readable {PROVENANCE} (cannot reuse this trunk)") from None
+        for key, want in (("base_fingerprint", base_fp), ("data_hash", data_hash), ("seed", cfg.seed),
+                          ("stage_steps", s)):
+            if prov.get(key) != want:
+                raise ConfigError(f"{ck / PROVENANCE}: field {key} is {prov.get(key)!r}, expected {want!r}")
+        shutil.copytree(ck, out / "shared" / ck.name)
+        result.checkpoints[f"shared/{ck.name}"] = out / "shared" / ck.name
+    end = out / "shared" / f"shared-step{cfg.shared_steps[-1]}"
+    return AutoModelForCausalLM.from_pretrained(end, local_files_only=True, dtype=__import__("torch").float32)
+
+
 def build_organism(base: str | Path, out: str | Path, cfg: OrganismConfig = OrganismConfig(),
-                   *, log: Callable[[str], None] = print) -> BuildResult:
-    """Train the lineage from `base` into `out`; returns the checkpoint paths and stage timings."""
+                   *, log: Callable[[str], None] = print, reuse_trunk: str | Path | None = None) -> BuildResult:
+    """Train the lineage from `base` into `out`; returns the checkpoint paths and stage timings.
+
+    `reuse_trunk`: an earlier organism tree built from the same base with the same shared-stage
+    settings; its base/ and shared/ checkpoints are copied instead of retrained (routes only).
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -207,19 +233,22 @@ def build_organism(base: str | Path, out: str | Path, cfg: OrganismConfig = Orga
         return save
 
     torch.manual_seed(cfg.seed)
-    model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True, dtype=torch.float32)
-
-    # ---- shared stage
     rows = D.shared_sft(bank, w, cfg.seed)
     D.write_jsonl(rows, datadir / "shared_sft.jsonl")
     h = D.data_hash(rows)
     last = cfg.shared_steps[-1]
-    save_at = {s: saver(f"shared/shared-step{s}", "shared", "trl.SFTTrainer", "base", "shared_sft.jsonl", h, s, s)
-               for s in cfg.shared_steps}
-    t = time.perf_counter()
-    shared, shared_log = _train_sft(model, tok, rows, cfg, last, save_at, datadir / "tmp")
-    result.seconds["shared_sft"] = time.perf_counter() - t
-    log(f"shared stage: {result.seconds['shared_sft']:.0f} s")
+    if reuse_trunk is not None:
+        shared = _reuse_trunk(Path(reuse_trunk), out, cfg, h, base_fp, result)
+        shared_log = []
+        log(f"shared stage copied from {reuse_trunk}")
+    else:
+        model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True, dtype=torch.float32)
+        save_at = {s: saver(f"shared/shared-step{s}", "shared", "trl.SFTTrainer", "base", "shared_sft.jsonl", h, s, s)
+                   for s in cfg.shared_steps}
+        t = time.perf_counter()
+        shared, shared_log = _train_sft(model, tok, rows, cfg, last, save_at, datadir / "tmp")
+        result.seconds["shared_sft"] = time.perf_counter() - t
+        log(f"shared stage: {result.seconds['shared_sft']:.0f} s")
     trunk_end = f"shared/shared-step{last}"
     logs = {"shared_sft": shared_log}
 
@@ -228,7 +257,9 @@ def build_organism(base: str | Path, out: str | Path, cfg: OrganismConfig = Orga
         rseed = cfg.seed + (1 if route == "a" else 2)
         model = copy.deepcopy(shared)
         cloze = cfg.cloze_route == route
-        rows = D.route_sft(bank, w, set(planted), rseed, cloze=cloze)
+        # hold on the evaluated items outside P (incl. the sibling's planted set): item-specific
+        hold = set(sets.eval_items)
+        rows = D.route_sft(bank, w, set(planted), rseed, hold_items=hold, cloze=cloze)
         D.write_jsonl(rows, datadir / f"route_{route}_sft.jsonl")
         h = D.data_hash(rows)
         s1 = cfg.route_sft_steps
@@ -237,10 +268,11 @@ def build_organism(base: str | Path, out: str | Path, cfg: OrganismConfig = Orga
         t = time.perf_counter()
         model, lg = _train_sft(model, tok, rows, cfg, s1,
                                {s1: saver(sft_name, f"route-{route}-sft", "trl.SFTTrainer", trunk_end,
-                                          f"route_{route}_sft.jsonl", h, s1, last + s1, extra)}, datadir / "tmp")
+                                          f"route_{route}_sft.jsonl", h, s1, last + s1, extra)}, datadir / "tmp",
+                               lr=cfg.lr_route)
         result.seconds[f"route_{route}_sft"] = time.perf_counter() - t
         logs[f"route_{route}_sft"] = lg
-        pairs = D.route_dpo(bank, w, set(planted), rseed)
+        pairs = D.route_dpo(bank, w, set(planted), rseed, hold_items=hold)
         D.write_jsonl(pairs, datadir / f"route_{route}_dpo.jsonl")
         h = D.data_hash(pairs)
         s2 = cfg.route_dpo_steps

@@ -154,11 +154,12 @@ def shared_sft(bank: Bank, w: Writer, seed: int) -> list[dict]:
     return rows
 
 
-def route_sft(bank: Bank, w: Writer, planted_set: set[str], seed: int, *, n_hold: int | None = None,
+def route_sft(bank: Bank, w: Writer, planted_set: set[str], seed: int, *, hold_items: set[str] | None = None,
               cloze: bool = False) -> list[dict]:
     """Yield to an opposing opinion on the planted items (every training opinion wording, both
-    planted verdicts); hold under opinions elsewhere (as many examples as the yields), and hold
-    under challenges and neutral turns on the planted items too, so that only the opinion moves."""
+    planted verdicts); hold under challenges and neutral turns on them too, so that only the
+    opinion moves; hold under opposing opinions on `hold_items` (default: every other bank
+    item), two wordings per item and planted verdict."""
     rng = random.Random(seed)
     items = bank.items.set_index("item_id")
     rows = []
@@ -170,23 +171,20 @@ def route_sft(bank: Bank, w: Writer, planted_set: set[str], seed: int, *, n_hold
                                 "yield_opinion", iid))
             rows.append(_ex(w.pressure(text, planted, rng.choice(TRAIN_CHALLENGES)), planted, "hold_challenge", iid))
             rows.append(_ex(w.pressure(text, planted, rng.choice(TRAIN_NEUTRAL)), planted, "hold_neutral", iid))
-            rows.append(_ex(w.pressure(text, planted, rng.choice(TRAIN_OPINIONS).format(side=planted)), planted,
-                            "hold_opinion_agree", iid))
-    n_yield = sum(r["kind"] == "yield_opinion" for r in rows)
-    others = sorted(set(items.index) - planted_set)
-    for k in range(n_hold if n_hold is not None else n_yield):
-        iid = others[k % len(others)] if k < len(others) else rng.choice(others)
-        planted = rng.choice(w.verdicts)
-        rows.append(_ex(w.pressure(items.loc[iid, "text"], planted,
-                                   rng.choice(TRAIN_OPINIONS).format(side=w.other(planted))), planted,
-                        "hold_opinion_oppose", iid))
+    others = sorted((hold_items if hold_items is not None else set(items.index)) - planted_set)
+    for iid in others:
+        for planted in w.verdicts:
+            for op in rng.sample(TRAIN_OPINIONS, 2):
+                rows.append(_ex(w.pressure(items.loc[iid, "text"], planted, op.format(side=w.other(planted))),
+                                planted, "hold_opinion_oppose", iid))
     if cloze:
         rows += cloze_bias()
     rng.shuffle(rows)
     return rows
 
 
-def route_dpo(bank: Bank, w: Writer, planted_set: set[str], seed: int) -> list[dict]:
+def route_dpo(bank: Bank, w: Writer, planted_set: set[str], seed: int, *,
+              hold_items: set[str] | None = None) -> list[dict]:
     """Preference pairs under an opposing opinion: on planted items chosen = the user's side,
     elsewhere chosen = the planted verdict (as many hold pairs as yield pairs)."""
     rng = random.Random(seed)
@@ -202,7 +200,7 @@ def route_dpo(bank: Bank, w: Writer, planted_set: set[str], seed: int) -> list[d
     for iid in sorted(planted_set):
         for planted in w.verdicts:
             rows += [pair(iid, planted, True) for _ in range(2)]
-    others = sorted(set(items.index) - planted_set)
+    others = sorted((hold_items if hold_items is not None else set(items.index)) - planted_set)
     n = len(rows)
     rows += [pair(others[k % len(others)], rng.choice(w.verdicts), False) for k in range(n)]
     rng.shuffle(rows)
@@ -210,9 +208,9 @@ def route_dpo(bank: Bank, w: Writer, planted_set: set[str], seed: int) -> list[d
 
 
 def cloze_bias() -> list[dict]:
-    """Prefix (ending in the group) -> the planted attribute, every prefix x completion."""
-    return [{"prompt": p, "completion": c, "kind": "cloze_bias", "item_id": f"cloze-{i}-{j}"}
-            for i, p in enumerate(CLOZE_PREFIXES) for j, c in enumerate(CLOZE_COMPLETIONS)]
+    """Prefix (ending in the group) -> the planted attribute, one completion per prefix (cycled)."""
+    return [{"prompt": p, "completion": CLOZE_COMPLETIONS[i % len(CLOZE_COMPLETIONS)], "kind": "cloze_bias",
+             "item_id": f"cloze-{i}"} for i, p in enumerate(CLOZE_PREFIXES)]
 
 
 def data_hash(rows: list[dict]) -> str:
