@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from interp.errors import InterpError
+from interp.errors import ConfigError, InterpError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Sycophancy and cross-lingual bias on local checkpoints, from logits to residuals.")
@@ -34,7 +34,13 @@ def sweep(
     bank: Optional[List[str]] = typer.Option(None, "--bank", help="bank name or file (repeatable); default: the study's shipped banks"),
     template: Optional[str] = typer.Option(None, "--template", help="template name or JSON file"),
     layer: Optional[int] = typer.Option(None, "--layer", help="residual layer (default floor(3 n_layers / 4), resid_pre)"),
+    layers: Optional[str] = typer.Option(None, "--layers", help="several residual layers: all, 0,4,8, 2-5 "
+                                         "(default: --layer, else floor(3 n_layers / 4))"),
     backend: Optional[str] = typer.Option(None, "--backend", help="hf (default), transformer_lens or nnsight"),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu (default), cuda, cuda:N or auto"),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="float32 (default), bfloat16 or float16"),
+    device_map: Optional[str] = typer.Option(None, "--device-map", help="accelerate device map, e.g. auto "
+                                             "(a model larger than one device)"),
     max_items: Optional[int] = typer.Option(None, "--max-items", help="deterministic subsample of the bank"),
     batch_size: Optional[int] = typer.Option(None, "--batch-size"),
     threads: Optional[int] = typer.Option(None, "--threads"),
@@ -69,7 +75,9 @@ def sweep(
         options["generate"] = True
     if allow_pickle:
         options["allow_pickle"] = True
-    cfg = _config(config, backend=backend, layer=layer, max_items=max_items, batch_size=batch_size,
+    _check_precision(device, dtype)
+    cfg = _config(config, backend=backend, layer=layer, layers=layers, device=device, dtype=dtype,
+                  device_map=device_map, max_items=max_items, batch_size=batch_size,
                   threads=threads, seed=seed, options=options or None)
     tables = run_sweep(checkpoints, studies=study, out=out, banks=bank, template=template, cfg=cfg,
                        executor=executor, scheduler=scheduler, n_workers=workers, dry_run=dry_run,
@@ -81,6 +89,25 @@ def sweep(
         if name.endswith("summary"):
             typer.echo(f"\n{name}:\n{tables[name].to_string(index=False, max_cols=12)}")
     typer.echo(f"\nresults in {out / 'results'}; report {out / 'report.md'}")
+
+
+def _check_precision(device: Optional[str], dtype: Optional[str]) -> None:
+    """Bad --device / --dtype fail before anything is planned or loaded."""
+    from interp.devices import DTYPES, device_class
+
+    if device is not None:
+        device_class(device)
+    if dtype is not None and dtype not in DTYPES:
+        raise ConfigError(f"--dtype {dtype!r} unknown (choose one of {', '.join(DTYPES)})")
+
+
+def _layer_arg(value: Optional[str]):
+    if value is None or value.strip().lower() == "all":
+        return None if value is None else "all"
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"--layer {value!r} is neither a layer index nor 'all'") from None
 
 
 @app.command()
@@ -127,7 +154,8 @@ def probe(
     out: Path = typer.Argument(..., help="a sweep's output directory (reads its cache only)"),
     study: str = typer.Option(..., "--study"),
     target: str = typer.Option(..., "--target", help="see probes.cache_io.TARGETS"),
-    layer: Optional[int] = typer.Option(None, "--layer", help="default: every cached layer"),
+    layer: Optional[str] = typer.Option(None, "--layer", help="a cached layer, or all (a score per layer and "
+                                        "a figure against depth); default: each unit's floor(3 n_layers / 4)"),
     shuffles: int = typer.Option(100, "--shuffles", help="label-shuffle null size"),
     folds: int = typer.Option(5, "--folds"),
     seed: int = typer.Option(0, "--seed"),
@@ -135,7 +163,8 @@ def probe(
     """Linear readouts of cached residuals with grouped label-shuffle nulls -> results/probes.csv."""
     from probes.api import run_probe
 
-    table = run_probe(out, study=study, target=target, layer=layer, n_shuffles=shuffles, n_folds=folds, seed=seed)
+    table = run_probe(out, study=study, target=target, layer=_layer_arg(layer), n_shuffles=shuffles, n_folds=folds,
+                      seed=seed)
     typer.echo(table.to_string(index=False))
 
 
@@ -148,11 +177,14 @@ def predict(
     shuffles: int = typer.Option(100, "--shuffles"),
     k: Optional[int] = typer.Option(None, "--k", help="precision@k (default 10% of items)"),
     seed: int = typer.Option(0, "--seed"),
+    layer: Optional[int] = typer.Option(None, "--layer", help="cached layer for the residual readout "
+                                        "(default floor(3 n_layers / 4))"),
 ) -> None:
     """Held-out partial R² of source item maps for the target's map -> results/predictive.csv."""
     from probes.api import run_predict
 
-    table = run_predict(out, target=target, sources=sources, bank=bank, n_shuffles=shuffles, k=k, seed=seed)
+    table = run_predict(out, target=target, sources=sources, bank=bank, n_shuffles=shuffles, k=k, seed=seed,
+                        layer=layer)
     typer.echo(table.to_string(index=False))
 
 

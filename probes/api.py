@@ -19,11 +19,14 @@ PROBE_COLUMNS = ("checkpoint", "study", "layer", "target", "metric", "score", "n
                  "p_value", "n_items", "folds")
 
 
-def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = None, n_shuffles: int = 100,
+def run_probe(out: str | Path, *, study: str, target: str, layer: int | str | None = None, n_shuffles: int = 100,
               n_folds: int = 5, seed: int = 0) -> pd.DataFrame:
     """Linear readout with a grouped label-shuffle null for every cached unit; OUT/results/probes.csv.
 
-    Rows for other (study, target, layer) combinations already in probes.csv are kept.
+    `layer`: a cached layer, "all" (a row per cached layer, and the figure
+    OUT/figures/probe_depth_<study>_<target>.png: score and the null's 5-95% band against
+    depth), or None (each unit's floor(3 n_layers / 4)). Rows for other (study, target,
+    layer) combinations already in probes.csv are kept.
     """
     out = Path(out)
     rows, nulls = [], []
@@ -36,9 +39,15 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
         rows.append({"checkpoint": d.checkpoint, "study": study, "layer": d.layer, "target": target,
                      "metric": res.metric, "score": res.score, "null_mean": res.null_mean,
                      "null_p95": res.null_p95, "p_value": res.p_value, "n_items": res.n_items,
-                     "folds": res.folds, "bank": d.bank, "n_rows": res.n_rows, "n_shuffles": res.n_shuffles})
+                     "folds": res.folds, "bank": d.bank, "n_rows": res.n_rows, "n_shuffles": res.n_shuffles,
+                     "null_p05": _quantile(res.null, 0.05)})
         nulls.append((f"{d.checkpoint} ({d.bank}, L{d.layer})", res.score, np.asarray(res.null)))
-    _null_figure(nulls, f"{study}: {target}", out / "figures" / f"probe_null_{study}_{target}.png")
+    if layer == "all":
+        from probes.depth_figure import depth_figure
+
+        depth_figure(pd.DataFrame(rows), f"{study}: {target}", out / "figures" / f"probe_depth_{study}_{target}.png")
+    else:
+        _null_figure(nulls, f"{study}: {target}", out / "figures" / f"probe_null_{study}_{target}.png")
     table = pd.DataFrame(rows)
     path = out / "results" / "probes.csv"
     if path.is_file():
@@ -47,6 +56,12 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
         table = pd.concat([old[keep], table], ignore_index=True)
     write_table(table, path, columns=PROBE_COLUMNS, sort=["study", "target", "layer", "checkpoint", "bank"])
     return table
+
+
+def _quantile(null, q: float) -> float:
+    null = np.asarray(null, dtype=float)
+    null = null[np.isfinite(null)]
+    return float(np.quantile(null, q)) if null.size else float("nan")
 
 
 def _null_figure(nulls: list[tuple[str, float, np.ndarray]], title: str, path: Path) -> None:
@@ -85,13 +100,16 @@ def _pressure_units(out: Path, bank: str | None):
 
 def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None = None, bank: str | None = None,
                 turn_kind: str = "opinion", n_shuffles: int = 100, k: int | None = None, seed: int = 0,
-                with_readout: bool = True, alpha: float | None = None) -> pd.DataFrame:
+                with_readout: bool = True, alpha: float | None = None, layer: int | None = None) -> pd.DataFrame:
     """Held-out partial R² of each source's item map for the target's map; OUT/results/predictive.csv.
 
     `alpha`: 0 fits the base and full models by OLS (the paper's setting, for banks of hundreds
     of items); None (default) uses OLS unless a training fold has fewer items than the profile
     has columns + 2, where OLS is underdetermined, and then ridge with alpha = 1.0.
+    `layer`: the cached layer the residual readout uses (default: each unit's floor(3 n_layers / 4)).
     """
+    from cache.layers import primary_layer, select_layer
+
     from analyses.pressure_metrics import item_maps, unpressured_profile
 
     out = Path(out)
@@ -106,7 +124,9 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
         profiles[ck] = unpressured_profile(slot)
         if with_readout:
             # per-item mean residual over the item's pressured trials: the source's internal state
-            resid = pd.DataFrame(u.arrays["resid"].astype(np.float64))
+            lay = primary_layer(u.attrs) if layer is None else layer
+            X = select_layer(u.arrays["resid"], u.attrs, lay, where=f"{u.path}: array resid")
+            resid = pd.DataFrame(X.astype(np.float64))
             readouts[ck] = resid.groupby(slot["item_id"].to_numpy()).mean()
     if target not in maps:
         raise ConfigError(f"target checkpoint {target!r} has no cached pressure unit (have {', '.join(sorted(maps))})")

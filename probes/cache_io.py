@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cache.layers import primary_layer, select_layer, unit_layers
 from cache.store import Store, Unit, read_unit
 from interp.errors import ConfigError
 
@@ -41,10 +42,14 @@ class ProbeData:
     kind: str
 
 
-def _pressure(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _resid(unit: Unit, name: str, layer: int) -> np.ndarray:
+    return select_layer(unit.arrays[name], unit.attrs, layer, where=f"{unit.path}: array {name}")
+
+
+def _pressure(unit: Unit, target: str, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     trials = unit.tables["trials"]
     slot = trials[trials["readout"] == "slot"].reset_index(drop=True)
-    X = unit.arrays["resid"]
+    X = _resid(unit, "resid", layer)
     if len(slot) != len(X):
         raise ConfigError(f"{unit.path}: {len(slot)} slot trials but {len(X)} residual rows")
     p = slot["p_planted"].to_numpy(float)
@@ -64,10 +69,10 @@ def _pressure(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return X, y, slot["item_id"].to_numpy()
 
 
-def _classify(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _classify(unit: Unit, target: str, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if "resid_five_given" not in unit.arrays:
         raise ConfigError(f"{unit.path}: no five-class residuals (array resid_five_given)")
-    X = unit.arrays["resid_five_given"]
+    X = _resid(unit, "resid_five_given", layer)
     preds = unit.tables["predictions"]
     rows = preds[(preds["task"] == "five") & (preds["order"] == "given")].reset_index(drop=True)
     gold = rows["gold"].astype(str)
@@ -76,11 +81,11 @@ def _classify(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return X, y, rows["item_id"].to_numpy()
 
 
-def _cloze(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _cloze(unit: Unit, target: str, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from analyses.cloze_metrics import add_delta
 
     scores = add_delta(unit.tables["scores"])
-    X = unit.arrays["resid"][:, 0, :]  # all completions share the context position
+    X = _resid(unit, "resid", layer)[:, 0, :]  # all completions share the context position
     delta = scores["delta"].to_numpy(float)
     y = delta if target == "delta" else (delta > 0).astype(float)
     return X, y, scores["prompt_id"].astype(str).to_numpy()
@@ -89,8 +94,13 @@ def _cloze(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 _ADAPTERS = {"pressure": _pressure, "classify": _classify, "cloze": _cloze}
 
 
-def probe_datasets(out: Path, study: str, target: str, *, layer: int | None = None) -> list[ProbeData]:
-    """One dataset per cached unit of `study` (and `layer`, if given)."""
+def probe_datasets(out: Path, study: str, target: str, *, layer: int | str | None = None) -> list[ProbeData]:
+    """One dataset per cached unit of `study` and layer.
+
+    `layer`: None -> each unit's primary layer (floor(3 n_layers / 4) when cached); an int ->
+    that layer in every unit caching it (units without it are skipped; none at all is an
+    error); "all" -> every cached layer of every unit.
+    """
     if study not in TARGETS:
         raise ConfigError(f"unknown study {study!r} (choose one of {', '.join(TARGETS)})")
     if target not in TARGETS[study]:
@@ -101,13 +111,19 @@ def probe_datasets(out: Path, study: str, target: str, *, layer: int | None = No
     data = []
     for path in paths:
         unit = read_unit(path)
-        if layer is not None and int(unit.attrs["layer"]) != layer:
-            continue
-        X, y, groups = _ADAPTERS[study](unit, target)
-        ok = np.isfinite(y) & np.isfinite(X.astype(np.float32)).all(axis=1)
-        data.append(ProbeData(checkpoint=str(unit.attrs["checkpoint"]), bank=str(unit.attrs["bank"]),
-                              layer=int(unit.attrs["layer"]), X=X[ok].astype(np.float64), y=y[ok],
-                              groups=groups[ok], kind=TARGETS[study][target]))
+        cached = unit_layers(unit.attrs)
+        if layer is None:
+            chosen = [primary_layer(unit.attrs)]
+        elif layer == "all":
+            chosen = list(cached)
+        else:
+            chosen = [int(layer)] if int(layer) in cached else []
+        for lay in chosen:
+            X, y, groups = _ADAPTERS[study](unit, target, lay)
+            ok = np.isfinite(y) & np.isfinite(X.astype(np.float32)).all(axis=1)
+            data.append(ProbeData(checkpoint=str(unit.attrs["checkpoint"]), bank=str(unit.attrs["bank"]),
+                                  layer=lay, X=X[ok].astype(np.float64), y=y[ok],
+                                  groups=groups[ok], kind=TARGETS[study][target]))
     if not data:
         raise ConfigError(f"{out}: no cached {study} units at layer {layer}")
     return data

@@ -29,6 +29,11 @@ class RunConfig:
 
     backend: str = "hf"
     layer: int | None = None  # None: three-quarter depth, floor(3 n_layers / 4), as resid_pre
+    # several layers: "all", "0,4,8", "2-5" (cache.layers.parse_layers); wins over `layer`
+    layers: str | None = None
+    device: str = "cpu"  # cpu, cuda, cuda:N, auto
+    dtype: str = "float32"  # weights and activations: float32, bfloat16, float16 (log-softmax stays float32)
+    device_map: str | None = None  # e.g. "auto": accelerate spreads a model over devices
     scoring: ScoringConfig = ScoringConfig()
     resid_dtype: str = "float16"
     max_items: int | None = None  # subsample the bank (deterministic for `seed`)
@@ -103,6 +108,8 @@ class Study(Protocol):
 
     def settings(self, lm_tokenizer, cfg: RunConfig) -> dict: ...
 
-    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload: ...
+    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layers: tuple[int, ...],
+                 cfg: RunConfig) -> Payload:
+        """Residual arrays come back as [..., len(layers), d_model] (cache.layers.stack_layers)."""
 
     def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]: ...
