@@ -181,6 +181,10 @@ class NNsightBackend:
             ) from None
         self.sites = sites
         self.device = self.model._module.get_input_embeddings().weight.device
+        cfg = self.model._module.config
+        cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+        # the LM head's output is read, so Gemma-2's final logit soft-cap (applied after it) is ours to apply
+        self.softcap = getattr(cfg, "final_logit_softcapping", None)
 
     def _envoy(self, dotted: str):
         env = self.model
@@ -198,7 +202,10 @@ class NNsightBackend:
                 saved[layer] = blocks[layer].input.save()
             logits = self._envoy(self.sites.lm_head).output.save()
         resid = {layer: t.detach() for layer, t in saved.items()}
-        return ForwardOut(logits=_gather_positions(logits.float(), read_index), resid=resid)
+        logits = _gather_positions(logits.float(), read_index)
+        if self.softcap:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return ForwardOut(logits=logits, resid=resid)
 
 
 def make_backend(name: str, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites, dtype: str,
