@@ -113,6 +113,11 @@ def main() -> None:
         out["tokenizers"][Path(tok_dir).name] = res
     report = analyse(out, args)
     out["report_md"] = report
+    for res in out["tokenizers"].values():  # keep the totals, not every recorded forward
+        for key, r in res.items():
+            calls, lens = r.pop("calls"), r.pop("trial_prompt_tokens")
+            r.update(forwards=len(calls), real_tokens=sum(sum(c["lens"]) for c in calls),
+                     padded_positions=sum(c["B"] * c["T"] for c in calls), mean_trial_prompt_tokens=sum(lens) / len(lens))
     common.write_results("scale", out, threads=args.threads, results_dir=args.results_dir)
     print(report)
 
