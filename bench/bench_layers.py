@@ -79,12 +79,23 @@ def main() -> None:
                  "layer vs every layer, interleaved run by run; unit files written with cache.Store (float16)."),
         "tables": [{"columns": ["model", "layers", "default layer: median (min-max)", "all layers: median (min-max)",
                                 "all / one time", "unit file", "default slice bit-equal"], "rows": rows}],
-        "findings": ["Residual bytes grow with the layer count (rows x layers x d_model x 2 bytes); time grows by "
-                     "the hooks' copies only: the forward is the same."],
+        "findings": [_finding(res["models"])],
     }
     common.write_results("layers", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)
     for row in rows:
         print(" | ".join(row))
+
+
+def _finding(models: dict) -> str:
+    parts = []
+    for name, m in models.items():
+        t = m["timing"]["one"]
+        spread = (t["max"] - t["min"]) / t["median"]
+        parts.append(f"{name} ({m['n_layers']} layers): all/one {m['all_over_one']['median']:.2f}, run-to-run spread "
+                     f"of the one-layer runs {spread:.0%}")
+    return ("Median time ratio, every layer vs the default layer: " + "; ".join(parts) + ". The forward is the same; "
+            "only the hooks' copies of one row per layer are added. Residual bytes grow with the layer count "
+            "(rows x layers x d_model x 2 bytes).")
 
 
 if __name__ == "__main__":
