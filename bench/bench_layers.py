@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import common
 
 
 def main() -> None:
@@ -48,8 +48,8 @@ def main() -> None:
         one, every = (lm.default_layer,), tuple(range(lm.n_layers))
         study.run_unit(lm, bank, template, one, cfg)  # warm-up
         timings, outs = common.time_interleaved(
-            {"one": lambda: study.run_unit(lm, bank, template, one, cfg),
-             "all": lambda: study.run_unit(lm, bank, template, every, cfg)}, args.repeats)
+            {"one": lambda lm=lm, one=one: study.run_unit(lm, bank, template, one, cfg),
+             "all": lambda lm=lm, every=every: study.run_unit(lm, bank, template, every, cfg)}, args.repeats)
         same = np.array_equal(select_layer(outs["all"].arrays["resid"], {"layers": list(every)}, lm.default_layer),
                               outs["one"].arrays["resid"][:, 0])
         sizes = {}

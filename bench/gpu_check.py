@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import common
 
 TOL_FP32 = 1e-3
 
@@ -61,10 +61,9 @@ def check_model(path: Path, args) -> dict:
     import gc
 
     import numpy as np
-    import torch
+    from bench_flops import Recorder
 
     import interp
-    from bench_flops import Recorder
     from interp.runner.scoring import ScoringConfig, score_options
 
     out: dict = {"model": path.name, "agreement": {}, "speed": {}}

@@ -24,12 +24,11 @@ import json
 import math
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-from bench_flops import Recorder, Shape, runner_counts  # noqa: E402
+import common
+from bench_flops import Recorder, Shape, runner_counts
 
 # Public configs (Hugging Face config.json of each model); dense = every Linear in the decoder
 # stack (attention + MLP), i.e. all weights but the embedding and the LM head.

@@ -9,7 +9,7 @@ and no `layers` attribute; `select_layer` reads both.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -61,7 +61,7 @@ def parse_layers(spec: str | int | Sequence[int] | None, n_layers: int, *, where
 
 def layer_key(layers: Sequence[int]) -> int | str:
     """The identity value: the int for one layer (as before), the comma list for several."""
-    layers = tuple(sorted(set(int(k) for k in layers)))
+    layers = tuple(sorted({int(k) for k in layers}))
     return layers[0] if len(layers) == 1 else ",".join(map(str, layers))
 
 

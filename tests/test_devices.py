@@ -45,7 +45,7 @@ def test_bfloat16_equals_float32_within_derived_tolerance(runs):
     a log-prob (logit - logsumexp) moves by at most twice that. resid_pre of block l has passed
     2 l + 1 stages; its relative error is held to the worst case (2 l + 1) u (norms can amplify)."""
     lm32, f = runs["float32"]
-    lm16, b = runs["bfloat16"]
+    _, b = runs["bfloat16"]
     u = 2.0 ** -8
     K = 2 * lm32.n_layers + 3
     tol = 2 * math.sqrt(K) * u * _max_abs_logit(lm32)
@@ -124,8 +124,8 @@ def test_bad_dtype_and_device_are_one_line_errors(tiny_models):
 
 
 def test_precision_is_part_of_the_unit_identity(tiny_models):
-    from sweeps.plan import plan_units
     from interp.studies.base import RunConfig
+    from sweeps.plan import plan_units
 
     def ident(**kw):
         (u,) = plan_units([tiny_models["llama"]], ["pressure"], banks=["moral"], cfg=RunConfig(max_items=2, **kw))
