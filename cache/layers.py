@@ -108,3 +108,18 @@ def select_layer(arr: np.ndarray, attrs: Mapping[str, object], layer: int, *, wh
         raise CacheError(f"{where}: residual array of shape {arr.shape} does not have the {len(layers)} cached "
                          "layers on its second-to-last axis")
     return arr[..., k, :]
+
+
+def unit_at_layer(unit, layer: int):
+    """A view of a unit whose residual arrays (names starting with "resid") are sliced at
+    `layer`, in the layout readers always knew ([..., d_model]); tables and attributes shared.
+    Readers written for one layer per unit read any cached layer through this."""
+    from dataclasses import replace
+
+    cached = unit_layers(unit.attrs)
+    if layer not in cached:
+        raise ConfigError(f"{unit.path}: layer {layer} is not cached (cached: {', '.join(map(str, cached))}); "
+                          "rerun the sweep with --layers including it")
+    arrays = {name: (select_layer(arr, unit.attrs, layer, where=f"{unit.path}: array {name}")
+                     if name.startswith("resid") else arr) for name, arr in unit.arrays.items()}
+    return replace(unit, arrays=arrays)

@@ -108,7 +108,7 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
     has columns + 2, where OLS is underdetermined, and then ridge with alpha = 1.0.
     `layer`: the cached layer the residual readout uses (default: each unit's floor(3 n_layers / 4)).
     """
-    from cache.layers import primary_layer, select_layer
+    from cache.layers import primary_layer, unit_at_layer
 
     from analyses.pressure_metrics import item_maps, unpressured_profile
 
@@ -124,9 +124,8 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
         profiles[ck] = unpressured_profile(slot)
         if with_readout:
             # per-item mean residual over the item's pressured trials: the source's internal state
-            lay = primary_layer(u.attrs) if layer is None else layer
-            X = select_layer(u.arrays["resid"], u.attrs, lay, where=f"{u.path}: array resid")
-            resid = pd.DataFrame(X.astype(np.float64))
+            at = unit_at_layer(u, primary_layer(u.attrs) if layer is None else layer)
+            resid = pd.DataFrame(at.arrays["resid"].astype(np.float64))
             readouts[ck] = resid.groupby(slot["item_id"].to_numpy()).mean()
     if target not in maps:
         raise ConfigError(f"target checkpoint {target!r} has no cached pressure unit (have {', '.join(sorted(maps))})")

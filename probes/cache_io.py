@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cache.layers import primary_layer, select_layer, unit_layers
+from cache.layers import primary_layer, unit_at_layer, unit_layers
 from cache.store import Store, Unit, read_unit
 from interp.errors import ConfigError
 
@@ -42,14 +42,10 @@ class ProbeData:
     kind: str
 
 
-def _resid(unit: Unit, name: str, layer: int) -> np.ndarray:
-    return select_layer(unit.arrays[name], unit.attrs, layer, where=f"{unit.path}: array {name}")
-
-
-def _pressure(unit: Unit, target: str, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pressure(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     trials = unit.tables["trials"]
     slot = trials[trials["readout"] == "slot"].reset_index(drop=True)
-    X = _resid(unit, "resid", layer)
+    X = unit.arrays["resid"]
     if len(slot) != len(X):
         raise ConfigError(f"{unit.path}: {len(slot)} slot trials but {len(X)} residual rows")
     p = slot["p_planted"].to_numpy(float)
@@ -69,10 +65,10 @@ def _pressure(unit: Unit, target: str, layer: int) -> tuple[np.ndarray, np.ndarr
     return X, y, slot["item_id"].to_numpy()
 
 
-def _classify(unit: Unit, target: str, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _classify(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if "resid_five_given" not in unit.arrays:
         raise ConfigError(f"{unit.path}: no five-class residuals (array resid_five_given)")
-    X = _resid(unit, "resid_five_given", layer)
+    X = unit.arrays["resid_five_given"]
     preds = unit.tables["predictions"]
     rows = preds[(preds["task"] == "five") & (preds["order"] == "given")].reset_index(drop=True)
     gold = rows["gold"].astype(str)
@@ -81,11 +77,11 @@ def _classify(unit: Unit, target: str, layer: int) -> tuple[np.ndarray, np.ndarr
     return X, y, rows["item_id"].to_numpy()
 
 
-def _cloze(unit: Unit, target: str, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _cloze(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from analyses.cloze_metrics import add_delta
 
     scores = add_delta(unit.tables["scores"])
-    X = _resid(unit, "resid", layer)[:, 0, :]  # all completions share the context position
+    X = unit.arrays["resid"][:, 0, :]  # all completions share the context position
     delta = scores["delta"].to_numpy(float)
     y = delta if target == "delta" else (delta > 0).astype(float)
     return X, y, scores["prompt_id"].astype(str).to_numpy()
@@ -119,7 +115,7 @@ def probe_datasets(out: Path, study: str, target: str, *, layer: int | str | Non
         else:
             chosen = [int(layer)] if int(layer) in cached else []
         for lay in chosen:
-            X, y, groups = _ADAPTERS[study](unit, target, lay)
+            X, y, groups = _ADAPTERS[study](unit_at_layer(unit, lay), target)
             ok = np.isfinite(y) & np.isfinite(X.astype(np.float32)).all(axis=1)
             data.append(ProbeData(checkpoint=str(unit.attrs["checkpoint"]), bank=str(unit.attrs["bank"]),
                                   layer=lay, X=X[ok].astype(np.float64), y=y[ok],
