@@ -113,7 +113,7 @@ def main() -> None:
     report = analyse(out, args)
     out["report_md"] = report
     for res in out["tokenizers"].values():  # keep the totals, not every recorded forward
-        for key, r in res.items():
+        for r in res.values():
             calls, lens = r.pop("calls"), r.pop("trial_prompt_tokens")
             r.update(forwards=len(calls), real_tokens=sum(sum(c["lens"]) for c in calls),
                      padded_positions=sum(c["B"] * c["T"] for c in calls), mean_trial_prompt_tokens=sum(lens) / len(lens))

@@ -12,7 +12,6 @@ from typing import Mapping, Sequence
 from cache.store import Store, UnitIdentity
 from interp.banks import Bank
 from interp.checkpoint import CheckpointInfo, fingerprint, inspect_checkpoint
-from interp.errors import ConfigError
 from interp.hashing import sha256_json
 from cache.layers import layer_key, parse_layers
 from interp.devices import device_class
