@@ -149,11 +149,11 @@ def test_cli_rejects_a_bad_dtype_before_planning():
 
 @pytest.mark.parametrize("backend", ["hf", "transformer_lens", "nnsight"])
 def test_device_map_passes_through(backend, tiny_models):
-    """A device map goes to accelerate (`device_map="cpu"` here: the only device on this machine);
+    """A device map goes to accelerate (`auto` here places everything on the only device, the CPU);
     the hooks still read every block and the numbers do not change."""
     ref = score_options(interp.load(tiny_models["llama"]), PROMPTS, OPTIONS, layers=[1], cfg=CFG)
-    lm = interp.load(tiny_models["llama"], backend=backend, device_map="cpu")
-    assert lm.device_map == "cpu" and lm.device_class == "cpu"
+    lm = interp.load(tiny_models["llama"], backend=backend, device_map="auto")
+    assert lm.device_map == "auto" and lm.device_class == "cpu"
     got = score_options(lm, PROMPTS, OPTIONS, layers=[1], cfg=CFG)
     np.testing.assert_allclose(got.logp, ref.logp, atol=1e-5)
     np.testing.assert_allclose(got.resid[1], ref.resid[1], atol=1e-5)
