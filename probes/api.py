@@ -48,7 +48,7 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | str | No
         depth_figure(pd.DataFrame(rows), f"{study}: {target}", out / "figures" / f"probe_depth_{study}_{target}.png")
     else:
         _null_figure(nulls, f"{study}: {target}", out / "figures" / f"probe_null_{study}_{target}.png")
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows).drop(columns="null_p05", errors="ignore")  # the figure's band only; probes.csv keeps its columns
     path = out / "results" / "probes.csv"
     if path.is_file():
         old = pd.read_csv(path)
