@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from interp.errors import InterpError
+from interp.core.errors import InterpError
 
 __all__ = [
     "CI",

@@ -1,0 +1,7 @@
+"""Cross-lingual cloze bias study (see study.py)."""
+from interp.studies import register_study
+from interp.studies.cloze.study import ClozeOptions, ClozeStudy
+
+register_study(ClozeStudy)
+
+__all__ = ["ClozeOptions", "ClozeStudy"]

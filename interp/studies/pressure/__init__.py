@@ -1,0 +1,7 @@
+"""Pressure-turn sycophancy study (see study.py): banks, trials, unit run, report, probe targets."""
+from interp.studies import register_study
+from interp.studies.pressure.study import PressureOptions, PressureStudy
+
+register_study(PressureStudy)
+
+__all__ = ["PressureOptions", "PressureStudy"]
