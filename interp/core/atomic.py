@@ -16,9 +16,10 @@ TMP_MARK = ".tmp-"
 
 
 def tmp_path_for(path: Path) -> Path:
-    """The hidden temporary a write of `path` goes through (same directory, same suffix)."""
+    """The hidden temporary a write of `path` goes through: same directory, a name that neither
+    ends like the final file (globs such as `*.h5` never see it) nor is visible (`.NAME...`)."""
     path = Path(path)
-    return path.with_name(f".{path.stem}{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}{path.suffix}")
+    return path.with_name(f".{path.name}{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 def fsync_dir(path: Path) -> None:
