@@ -134,7 +134,7 @@ def discover(paths: Sequence[Path]) -> Discovery:
         for ck in found:
             by_parent.setdefault(ck.parent, []).append(ck)
         tree_names: dict[Path, str] = {}
-        for parent, cks in by_parent.items():
+        for cks in by_parent.values():
             for ck in _order(cks):
                 name = ck.relative_to(given).as_posix()
                 tree_names[ck] = name
