@@ -210,7 +210,7 @@ def test_scoring_equals_plain_forward(two_models):
 # ---------------------------------------------------------------- end to end
 
 def test_sweep_end_to_end(two_models, tmp_path):
-    from interp.studies.cloze.report import CLOZE_ABS_FILE_COLUMNS, MEDIATION_COLUMNS, SCORES_COLUMNS, STATS_COLUMNS
+    from interp.studies.cloze.analysis import CLOZE_ABS_FILE_COLUMNS, MEDIATION_COLUMNS, SCORES_COLUMNS, STATS_COLUMNS
     from analyses.fertility import FERTILITY_COLUMNS
     from cache.store import Store, read_unit
     from interp.studies.base import RunConfig

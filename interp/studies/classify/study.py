@@ -463,7 +463,7 @@ class ClassifyStudy(StudySpec):
     # -- analysis
 
     def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-        from interp.studies.classify.report import analyze_classify
+        from interp.studies.classify.analysis import analyze_classify
 
         return analyze_classify(units, results_dir, cfg)
 

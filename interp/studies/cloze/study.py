@@ -606,7 +606,7 @@ class ClozeStudy(StudySpec):
                        arrays=arrays)
 
     def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-        from interp.studies.cloze.report import analyze_cloze
+        from interp.studies.cloze.analysis import analyze_cloze
 
         return analyze_cloze(units, results_dir, cfg)
 

@@ -302,7 +302,7 @@ class PressureStudy(StudySpec):
         return out
 
     def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-        from interp.studies.pressure.report import analyze_pressure
+        from interp.studies.pressure.analysis import analyze_pressure
 
         return analyze_pressure(units, results_dir, cfg)
 
