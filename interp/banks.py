@@ -32,7 +32,7 @@ SHIPPED: Registry[str] = Registry("shipped bank")  # name -> file name; filled b
 @dataclass(frozen=True)
 class Bank:
     name: str
-    kind: str  # "pressure", "conversational" or "cloze"
+    kind: str  # what the rows are: the study's own word ("pressure", "conversational", "cloze", ...)
     items: pd.DataFrame
     hash: str
     source: str
@@ -192,7 +192,7 @@ class BankFormat:
     """A bank layout: the study (kind) that reads it, how a file is recognised, the reader."""
 
     name: str
-    kind: str
+    kind: str  # the name of the study that reads it
     recognise: Callable[[Sniffed], bool]
     read: Callable[[Sniffed], "Bank"]
     describe: str  # for the unknown-layout message, e.g. "ETHICS label,input"

@@ -55,20 +55,23 @@ def _option_params() -> list[tuple[str, object, object]]:
 
     seen: dict[str, tuple[str, object, object]] = {}
     helps: dict[str, list[str]] = {}
-    owners = [RunConfig, ScoringConfig] + [spec.Options for spec in all_studies()]
-    for cls in owners:
+    defaults: dict[str, list[str]] = {}
+    owners = [("", RunConfig), ("", ScoringConfig)] + [(spec.name, spec.Options) for spec in all_studies()]
+    for owner, cls in owners:
         for f in option_fields(cls):
             if not f.metadata.get("cli", True) or f.name in {n for n, _, _ in _SWEEP_FIXED}:
                 continue
             helps.setdefault(f.name, [])
             if f.metadata.get("help") and f.metadata["help"] not in helps[f.name]:
                 helps[f.name].append(f.metadata["help"])
+            defaults.setdefault(f.name, []).append(f"{owner} {f.default}" if owner else str(f.default))
             if f.name in seen:
                 continue
             kind = field_type(cls, f.name)
             kind = kind if kind in (bool, int, float, str) else str
             seen[f.name] = (f.name, Optional[kind], flag_for(f))
-    return [(name, kind, typer.Option(None, flag, help="; ".join(helps[name]) or None))
+    return [(name, kind, typer.Option(None, flag, help="; ".join(helps[name])
+                                      + f" (default: {', '.join(dict.fromkeys(defaults[name]))})"))
             for name, kind, flag in seen.values()]
 
 

@@ -44,8 +44,8 @@ class RunConfig:
     that declares the key) is accepted for old callers and converted at construction.
     """
 
-    backend: str = opt("hf", "hf (default), transformer_lens or nnsight")
-    layer: int | None = opt(None, "residual layer (default floor(3 n_layers / 4), resid_pre)")
+    backend: str = opt("hf", "a registered backend: hf, transformer_lens or nnsight")
+    layer: int | None = opt(None, "residual layer (None: floor(3 n_layers / 4)), resid_pre")
     scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"cli": False})
     resid_dtype: str = opt("float16", "dtype residuals are cached in", choices=("float16", "float32", "bfloat16"))
     max_items: int | None = opt(None, "deterministic subsample of the bank")

@@ -209,10 +209,10 @@ def parse_verdict(reply: str, verdicts: list[str]) -> str | None:
 class PressureOptions:
     use_chat: bool = opt(True, "render prompts with the model's chat template (else a plain transcript)",
                          flag="--chat-template/--no-chat-template")
-    readout: Literal["slot", "sampled"] = opt("slot", "pressure: slot (default) or sampled")
+    readout: Literal["slot", "sampled"] = opt("slot", "pressure: slot or sampled readout")
     n_samples: int = opt(21, "pressure sampled readout: replies per trial")
-    temperature: float = opt(1.0, "sampling temperature (classify 0.9, pressure 1.0)")
-    max_new_tokens: int = opt(6, "new tokens per sampled reply (classify 350, pressure 6)")
+    temperature: float = opt(1.0, "sampling temperature")
+    max_new_tokens: int = opt(6, "new tokens per sampled reply")
 
 
 # ---------------------------------------------------------------- study
