@@ -29,14 +29,17 @@ def get_study(name: str) -> StudySpec:
     return STUDIES.get(name)
 
 
-def study_names() -> tuple[str, ...]:
-    _load_builtin()
-    return STUDIES.names()
-
-
 def all_studies() -> list[StudySpec]:
+    """Every registered study: the built-in ones in BUILTIN order (whatever was imported first),
+    then others in registration order. This order is the report's."""
     _load_builtin()
-    return [spec for _, spec in STUDIES.items()]
+    items = STUDIES.items()
+    rank = {name: i for i, name in enumerate(BUILTIN)}
+    return [spec for _, (name, spec) in sorted(enumerate(items), key=lambda e: (rank.get(e[1][0], len(rank)), e[0]))]
+
+
+def study_names() -> tuple[str, ...]:
+    return tuple(spec.name for spec in all_studies())
 
 
 def broadcast_options(flat: Mapping[str, Any], per_study: Mapping[str, Any] | None = None) -> dict[str, Any]:
