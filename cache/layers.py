@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from interp.errors import CacheError, ConfigError
+from interp.core.errors import CacheError, ConfigError
 
 
 def default_layer(n_layers: int) -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 

@@ -18,8 +18,7 @@ from interp.errors import CheckpointError, ConfigError
 from interp.devices import DTYPES, resolve_device, torch_dtype
 from interp.hooksites import default_layer, discover_sites
 
-BackendName = Literal["hf", "transformer_lens", "nnsight"]
-BACKENDS: tuple[str, ...] = ("hf", "transformer_lens", "nnsight")
+BackendName = Literal["hf", "transformer_lens", "nnsight"]  # the built-in ones; see runner.backends.BACKEND_REGISTRY
 
 
 
@@ -124,17 +123,16 @@ def load(
     (e.g. "auto") hands placement to accelerate for a model larger than one device; inputs
     then go to the embedding's device and the hooks read each block where it lives.
     """
-    from interp.runner.backends import make_backend
+    from interp.runner.backends import BACKEND_REGISTRY, make_backend
 
-    if backend not in BACKENDS:
-        raise ConfigError(f"backend {backend!r} unknown (choose one of {', '.join(BACKENDS)})")
+    spec = BACKEND_REGISTRY.get(backend)  # unknown name: one-line ConfigError naming the choices
     if dtype not in DTYPES:
         raise ConfigError(f"dtype {dtype!r} unknown (choose one of {', '.join(DTYPES)})")
     device = resolve_device(device)
     if threads:
         torch.set_num_threads(int(threads))
     info = inspect_checkpoint(path, allow_pickle=allow_pickle)
-    if backend != "hf" and info.pickled:
+    if spec.needs_safetensors and info.pickled:
         raise CheckpointError(f"{info.path}: backend {backend} needs safetensors weights")
     tokenizer = load_tokenizer(info.path)
     hf_model = load_hf_model(info, dtype, device=device, device_map=device_map)

@@ -71,14 +71,14 @@ def test_all_layers_stored_with_indices(swept):
 
 
 def test_probe_per_layer_and_figure(swept):
-    from probes.api import run_probe
+    from sweeps.probe import run_probe
 
     out_all, _ = swept
     table = run_probe(out_all, study="pressure", target="planted", layer="all", n_shuffles=9)
     assert sorted(table["layer"].unique()) == [0, 1, 2, 3] and len(table) == 3 * 4
     assert (out_all / "figures" / "probe_depth_pressure_planted.png").stat().st_size > 0
     # probes.csv keeps the rows of other layers; the default run rewrote layer 3 only
-    from probes.cache_io import probe_datasets
+    from sweeps.probe_data import probe_datasets
 
     assert {d.layer for d in probe_datasets(out_all, "pressure", "planted")} == {3}  # floor(3 * 4 / 4)
     assert {d.layer for d in probe_datasets(out_all, "pressure", "planted", layer=1)} == {1}
@@ -89,7 +89,7 @@ def test_probe_per_layer_and_figure(swept):
 
 
 def test_predict_picks_a_cached_layer(swept):
-    from probes.api import run_predict
+    from sweeps.probe import run_predict
 
     out_all, out_one = swept
     t0 = run_predict(out_all, target="final", layer=0, n_shuffles=5)
@@ -127,7 +127,7 @@ def _synthetic_units(root, *, layers, signal_layer, legacy=False, n_items=40, pe
 
 
 def test_planted_signal_found_at_its_depth_only(tmp_path):
-    from probes.api import run_probe
+    from sweeps.probe import run_probe
 
     _synthetic_units(tmp_path, layers=[0, 2, 5, 7], signal_layer=5)
     table = run_probe(tmp_path, study="pressure", target="logodds", layer="all", n_shuffles=19)
@@ -141,8 +141,8 @@ def test_planted_signal_found_at_its_depth_only(tmp_path):
 
 
 def test_old_single_layer_units_still_read(tmp_path):
-    from probes.api import run_probe
-    from probes.cache_io import probe_datasets
+    from sweeps.probe import run_probe
+    from sweeps.probe_data import probe_datasets
 
     _synthetic_units(tmp_path, layers=[6], signal_layer=6, legacy=True)
     (data, _) = probe_datasets(tmp_path, "pressure", "logodds")

@@ -23,6 +23,7 @@ from typing import Iterator, Protocol, Sequence
 import torch
 
 from interp.checkpoint import CheckpointInfo
+from interp.core.registry import Registry
 from interp.devices import torch_dtype
 from interp.errors import CheckpointError
 from interp.hooksites import TL_RESID_PRE, HookSites, get_module
@@ -208,10 +209,37 @@ class NNsightBackend:
         return ForwardOut(logits=logits, resid=resid)
 
 
+@dataclass(frozen=True)
+class BackendSpec:
+    """How to build a backend from a loaded checkpoint: `build(info, hf_model, sites, dtype, device, device_map)`."""
+
+    name: str
+    build: "BackendFactory"
+    needs_safetensors: bool = True  # loads the weights again itself (not via the hf model)
+
+
+class BackendFactory(Protocol):
+    def __call__(self, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites,
+                 dtype: str, device: str = "cpu", device_map=None) -> Backend: ...
+
+
+BACKEND_REGISTRY: Registry[BackendSpec] = Registry("backend")
+
+
+def register_backend(spec: BackendSpec) -> BackendSpec:
+    return BACKEND_REGISTRY.add(spec.name, spec, replace=True)
+
+
+register_backend(BackendSpec("hf", lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None:
+                             HFBackend(hf_model, sites), needs_safetensors=False))
+register_backend(BackendSpec("transformer_lens", lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None:
+                             TLBackend(info, torch_dtype(dtype), device, device_map)))
+register_backend(BackendSpec("nnsight", lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None:
+                             NNsightBackend(info, sites, torch_dtype(dtype), device, device_map)))
+
+
 def make_backend(name: str, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites, dtype: str,
                  device: str = "cpu", device_map=None) -> Backend:
-    if name == "hf":
-        return HFBackend(hf_model, sites)
-    if name == "transformer_lens":
-        return TLBackend(info, torch_dtype(dtype), device, device_map)
-    return NNsightBackend(info, sites, torch_dtype(dtype), device, device_map)
+    """The registered backend `name` (an unknown name is a one-line ConfigError, never a fallback)."""
+    return BACKEND_REGISTRY.get(name).build(info=info, hf_model=hf_model, sites=sites, dtype=dtype, device=device,
+                                            device_map=device_map)
