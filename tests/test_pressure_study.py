@@ -84,7 +84,7 @@ def test_end_to_end_sweep(tiny_models, tmp_path):
 
     out = tmp_path / "out"
     cfg = RunConfig(max_items=4, n_boot=50)
-    tables = run_sweep([tiny_models["llama"]], studies=["pressure"], banks=["moral"], out=out, cfg=cfg, progress=False)
+    run_sweep([tiny_models["llama"]], studies=["pressure"], banks=["moral"], out=out, cfg=cfg, progress=False)
     res = out / "results"
     trials = pd.read_csv(res / "pressure_trials.csv")
     assert list(trials.columns[:10]) == ["checkpoint", "bank", "item_id", "planted", "turn_kind", "turn_side",
@@ -111,7 +111,9 @@ def test_end_to_end_sweep(tiny_models, tmp_path):
     # residuals are cached at the default layer, one per trial
     from cache import Store, read_unit
     unit = read_unit(Store(out / "cache").units("pressure")[0])
-    assert unit.arrays["resid"].shape == (4 * 30, lm.d_model) and unit.attrs["layer"] == lm.default_layer
+    # stored as [rows, layers, d_model] with the layer indices as an attribute
+    assert unit.arrays["resid"].shape == (4 * 30, 1, lm.d_model) and unit.attrs["layer"] == lm.default_layer
+    assert list(unit.attrs["layers"]) == [lm.default_layer]
 
 
 def test_sampled_readout(tiny_models, tmp_path):

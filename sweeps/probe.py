@@ -1,4 +1,7 @@
-"""`interp probe` and `interp predict`: analyses that read the cache only, never a model."""
+"""`interp probe` and `interp predict`: analyses that read the cache only, never a model.
+
+(Moved from probes/api.py: probes/ is now a pure library of arrays in, scores out; reading
+the cache and asking the study registry for targets happens here.)"""
 from __future__ import annotations
 
 import json
@@ -8,22 +11,27 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from analyses.figures import lineage_order, new_figure, save_figure
 from analyses.io import write_table
 from cache.store import Store, read_unit
-from interp.errors import ConfigError
-from probes.cache_io import probe_datasets
+from interp.core.errors import ConfigError
+from interp.studies import all_studies, get_study
 from probes.predictive import predictive_table
 from probes.readouts import readout_with_null
+from sweeps.probe_data import probe_datasets
 
 PROBE_COLUMNS = ("checkpoint", "study", "layer", "target", "metric", "score", "null_mean", "null_p95",
                  "p_value", "n_items", "folds")
 
 
-def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = None, n_shuffles: int = 100,
+def run_probe(out: str | Path, *, study: str, target: str, layer: int | str | None = None, n_shuffles: int = 100,
               n_folds: int = 5, seed: int = 0) -> pd.DataFrame:
     """Linear readout with a grouped label-shuffle null for every cached unit; OUT/results/probes.csv.
 
-    Rows for other (study, target, layer) combinations already in probes.csv are kept.
+    `layer`: a cached layer, "all" (a row per cached layer, and the figure
+    OUT/figures/probe_depth_<study>_<target>.png: score and the null's 5-95% band against
+    depth), or None (each unit's floor(3 n_layers / 4)). Rows for other (study, target,
+    layer) combinations already in probes.csv are kept.
     """
     out = Path(out)
     rows, nulls = [], []
@@ -36,10 +44,14 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
         rows.append({"checkpoint": d.checkpoint, "study": study, "layer": d.layer, "target": target,
                      "metric": res.metric, "score": res.score, "null_mean": res.null_mean,
                      "null_p95": res.null_p95, "p_value": res.p_value, "n_items": res.n_items,
-                     "folds": res.folds, "bank": d.bank, "n_rows": res.n_rows, "n_shuffles": res.n_shuffles})
+                     "folds": res.folds, "bank": d.bank, "n_rows": res.n_rows, "n_shuffles": res.n_shuffles,
+                     "null_p05": _quantile(res.null, 0.05)})
         nulls.append((f"{d.checkpoint} ({d.bank}, L{d.layer})", res.score, np.asarray(res.null)))
-    _null_figure(nulls, f"{study}: {target}", out / "figures" / f"probe_null_{study}_{target}.png")
-    table = pd.DataFrame(rows)
+    if layer == "all":
+        _depth_figure(pd.DataFrame(rows), f"{study}: {target}", out / "figures" / f"probe_depth_{study}_{target}.png")
+    else:
+        _null_figure(nulls, f"{study}: {target}", out / "figures" / f"probe_null_{study}_{target}.png")
+    table = pd.DataFrame(rows).drop(columns="null_p05", errors="ignore")  # the figure's band only
     path = out / "results" / "probes.csv"
     if path.is_file():
         old = pd.read_csv(path)
@@ -49,71 +61,97 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
     return table
 
 
+def _quantile(null, q: float) -> float:
+    null = np.asarray(null, dtype=float)
+    null = null[np.isfinite(null)]
+    return float(np.quantile(null, q)) if null.size else float("nan")
+
+
+def _depth_figure(rows: pd.DataFrame, title: str, path: Path) -> Path:
+    """Score against depth: one line per (checkpoint, bank), the label-shuffle null's 5-95% as a band."""
+    fig = new_figure(6.5, 3.4)
+    ax = fig.subplots()
+    for (ck, bank), g in rows.groupby(["checkpoint", "bank"], sort=True):
+        g = g.sort_values("layer")
+        line, = ax.plot(g["layer"], g["score"], marker="o", ms=3, label=f"{ck} ({bank})")
+        ax.fill_between(g["layer"], g["null_p05"], g["null_p95"], color=line.get_color(), alpha=0.15, lw=0)
+        ax.plot(g["layer"], g["null_mean"], ls=":", color=line.get_color(), lw=0.8)
+    ax.set_xlabel("layer (resid_pre: input of block L)")
+    ax.set_ylabel(rows["metric"].iloc[0] if len(rows) else "score")
+    ax.set_title(f"{title}: readout vs depth (band: label-shuffle null 5-95%)", fontsize=9)
+    ax.legend(fontsize=7)
+    return save_figure(fig, path)
+
+
 def _null_figure(nulls: list[tuple[str, float, np.ndarray]], title: str, path: Path) -> None:
     """Label-shuffle null distribution of each readout with its observed score."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path.parent.mkdir(parents=True, exist_ok=True)
     n = len(nulls)
-    fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 2.8), squeeze=False)
+    fig = new_figure(3.2 * n, 2.8)
+    axes = fig.subplots(1, n, squeeze=False)
     for ax, (label, score, null) in zip(axes[0], nulls):
         ax.hist(null[np.isfinite(null)], bins=20, color="lightgrey", edgecolor="grey")
         ax.axvline(score, color="crimson", lw=2, label="observed")
         ax.set_title(label, fontsize=8)
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(f"{title}: label-shuffle null vs observed", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
-def _pressure_units(out: Path, bank: str | None):
-    units = [read_unit(p) for p in Store(out / "cache").units("pressure")]
+def predict_study(study: str | None = None):
+    """The study `interp predict` reads: the one given, or the only registered one with item maps."""
+    if study is not None:
+        return get_study(study)
+    able = [s for s in all_studies() if s.supports_predict]
+    if len(able) != 1:
+        raise ConfigError(f"predict: choose a study with --study ({', '.join(s.name for s in able)})")
+    return able[0]
+
+
+def _predict_units(out: Path, bank: str | None, spec):
+    units = [read_unit(p) for p in Store(out / "cache").units(spec.name)]
     if not units:
-        raise ConfigError(f"{out}: no cached pressure units (run `interp sweep ... --study pressure`)")
+        raise ConfigError(f"{out}: no cached {spec.name} units (run `interp sweep ... --study {spec.name}`)")
     banks = sorted({str(u.attrs["bank"]) for u in units})
     if bank is None:
-        bank = next((b for b in banks if b.startswith("moral")), banks[0])
+        bank = spec.default_predict_bank(banks)
     chosen = [u for u in units if str(u.attrs["bank"]) == bank]
     if not chosen:
-        raise ConfigError(f"{out}: no pressure units for bank {bank!r} (have {', '.join(banks)})")
+        raise ConfigError(f"{out}: no {spec.name} units for bank {bank!r} (have {', '.join(banks)})")
     return chosen, bank
 
 
 def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None = None, bank: str | None = None,
                 turn_kind: str = "opinion", n_shuffles: int = 100, k: int | None = None, seed: int = 0,
-                with_readout: bool = True, alpha: float | None = None) -> pd.DataFrame:
+                with_readout: bool = True, alpha: float | None = None, study: str | None = None,
+                layer: int | None = None) -> pd.DataFrame:
     """Held-out partial R² of each source's item map for the target's map; OUT/results/predictive.csv.
 
     `alpha`: 0 fits the base and full models by OLS (the paper's setting, for banks of hundreds
     of items); None (default) uses OLS unless a training fold has fewer items than the profile
     has columns + 2, where OLS is underdetermined, and then ridge with alpha = 1.0.
+    `layer`: the cached layer the residual readout uses (default: each unit's floor(3 n_layers / 4)).
     """
-    from analyses.pressure_metrics import item_maps, unpressured_profile
+    from cache.layers import primary_layer, unit_at_layer
 
     out = Path(out)
-    units, bank = _pressure_units(out, bank)
+    spec = predict_study(study)
+    units, bank = _predict_units(out, bank, spec)
     maps, profiles, readouts = {}, {}, {}
     for u in units:
         ck = str(u.attrs["checkpoint"])
-        trials = u.tables["trials"]
-        slot = trials[trials["readout"] == "slot"].reset_index(drop=True)
-        m = item_maps(slot)
-        maps[ck] = m[m["turn_kind"] == turn_kind].set_index("item_id")["map_value"]
-        profiles[ck] = unpressured_profile(slot)
-        if with_readout:
-            # per-item mean residual over the item's pressured trials: the source's internal state
-            resid = pd.DataFrame(u.arrays["resid"].astype(np.float64))
-            readouts[ck] = resid.groupby(slot["item_id"].to_numpy()).mean()
+        if with_readout:  # the readout reads the residual at one cached layer
+            u = unit_at_layer(u, primary_layer(u.attrs) if layer is None else layer)
+        got = spec.predict_inputs(u, turn_kind=turn_kind, with_readout=with_readout)
+        maps[ck] = got.item_map
+        profiles[ck] = got.profile
+        if got.readout is not None:
+            readouts[ck] = got.readout
     if target not in maps:
-        raise ConfigError(f"target checkpoint {target!r} has no cached pressure unit (have {', '.join(sorted(maps))})")
+        raise ConfigError(f"target checkpoint {target!r} has no cached {spec.name} unit (have {', '.join(sorted(maps))})")
     if sources:
         missing = [s for s in sources if s not in maps]
         if missing:
-            raise ConfigError(f"source checkpoint(s) {', '.join(missing)} have no cached pressure unit")
+            raise ConfigError(f"source checkpoint(s) {', '.join(missing)} have no cached {spec.name} unit")
     lineage = None
     if (out / "lineage.json").is_file():
         lineage = json.loads((out / "lineage.json").read_text()).get("lineage")
@@ -133,16 +171,9 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
 
 
 def _figure(table: pd.DataFrame, lineage: dict | None, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from analyses.pressure_figures import lineage_order
-
-    path.parent.mkdir(parents=True, exist_ok=True)
     by_source = table.set_index("source")
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig = new_figure(7, 3.5)
+    ax = fig.subplots()
     for route, cks in lineage_order(list(by_source.index), lineage):
         cks = [c for c in cks if c in by_source.index]
         if cks:
@@ -152,6 +183,4 @@ def _figure(table: pd.DataFrame, lineage: dict | None, path: Path) -> None:
     ax.axhline(0, color="grey", lw=0.6)
     ax.set_ylabel(f"I (target {table['target'].iloc[0]})")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
