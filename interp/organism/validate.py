@@ -244,7 +244,7 @@ def check_precision(out: Path, known: dict, alpha_p: float) -> list[dict]:
 
 def check_predictive(out: Path, known: dict, n_shuffles: int, alpha_p: float) -> tuple[list[dict], pd.DataFrame]:
     """I of each source for each route's final map; own (earlier checkpoint of the route) vs sibling."""
-    from probes.api import run_predict
+    from sweeps.probe import run_predict
 
     rows, tables = [], []
     for route, cks in known["routes"].items():
@@ -274,10 +274,14 @@ def check_readouts(out: Path, known: dict, n_shuffles: int, alpha_p: float) -> l
     """Logistic readout of planted vs unplanted items from cached residuals (resid_pre at the
     sweep's layer, default floor(3n/4)) under the opposing opinion, grouped by item, with an
     item-level label-shuffle null; the trunk end is the control (its sets are not yet planted)."""
+    from cache.layers import primary_layer, unit_at_layer
     from cache.store import Store, read_unit
     from probes.readouts import readout_with_null
 
-    units = {str(u.attrs["checkpoint"]): u for u in (read_unit(p) for p in Store(out / "cache").units("pressure"))}
+    units = {}
+    for path in Store(out / "cache").units("pressure"):
+        u = read_unit(path)
+        units[str(u.attrs["checkpoint"])] = unit_at_layer(u, primary_layer(u.attrs))  # floor(3n/4) when cached
     rows = []
     for route, cks in known["routes"].items():
         planted = set(known["route_planted"][route])
@@ -292,7 +296,7 @@ def check_readouts(out: Path, known: dict, n_shuffles: int, alpha_p: float) -> l
             rows.append(_row("readout separates planted items" if role == "final" else
                              "readout at trunk end (control, reported)", f"{route} @ {ck}", res.metric, res.score,
                              reference=f"null mean {res.null_mean:.3f}, p95 {res.null_p95:.3f}, p {res.p_value:.3f}; "
-                                       f"layer {int(u.attrs['layer'])}",
+                                       f"layer {primary_layer(u.attrs)}",
                              passed=bool(res.p_value < alpha_p) if role == "final" else None))
     return rows
 
