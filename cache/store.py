@@ -22,6 +22,7 @@ import h5py
 import numpy as np
 import pandas as pd
 
+from cache.layout import annotate_array
 from interp.errors import CacheError, ProvenanceError
 from interp.hashing import sha256_json
 
@@ -66,6 +67,17 @@ class Unit:
     @property
     def identity(self) -> dict:
         return {k: self.attrs.get(k) for k in IDENTITY_FIELDS}
+
+    # views for other tools live in cache.views (pandas, xarray, torch); see CACHE.md
+    def activations(self, layer: int | None = None, *, array: str | None = None, as_: str = "numpy"):
+        from cache.views import activations
+
+        return activations(self, layer, array=array, as_=as_)
+
+    def to_xarray(self, array: str | None = None):
+        from cache.views import to_xarray
+
+        return to_xarray(self, array)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -153,7 +165,8 @@ class Store:
                 for name, df in tables.items():
                     _write_table(f.create_group(f"tables/{name}"), df)
                 for name, arr in (arrays or {}).items():
-                    f.create_dataset(f"arrays/{name}", data=np.asarray(arr))
+                    ds = f.create_dataset(f"arrays/{name}", data=np.asarray(arr))
+                    annotate_array(ds, study=ident.study, name=name, layer=ident.layer)  # dims, rows, hook (CACHE.md)
                 f.attrs["complete"] = True  # last: a reader trusts nothing without it
                 f.flush()
             fd = os.open(tmp, os.O_RDONLY)
