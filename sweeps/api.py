@@ -9,6 +9,7 @@ import pandas as pd
 
 from cache.store import Store, read_unit
 from interp.errors import ConfigError
+from interp.loading import LoadedModel
 from interp.studies import get_study
 from interp.studies.base import RunConfig
 from sweeps.discover import discover
@@ -36,7 +37,7 @@ def _attach_log(out: Path) -> logging.Handler:
 
 
 def run_sweep(
-    checkpoints: Sequence[str | Path],
+    checkpoints: Sequence[str | Path | LoadedModel],
     *,
     studies: Sequence[str],
     out: str | Path,
@@ -50,16 +51,24 @@ def run_sweep(
     lock_wait: float = 0.0,
     progress: bool = True,
     report: bool = True,
+    allow_unfingerprinted: bool = False,
 ) -> dict[str, pd.DataFrame]:
     """Discover checkpoints, plan units, run what is missing, write OUT/results/*.csv.
 
+    `checkpoints` may also hold models already in memory (`interp.wrap(...)`); their units
+    carry a `wrapped:` content fingerprint instead of a directory one, and merging them with
+    directory-fingerprinted units of the same study is refused unless `allow_unfingerprinted`.
     Returns the results tables by name (or, with dry_run, {"plan": table}).
     """
     out = Path(out)
-    found = discover([Path(c) for c in checkpoints])
+    in_memory = [c for c in checkpoints if isinstance(c, LoadedModel)]
+    found = discover([Path(c) for c in checkpoints if not isinstance(c, LoadedModel)]) if len(in_memory) < len(checkpoints) \
+        else None
     if not dry_run:
         make_output_dirs(out)
-    units = plan_units(found.checkpoints, studies, banks=banks, template=template, cfg=cfg, names=found.names)
+    units = plan_units([*(found.checkpoints if found else []), *in_memory], studies, banks=banks, template=template,
+                       cfg=cfg, names=found.names if found else None)
+    check_fingerprint_kinds(units, allow=allow_unfingerprinted)
     store = Store(out / "cache")
     if dry_run:
         return {"plan": pd.DataFrame(describe_plan(units, store))}
@@ -67,7 +76,8 @@ def run_sweep(
         handler = _attach_log(out)
         try:
             execute(units, store, cfg, executor=executor, scheduler=scheduler, n_workers=n_workers, progress=progress)
-            found.write(out)  # only after success: a failed sweep keeps the previous lineage
+            if found:
+                found.write(out)  # only after success: a failed sweep keeps the previous lineage
             tables = analyze(out, units, cfg)
             if report:
                 from sweeps.report import write_report
@@ -77,6 +87,19 @@ def run_sweep(
             logging.getLogger("interp.sweep").removeHandler(handler)
             handler.close()
     return tables
+
+
+def check_fingerprint_kinds(units: Sequence[PlannedUnit], *, allow: bool) -> None:
+    """Refuse to merge in-memory (`wrapped:`) and directory-fingerprinted units of one study."""
+    from interp.wrapping import is_wrapped_fingerprint
+
+    for study in dict.fromkeys(u.study for u in units):
+        kinds = {is_wrapped_fingerprint(u.identity.checkpoint_fingerprint) for u in units if u.study == study}
+        if len(kinds) > 1 and not allow:
+            wrapped = sorted({u.identity.checkpoint for u in units if u.study == study
+                              and is_wrapped_fingerprint(u.identity.checkpoint_fingerprint)})
+            raise ConfigError(f"study {study}: in-memory model(s) {', '.join(wrapped)} have no directory fingerprint; "
+                              "refusing to merge them with checkpoint directories (pass allow_unfingerprinted=True)")
 
 
 def analyze(out: Path, units: Sequence[PlannedUnit], cfg: RunConfig) -> dict[str, pd.DataFrame]:

@@ -31,8 +31,8 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
     todo = [u for u in units if not store.is_complete(u.identity)]
     if not todo:
         return []
-    lm = load(checkpoint, backend=cfg.backend, threads=cfg.threads,
-              allow_pickle=bool(cfg.options.get("allow_pickle")))
+    lm = todo[0].model or load(checkpoint, backend=cfg.backend, threads=cfg.threads,
+                               allow_pickle=bool(cfg.options.get("allow_pickle")))
     done = []
     for u in todo:
         t0 = time.perf_counter()
@@ -44,7 +44,8 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
             if "checkpoint" not in df:
                 df.insert(0, "checkpoint", u.identity.checkpoint)
         store.write(u.identity, tables=payload.tables, arrays=payload.arrays,
-                    extra_attrs={"checkpoint_path": str(Path(checkpoint).resolve()), "n_items": len(u.bank),
+                    extra_attrs={"checkpoint_path": "in-memory" if u.model is not None else str(Path(checkpoint).resolve()),
+                                 "n_items": len(u.bank),
                                  "bank_source": u.bank.source, "template": u.template.name})
         done.append(u.identity.hash)
         if on_done:
@@ -74,6 +75,10 @@ def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, execu
             for ck, us in by_ckpt.items():
                 run_checkpoint_units(ck, us, store.root, cfg, on_done=done)
         elif executor == "dask":
+            if any(u.model is not None for u in todo):
+                from interp.errors import ConfigError
+
+                raise ConfigError("in-memory models (interp.wrap) run with executor='local' only")
             _execute_dask(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar)
         else:
             from interp.errors import ConfigError

@@ -15,7 +15,7 @@ from interp.checkpoint import CheckpointInfo, fingerprint, inspect_checkpoint
 from interp.errors import ConfigError
 from interp.hashing import sha256_json
 from interp.hooksites import default_layer
-from interp.loading import load_tokenizer
+from interp.loading import LoadedModel, load_tokenizer
 from interp.studies import get_study
 from interp.studies.base import RunConfig, Template, load_template
 
@@ -27,10 +27,11 @@ class PlannedUnit:
     bank: Bank
     template: Template
     identity: UnitIdentity
+    model: object | None = None  # a LoadedModel passed in memory (interp.wrap); None: load `checkpoint`
 
 
 def plan_units(
-    checkpoints: Sequence[Path],
+    checkpoints: Sequence[Path | LoadedModel],
     studies: Sequence[str],
     *,
     banks: Sequence[str] | None = None,
@@ -55,11 +56,17 @@ def plan_units(
         templates[study_name] = load_template(template or study.default_template)
         study.check_template(templates[study_name])
     infos: dict[Path, tuple[CheckpointInfo, str, object]] = {}
+    models: dict[Path, LoadedModel] = {}  # in-memory models (interp.wrap) by their pseudo-path
     for ck in checkpoints:
+        if isinstance(ck, LoadedModel):
+            models[ck.info.path] = ck
+            infos[ck.info.path] = (ck.info, ck.fingerprint, ck.tokenizer)
+            continue
         info = inspect_checkpoint(ck, allow_pickle=bool(cfg.options.get("allow_pickle")))
         infos[Path(ck)] = (info, fingerprint(info), load_tokenizer(info.path))
     for ck in checkpoints:
-        info, fp, tok = infos[Path(ck)]
+        ck = ck.info.path if isinstance(ck, LoadedModel) else Path(ck)
+        info, fp, tok = infos[ck]
         layer = default_layer(info.n_layers) if cfg.layer is None else cfg.layer
         if not 0 <= layer < info.n_layers:
             raise ConfigError(f"--layer {layer} outside 0..{info.n_layers - 1} for {info.path}")
@@ -78,9 +85,10 @@ def plan_units(
                     template_hash=tmpl.hash,
                     settings_hash=sha256_json(study.settings(tok, cfg)),
                     layer=layer,
-                    backend=cfg.backend,
+                    backend=models[ck].backend.name if ck in models else cfg.backend,
                 )
-                units.append(PlannedUnit(checkpoint=Path(ck), study=study_name, bank=bank, template=tmpl, identity=ident))
+                units.append(PlannedUnit(checkpoint=ck, study=study_name, bank=bank, template=tmpl, identity=ident,
+                                         model=models.get(ck)))
     return units
 
 
