@@ -37,7 +37,15 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
     for u in todo:
         t0 = time.perf_counter()
         study = get_study(u.study)
-        payload = study.run_unit(lm, u.bank, u.template, u.identity.layer, cfg)
+        steer = cfg.options.get("steering")
+        if steer:  # add alpha x direction at resid_pre while the unit is scored (interp.runner.steering)
+            from interp.runner.steering import Steering, steering, steering_json
+
+            spec = Steering.from_options(steer)
+            with steering(lm, spec):
+                payload = study.run_unit(lm, u.bank, u.template, u.identity.layer, cfg)
+        else:
+            payload = study.run_unit(lm, u.bank, u.template, u.identity.layer, cfg)
         for df in payload.tables.values():
             if "bank" not in df:
                 df.insert(0, "bank", u.bank.name)
@@ -46,7 +54,8 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
         store.write(u.identity, tables=payload.tables, arrays=payload.arrays,
                     extra_attrs={"checkpoint_path": "in-memory" if u.model is not None else str(Path(checkpoint).resolve()),
                                  "n_items": len(u.bank),
-                                 "bank_source": u.bank.source, "template": u.template.name})
+                                 "bank_source": u.bank.source, "template": u.template.name,
+                                 **({"steering": steering_json(spec)} if steer else {})})
         done.append(u.identity.hash)
         if on_done:
             on_done(u, time.perf_counter() - t0)

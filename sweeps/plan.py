@@ -30,6 +30,16 @@ class PlannedUnit:
     model: object | None = None  # a LoadedModel passed in memory (interp.wrap); None: load `checkpoint`
 
 
+def unit_settings(study, tokenizer, cfg: RunConfig) -> dict:
+    """The study's numbers-changing settings, plus steering when the run steers (part of the identity)."""
+    settings = study.settings(tokenizer, cfg)
+    if cfg.options.get("steering"):
+        from interp.runner.steering import Steering
+
+        settings = {**settings, "steering": Steering.from_options(cfg.options["steering"]).identity()}
+    return settings
+
+
 def plan_units(
     checkpoints: Sequence[Path | LoadedModel],
     studies: Sequence[str],
@@ -83,7 +93,7 @@ def plan_units(
                     bank=bank.name,
                     bank_hash=bank.hash,
                     template_hash=tmpl.hash,
-                    settings_hash=sha256_json(study.settings(tok, cfg)),
+                    settings_hash=sha256_json(unit_settings(study, tok, cfg)),
                     layer=layer,
                     backend=models[ck].backend.name if ck in models else cfg.backend,
                 )
