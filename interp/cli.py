@@ -140,6 +140,34 @@ def probe(
 
 
 @app.command()
+def steer(
+    out: Path = typer.Argument(..., help="a sweep's output directory with cached units (and probe weights)"),
+    study: str = typer.Option("pressure", "--study", help="study to rerun under steering (pressure)"),
+    direction: str = typer.Option(..., "--direction", help="probe:<target> (weights saved by `interp probe`) or a .npy/.npz file"),
+    layer: int = typer.Option(..., "--layer", help="steer at resid_pre of this layer (blocks.L.hook_resid_pre)"),
+    alpha: str = typer.Option("-4..4", "--alpha", help="LO..HI (integer steps), LO..HI:STEP or a comma list"),
+    positions: str = typer.Option("read", "--positions", help="read (the verdict's read position) or all"),
+    units: str = typer.Option("sd", "--units", help="sd: alpha in SDs of the cached projection; raw: unit vector"),
+    checkpoint: Optional[List[str]] = typer.Option(None, "--checkpoint", help="cached checkpoint name (repeatable; default all)"),
+    bank: Optional[List[str]] = typer.Option(None, "--bank", help="cached bank (repeatable; default all)"),
+    threads: Optional[int] = typer.Option(None, "--threads"),
+    n_boot: Optional[int] = typer.Option(None, "--n-boot", help="bootstrap resamples for the CIs (1000)"),
+    quiet: bool = typer.Option(False, "--quiet"),
+) -> None:
+    """Rerun a study adding alpha x direction at resid_pre -> results/steer_<study>.csv and a figure."""
+    from sweeps.steer import parse_alphas, run_steer
+
+    cfg = _config(None, threads=threads, n_boot=n_boot)
+    table = run_steer(out, study=study, direction=direction, layer=layer, alphas=parse_alphas(alpha),
+                      positions=positions, units=units, checkpoints=checkpoint, banks=bank, cfg=cfg,
+                      progress=not quiet)
+    cols = [c for c in ("checkpoint", "bank", "readout", "alpha", "delta", "delta_lo", "delta_hi", "s_op", "s_op_lo",
+                        "s_op_hi") if c in table]
+    typer.echo(table[cols].to_string(index=False))
+    typer.echo(f"\n{out / 'results' / f'steer_{study}.csv'}; figure {out / 'figures' / f'steer_{study}.png'}")
+
+
+@app.command()
 def predict(
     out: Path = typer.Argument(..., help="a sweep's output directory with pressure units"),
     target: str = typer.Option(..., "--target", help="target checkpoint name (e.g. the final model)"),

@@ -38,6 +38,7 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
                      "null_p95": res.null_p95, "p_value": res.p_value, "n_items": res.n_items,
                      "folds": res.folds, "bank": d.bank, "n_rows": res.n_rows, "n_shuffles": res.n_shuffles})
         nulls.append((f"{d.checkpoint} ({d.bank}, L{d.layer})", res.score, np.asarray(res.null)))
+        save_probe_weights(out, d, study=study, target=target, seed=seed, n_folds=n_folds)
     _null_figure(nulls, f"{study}: {target}", out / "figures" / f"probe_null_{study}_{target}.png")
     table = pd.DataFrame(rows)
     path = out / "results" / "probes.csv"
@@ -47,6 +48,30 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
         table = pd.concat([old[keep], table], ignore_index=True)
     write_table(table, path, columns=PROBE_COLUMNS, sort=["study", "target", "layer", "checkpoint", "bank"])
     return table
+
+
+def save_probe_weights(out: Path, d, *, study: str, target: str, seed: int = 0, n_folds: int = 5) -> Path:
+    """Refit the readout on all rows and save its weights for steering and reuse:
+    OUT/results/probe_weights/<study>_<target>_L<layer>_<checkpoint>_<bank>.npz.
+
+    `direction` is the weight vector in raw residual space (the standardized coefficients
+    divided by the feature scale), so `resid @ direction` ranks rows as the readout does;
+    `coef`, `intercept`, `mean`, `scale` reproduce the pipeline exactly.
+    """
+    from probes.readouts import LinearReadout
+
+    est = LinearReadout(d.kind, n_folds=n_folds, seed=seed).fit(d.X, d.y)
+    scaler = est.pipeline_.named_steps["scale"]
+    scale = np.where(scaler.scale_ == 0, 1.0, scaler.scale_)
+    safe = d.checkpoint.replace("/", "--")
+    path = out / "results" / "probe_weights" / f"{study}_{target}_L{d.layer}_{safe}_{d.bank}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.npz")
+    np.savez(tmp, direction=est.coef_ / scale, coef=est.coef_, intercept=np.float64(est.intercept_),
+             mean=scaler.mean_, scale=scale, checkpoint=d.checkpoint, bank=d.bank, study=study, target=target,
+             layer=np.int64(d.layer), kind=d.kind, n_rows=np.int64(len(d.y)))
+    tmp.replace(path)  # atomic: a reader never sees half a file
+    return path
 
 
 def _null_figure(nulls: list[tuple[str, float, np.ndarray]], title: str, path: Path) -> None:

@@ -122,3 +122,37 @@ def test_sweep_option_alpha_zero_reproduces_tables_and_changes_identity(tiny_mod
     u1 = read_unit(Store(tmp_path / "s0" / "cache").units()[0])
     assert u0.attrs["settings_hash"] != u1.attrs["settings_hash"] and '"alpha": 0.0' in u1.attrs["steering"]
     np.testing.assert_array_equal(u0.arrays["resid"], u1.arrays["resid"])
+
+
+def _cli(monkeypatch, *argv):
+    import sys
+
+    from interp.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["interp", *map(str, argv)])
+    try:
+        main()
+    except SystemExit as e:
+        return e.code
+    return 0
+
+
+def test_interp_steer_from_probe_direction(tiny_models, tmp_path, monkeypatch):
+    """sweep -> probe (saves weights) -> steer: delta / S_op against alpha; alpha 0 equals the sweep."""
+    out = tmp_path / "out"
+    assert _cli(monkeypatch, "sweep", tiny_models["llama"], "--study", "pressure", "--bank", "factual",
+                "--max-items", "4", "--out", out, "--quiet") == 0
+    assert _cli(monkeypatch, "probe", out, "--study", "pressure", "--target", "planted", "--folds", "2",
+                "--shuffles", "0") == 0
+    assert _cli(monkeypatch, "steer", out, "--study", "pressure", "--direction", "probe:planted", "--layer", "3",
+                "--alpha", "-2..2:2", "--n-boot", "50", "--quiet") == 0
+    table = pd.read_csv(out / "results" / "steer_pressure.csv")
+    slot = table[table["readout"] == "slot"].sort_values("alpha")
+    assert list(slot["alpha"]) == [-2.0, 0.0, 2.0] and (slot["units"] == "sd").all() and (slot["scale"] > 0).all()
+    plain = pd.read_csv(out / "results" / "pressure_summary.csv")
+    np.testing.assert_array_equal(slot.loc[slot["alpha"] == 0, "delta"].to_numpy(), plain["delta"].to_numpy())
+    assert slot["delta"].nunique() == 3  # steering changed the pressure metrics
+    assert (out / "figures" / "steer_pressure.png").is_file()
+    # the sweep's own results were not touched by the steered reruns
+    pd.testing.assert_frame_equal(pd.read_csv(out / "results" / "pressure_summary.csv"), plain)
+    assert _cli(monkeypatch, "steer", out, "--direction", "probe:flipped", "--layer", "3") == 2  # no such weights

@@ -21,6 +21,7 @@ return unit vectors and `projection_sd` gives the scale the CLI uses for `--unit
 from __future__ import annotations
 
 import contextvars
+import glob
 import hashlib
 import json
 from contextlib import contextmanager
@@ -172,8 +173,9 @@ def direction_from_probe(out: Path, *, study: str, target: str, layer: int, chec
                          bank: str | None = None) -> tuple[np.ndarray, Path]:
     """Unit direction of the readout `interp probe` fitted on OUT's cache (raw residual space)."""
     folder = Path(out) / "results" / "probe_weights"
-    pattern = probe_weights_path(out, study=study, target=target, layer=layer, checkpoint=checkpoint,
-                                 bank=bank or "*").name
+    name = probe_weights_path(out, study=study, target=target, layer=layer, checkpoint=checkpoint, bank="\0").name
+    pattern = "*".join(glob.escape(part) for part in name.split("\0")) if bank is None else glob.escape(
+        probe_weights_path(out, study=study, target=target, layer=layer, checkpoint=checkpoint, bank=bank).name)
     found = sorted(folder.glob(pattern))
     if not found:
         raise ConfigError(f"{folder}: no probe weights {pattern} (run `interp probe {out} --study {study} "
