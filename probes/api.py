@@ -163,16 +163,19 @@ def _figure(table: pd.DataFrame, lineage: dict | None, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from analyses.pressure_figures import lineage_order
+    from analyses.pressure_figures import UNRELATED, lineage_order
 
     path.parent.mkdir(parents=True, exist_ok=True)
     by_source = table.set_index("source")
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for route, cks in lineage_order(list(by_source.index), lineage):
         cks = [c for c in cks if c in by_source.index]
-        if cks:
-            ax.plot(range(len(cks)), by_source.loc[cks, "I"], marker="o", label=f"{route}: I")
-            ax.plot(range(len(cks)), by_source.loc[cks, "null_mean"], ls=":", color="grey")
+        if cks:  # a line only along one lineage; unrelated checkpoints are points
+            joined = route not in UNRELATED
+            ax.plot(range(len(cks)), by_source.loc[cks, "I"], marker="o", ls="-" if joined else "none",
+                    label=f"{route}: I")
+            ax.plot(range(len(cks)), by_source.loc[cks, "null_mean"], ls=":" if joined else "none", marker=".",
+                    color="grey")
             ax.set_xticks(range(len(cks)), cks, rotation=45, ha="right", fontsize=7)
     ax.axhline(0, color="grey", lw=0.6)
     ax.set_ylabel(f"I (target {table['target'].iloc[0]})")
