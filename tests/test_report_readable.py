@@ -5,7 +5,7 @@ import json
 import pandas as pd
 
 from analyses.pressure_figures import trajectory_groups
-from sweeps.report import NOTES, _SECTIONS, _keep_distinguishing, write_report
+from sweeps.report import _SECTIONS, NOTES, _keep_distinguishing, write_report
 
 
 def test_classification_rows_keep_their_order(tmp_path):

@@ -24,10 +24,11 @@ import contextvars
 import glob
 import hashlib
 import json
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal, Mapping
+from typing import Literal
 
 import numpy as np
 import torch
@@ -83,7 +84,7 @@ class Steering:
         return {**self.identity(), "direction": self.direction.tolist(), "source": self.source}
 
     @classmethod
-    def from_options(cls, o: Mapping) -> "Steering":
+    def from_options(cls, o: Mapping) -> Steering:
         s = cls(layer=int(o["layer"]), direction=np.asarray(o["direction"], dtype=np.float64), alpha=float(o["alpha"]),
                 positions=o.get("positions", "all"), source=str(o.get("source", "")))
         if "direction_sha256" in o and o["direction_sha256"] != s.direction_sha256:
