@@ -24,7 +24,7 @@ import pandas as pd
 
 from cache.layout import TL_RESID_PRE, array_layout, dims_for, hook_names, layer_indices
 from cache.store import Store, Unit, read_unit
-from interp.errors import CacheError, ConfigError
+from interp.core.errors import CacheError, ConfigError
 
 # the array `activations()` reads when none is named, per study
 DEFAULT_ARRAY = {"pressure": "resid", "classify": "resid_five_given", "cloze": "resid"}

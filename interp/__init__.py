@@ -1,14 +1,17 @@
 """interp: sycophancy and cross-lingual bias, from logits to the residual stream, on local checkpoints.
 
-The public names are imported lazily (PEP 562) so that `import interp.errors` (which the
-torch-free layers `cache`, `analyses`, `probes` use) does not import torch.
+The public names below are loaded on first use, so `import interp.core` (and the cache,
+analyses, probes and report paths built on it) never imports torch.
 """
-from importlib import import_module
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import Any
+
+from interp.core.version import __version__
 
 _LAZY = {
-    "errors": ("interp.errors", None),
+    "errors": ("interp.core.errors", None),
     "LoadedModel": ("interp.loading", "LoadedModel"),
     "load": ("interp.loading", "load"),
     "wrap": ("interp.wrapping", "wrap"),
@@ -21,19 +24,12 @@ _LAZY = {
     "score_options": ("interp.runner.scoring", "score_options"),
 }
 
-__all__ = sorted(_LAZY)
+__all__ = ["__version__", *_LAZY]
 
 
-def __getattr__(name: str):
-    try:
-        module, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'interp' has no attribute {name!r}") from None
-    mod = import_module(module)
-    value = mod if attr is None else getattr(mod, attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'interp' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    mod = importlib.import_module(module)
+    return mod if attr is None else getattr(mod, attr)

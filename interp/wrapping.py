@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from interp.checkpoint import CheckpointInfo
-from interp.errors import CheckpointError, ConfigError
+from interp.core.errors import CheckpointError, ConfigError
 from interp.hooksites import check_sites, sites_for
 from interp.loading import LoadedModel, check_tokenizer_fits
 from interp.runner.backends import HFBackend, NNsightBackend, TLBackend

@@ -29,7 +29,7 @@ import pandas as pd
 from analyses.io import write_table
 from cache.store import Store, read_unit
 from cache.views import activations
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 from interp.studies.base import RunConfig
 
 STEER_COLUMNS = ("checkpoint", "bank", "study", "layer", "direction", "positions", "units", "scale", "alpha")
@@ -125,7 +125,7 @@ def run_steer(
         base = replace(cfg, max_items=n, seed=seed, layer=int(u.attrs["layer"]))
         for alpha in alphas:
             steer = Steering(layer=layer, direction=d * scale, alpha=float(alpha), positions=positions, source=source)
-            run_cfg = replace(base, options={**base.options, "steering": steer.to_options()})
+            run_cfg = replace(base, steering=steer.to_options())
             tables = run_sweep([lm], studies=[study], banks=[str(u.attrs.get("bank_source") or bank)],
                                out=out / "steer", cfg=run_cfg, progress=progress, report=False)
             summary = tables[_SUMMARY[study]]

@@ -4,8 +4,8 @@ import json
 
 import pandas as pd
 
-from analyses.pressure_figures import trajectory_groups
-from sweeps.report import _SECTIONS, NOTES, _keep_distinguishing, write_report
+from analyses.figures import trajectory_groups
+from sweeps.report import _keep_distinguishing, report_sections, write_report
 
 
 def test_classification_rows_keep_their_order(tmp_path):
@@ -19,7 +19,8 @@ def test_classification_rows_keep_their_order(tmp_path):
     section = text.split("## Conversational sycophancy classification")[1]
     for order in ("given", "reversed", "averaged"):
         assert f"| {order}" in section
-    assert NOTES["classify_summary.csv"].split(":")[0] in section
+    note = next(sec.note for sec in report_sections() if sec.file == "classify_summary.csv")
+    assert note and note in section
 
 
 def test_dropped_label_columns_come_back_when_rows_would_look_alike():
@@ -53,4 +54,5 @@ def test_trajectory_lines_join_only_one_lineage():
 
 
 def test_every_section_has_a_note():
-    assert {f for f, _, _ in _SECTIONS} <= set(NOTES)
+    missing = [sec.file for sec in report_sections() if not sec.note.strip()]
+    assert not missing

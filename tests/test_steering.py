@@ -113,7 +113,7 @@ def test_sweep_option_alpha_zero_reproduces_tables_and_changes_identity(tiny_mod
     v = np.random.default_rng(4).normal(size=64)
     steer = Steering(layer=2, direction=v, alpha=0.0, positions="read", source="test")
     run_sweep([tiny_models["llama"]], out=tmp_path / "s0", cfg=RunConfig(max_items=2, n_boot=10,
-              options={"steering": steer.to_options()}), **kw)
+              steering=steer.to_options()), **kw)
     for table in ("pressure_trials.csv", "pressure_summary.csv"):
         a = pd.read_csv(tmp_path / "plain" / "results" / table)
         b = pd.read_csv(tmp_path / "s0" / "results" / table)

@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 from interp.hooksites import get_module, sites_for
 
 Positions = Literal["all", "read"]
@@ -80,7 +80,7 @@ class Steering:
                 "direction_sha256": self.direction_sha256}
 
     def to_options(self) -> dict:
-        """A JSON-able form for RunConfig.options["steering"] (travels to sweep workers)."""
+        """A JSON-able form for RunConfig.steering (travels to sweep workers)."""
         return {**self.identity(), "direction": self.direction.tolist(), "source": self.source}
 
     @classmethod
