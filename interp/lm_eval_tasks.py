@@ -25,6 +25,9 @@ TASKS = ("interp_factual", "interp_moral", "interp_cloze", "interp_rolling")
 
 
 def _rows(name: str, max_items: int | None) -> pd.DataFrame:
+    from interp.studies import all_studies
+
+    all_studies()  # the studies register their shipped banks
     rows = pd.read_json(shipped_bank_path(name), lines=True)
     if max_items:
         key = "prompt_id" if "prompt_id" in rows else "item_id"
