@@ -56,6 +56,14 @@ def sweep(
     config: Optional[Path] = typer.Option(None, "--config", help="TOML/JSON run config (CLI options win)"),
     allow_pickle: bool = typer.Option(False, "--allow-pickle", help="load pickled .bin weights (weights_only)"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+    full_hash: bool = typer.Option(False, "--full-hash", help="fingerprint weights by hashing every byte "
+                                   "(default: header + sampled blocks; see README)"),
+    prune: bool = typer.Option(False, "--prune", help="delete stale units (superseded by a changed input) from OUT/cache"),
+    break_lock: bool = typer.Option(False, "--break-lock", help="take over OUT's lock left by a dead sweep "
+                                    "on another host"),
+    retries: Optional[int] = typer.Option(None, "--retries", help="dask: re-runs of a failed unit task (2)"),
+    worker_timeout: Optional[float] = typer.Option(None, "--worker-timeout",
+                                                   help="dask: seconds with no worker before giving up (300)"),
 ) -> None:
     """Run studies over checkpoints into OUT (resumable; complete units are skipped)."""
     from sweeps.api import run_sweep
@@ -69,11 +77,17 @@ def sweep(
         options["generate"] = True
     if allow_pickle:
         options["allow_pickle"] = True
+    if full_hash:
+        options["full_hash"] = True
+    if retries is not None:
+        options["dask_retries"] = retries
+    if worker_timeout is not None:
+        options["dask_worker_timeout"] = worker_timeout
     cfg = _config(config, backend=backend, layer=layer, max_items=max_items, batch_size=batch_size,
                   threads=threads, seed=seed, options=options or None)
     tables = run_sweep(checkpoints, studies=study, out=out, banks=bank, template=template, cfg=cfg,
                        executor=executor, scheduler=scheduler, n_workers=workers, dry_run=dry_run,
-                       lock_wait=wait, progress=not quiet)
+                       lock_wait=wait, progress=not quiet, prune=prune, break_lock=break_lock)
     if dry_run:
         typer.echo(tables["plan"].to_string(index=False))
         return
@@ -192,19 +206,53 @@ def fetch_models_cmd(dest: Path = typer.Option(Path("models"), "--dest", help="w
         typer.echo(f"{name}\t{path}")
 
 
+_SIGNAL: list[int] = []  # the signal that stopped the run, if any
+
+
+def _on_signal(signum, frame) -> None:
+    # SIGTERM (how Slurm and `kill` stop a job) unwinds like Ctrl-C: locks released, cluster closed
+    _SIGNAL.append(signum)
+    raise KeyboardInterrupt
+
+
+def _interrupted() -> None:
+    import signal as _signal
+
+    signum = _SIGNAL[-1] if _SIGNAL else int(_signal.SIGINT)
+    typer.echo(f"interp: interrupted by {_signal.Signals(signum).name}; complete units are kept, "
+               "rerun the same command to resume", err=True)
+    sys.exit(128 + signum)
+
+
 def main() -> None:
+    import signal as _signal
+
+    _SIGNAL.clear()
+    previous = {}
+    for sig in (_signal.SIGINT, _signal.SIGTERM):
+        try:
+            previous[sig] = _signal.signal(sig, _on_signal)
+        except ValueError:  # not the main thread (embedded use): leave signals alone
+            pass
+    try:
+        _main()
+    finally:
+        for sig, handler in previous.items():
+            _signal.signal(sig, handler)
+
+
+def _main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own lines
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # returns 130 (not raises) when click caught a Ctrl-C
     except InterpError as exc:
         typer.echo(f"interp: error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        typer.echo("interp: interrupted", err=True)
-        sys.exit(130)
+        _interrupted()
     except Exception as exc:
         # usage errors from typer's click carry their own message and exit code (2)
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):
@@ -213,6 +261,10 @@ def main() -> None:
         if type(exc).__name__ == "Exit" and hasattr(exc, "exit_code"):
             sys.exit(exc.exit_code)
         raise
+    if rc == 130 or _SIGNAL:
+        _interrupted()
+    if isinstance(rc, int) and rc:
+        sys.exit(rc)
 
 
 if __name__ == "__main__":

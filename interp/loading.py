@@ -13,7 +13,8 @@ from typing import Literal
 
 import torch
 
-from interp.checkpoint import CheckpointInfo, fingerprint, inspect_checkpoint
+from interp.checkpoint import CheckpointInfo, fingerprint, identity_files, inspect_checkpoint
+from interp.fingerprint import file_signature
 from interp.errors import CheckpointError, ConfigError
 from interp.hooksites import check_sites, default_layer, sites_for
 
@@ -103,8 +104,14 @@ def load(
     dtype: str = "float32",
     allow_pickle: bool = False,
     threads: int | None = None,
+    full_hash: bool = False,
 ) -> LoadedModel:
-    """Load a local checkpoint directory. Errors are one line and name the directory."""
+    """Load a local checkpoint directory. Errors are one line and name the directory.
+
+    The fingerprint is of what was loaded: it is taken just before loading, and the files'
+    (size, mtime, inode, ctime) are compared before and after; a checkpoint that changed
+    meanwhile (a live training directory) is refused rather than scored under a stale id.
+    """
     from interp.runner.backends import make_backend
 
     if backend not in BACKENDS:
@@ -116,10 +123,18 @@ def load(
     info = inspect_checkpoint(path, allow_pickle=allow_pickle)
     if backend != "hf" and info.pickled:
         raise CheckpointError(f"{info.path}: backend {backend} needs safetensors weights")
+    files = identity_files(info)
+    before = file_signature(info.path, files)
+    fp = fingerprint(info, full_hash=full_hash)
     tokenizer = load_tokenizer(info.path)
     sites = sites_for(info.model_type)
     hf_model = load_hf_model(info, dtype)
+    after = file_signature(info.path, files)
+    if after != before or fingerprint(info, full_hash=full_hash) != fp:
+        changed = sorted(n for n in files if before.get(n) != after.get(n)) or ["contents"]
+        raise CheckpointError(f"{info.path}: files changed while loading ({', '.join(changed)}); "
+                              "the checkpoint is being written, retry when it is complete")
     check_sites(hf_model, sites, info.n_layers, str(info.path))
     check_tokenizer_fits(info, tokenizer, hf_model.get_input_embeddings().num_embeddings)
     be = make_backend(backend, info=info, hf_model=hf_model, sites=sites, dtype=dtype)
-    return LoadedModel(info=info, tokenizer=tokenizer, backend=be, dtype=dtype)
+    return LoadedModel(info=info, tokenizer=tokenizer, backend=be, dtype=dtype, _fingerprint=fp)
