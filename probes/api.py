@@ -71,7 +71,8 @@ def _null_figure(nulls: list[tuple[str, float, np.ndarray]], title: str, path: P
 
 
 def _pressure_units(out: Path, bank: str | None):
-    units = [read_unit(p) for p in Store(out / "cache").units("pressure")]
+    current, _stale = Store(out / "cache").current_units("pressure")  # stale units are reported, not read
+    units = [read_unit(p) for p in current]
     if not units:
         raise ConfigError(f"{out}: no cached pressure units (run `interp sweep ... --study pressure`)")
     banks = sorted({str(u.attrs["bank"]) for u in units})

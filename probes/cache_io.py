@@ -95,7 +95,7 @@ def probe_datasets(out: Path, study: str, target: str, *, layer: int | None = No
         raise ConfigError(f"unknown study {study!r} (choose one of {', '.join(TARGETS)})")
     if target not in TARGETS[study]:
         raise ConfigError(f"unknown target {target!r} for {study} (choose one of {', '.join(TARGETS[study])})")
-    paths = Store(Path(out) / "cache").units(study)
+    paths, _stale = Store(Path(out) / "cache").current_units(study)  # stale units are reported, not read
     if not paths:
         raise ConfigError(f"{out}: no cached {study} units (run `interp sweep ... --study {study} --out {out}`)")
     data = []

@@ -28,6 +28,19 @@ _SECTIONS = (
 )
 
 
+def read_results(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A results CSV, or one line naming the file when it is not one (garbage, truncated, edited)."""
+    try:
+        df = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as exc:
+        raise ConfigError(f"{path}: not a readable results table ({' '.join(str(exc).split())[:200]}); "
+                          "rerun the sweep to rewrite it") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; rerun the sweep to rewrite it")
+    return df
+
+
 def _fmt(df: pd.DataFrame, max_rows: int = 60) -> str:
     shown = df.head(max_rows)
     text = shown.to_markdown(index=False, floatfmt=".3f") if _has_tabulate() else "```\n" + shown.to_string(index=False) + "\n```"
@@ -47,17 +60,20 @@ def _has_tabulate() -> bool:
 def _pressure_figures(out: Path, results: Path, figures: Path) -> None:
     from analyses.pressure_figures import plot_item_map_scatter, plot_pressure_trajectories
 
-    summary = pd.read_csv(results / "pressure_summary.csv")
+    summary = read_results(results / "pressure_summary.csv", ("checkpoint", "bank", "readout", "delta"))
     lineage = None
     if (out / "lineage.json").is_file():
-        data = json.loads((out / "lineage.json").read_text())
+        try:
+            data = json.loads((out / "lineage.json").read_text())
+        except ValueError:
+            raise ConfigError(f"{out / 'lineage.json'}: not valid JSON; rerun the sweep") from None
         lineage = data.get("lineage")
         order = {c["name"]: i for i, c in enumerate(data.get("checkpoints", []))}
         summary = summary.sort_values("checkpoint", key=lambda s: s.map(order), kind="mergesort")
     plot_pressure_trajectories(summary, lineage, figures / "pressure_trajectories.png")
     maps_file = results / "item_maps.csv"
     if maps_file.is_file():
-        maps = pd.read_csv(maps_file)
+        maps = read_results(maps_file, ("checkpoint", "item_id"))
         cks = list(dict.fromkeys(summary["checkpoint"]))
         if len(cks) >= 2:
             plot_item_map_scatter(maps, cks[0], cks[-1], figures / "item_map_scatter.png")
@@ -71,10 +87,19 @@ def write_report(out: str | Path) -> Path:
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     if (results / "pressure_summary.csv").is_file():
-        _pressure_figures(out, results, figures)
+        try:
+            _pressure_figures(out, results, figures)
+        except (KeyError, ValueError, TypeError) as exc:  # wrong values in a readable CSV
+            raise ConfigError(f"{results}: results tables do not hold what a sweep writes "
+                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:150]}); "
+                              "rerun the sweep to rewrite them") from None
     lines = ["# interp report", "", f"Output directory: `{out}`", ""]
     if (out / "lineage.json").is_file():
-        lin = json.loads((out / "lineage.json").read_text())
+        try:
+            lin = json.loads((out / "lineage.json").read_text())
+            lin["checkpoints"][0:0]
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(f"{out / 'lineage.json'}: not a lineage file a sweep writes; rerun the sweep") from None
         lines += ["## Checkpoints", "", "| checkpoint | step |", "|---|---|"]
         lines += [f"| {c['name']} | {c['step']} |" for c in lin["checkpoints"]]
         lines.append("")
@@ -82,7 +107,7 @@ def write_report(out: str | Path) -> Path:
         path = results / fname
         if not path.is_file():
             continue
-        df = pd.read_csv(path)
+        df = read_results(path)
         if cols:
             df = df[[c for c in cols if c in df.columns]]
         lines += [f"## {heading}", "", f"`results/{fname}`", "", _fmt(df), ""]

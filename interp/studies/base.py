@@ -57,6 +57,10 @@ def load_template(ref: str | Path) -> Template:
     path = Path(str(ref))
     if not path.exists():
         path = Path(str(resources.files("interp") / "data" / "templates" / f"{ref}.json"))
+    if path.exists():
+        from interp.fingerprint import regular_file
+
+        regular_file(path, limit=16 << 20, error=BankError)  # a FIFO or /dev/zero: refused, not read
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
