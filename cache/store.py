@@ -25,8 +25,11 @@ before it existed) is served by its newest unit (file mtime), stated in the warn
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import shutil
+import sys
 import time
 import uuid
 import warnings
@@ -155,6 +158,14 @@ def _read_table(group: h5py.Group, path: Path, verify: bool = False) -> pd.DataF
     return pd.DataFrame(data, columns=cols)
 
 
+def _estimate_bytes(tables: Mapping[str, pd.DataFrame], arrays: Mapping[str, np.ndarray]) -> int:
+    """A generous size of a unit file: array bytes, table bytes (strings at their length), 1 MiB."""
+    n = sum(np.asarray(a).nbytes for a in arrays.values())
+    for df in tables.values():
+        n += int(df.memory_usage(index=False, deep=True).sum())
+    return int(n * 1.2) + (1 << 20)
+
+
 def slot_of(attrs: Mapping[str, object]) -> str:
     """What a unit stands for, whatever its inputs' content: study|checkpoint|bank|backend|layer."""
     return "|".join(str(_plain(attrs.get(k))) for k in ("study", "checkpoint", "bank", "backend", "layer"))
@@ -196,7 +207,16 @@ class Store:
             final.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheError(f"{final.parent}: cannot create cache directory ({exc.strerror or exc})") from None
+        need = _estimate_bytes(tables, arrays or {})
+        free = shutil.disk_usage(final.parent).free
+        if free < need:
+            raise CacheError(f"{final}: cannot write cache unit (needs about {need} bytes, {free} free on the disk)")
         tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        # h5py prints tracebacks from destructors when a full disk fails their flush (Cython
+        # writes them to sys.stderr directly): muted here, the failure is reported as one line
+        hook, stderr = sys.unraisablehook, sys.stderr
+        sys.unraisablehook = lambda _unraisable: None
+        sys.stderr = io.StringIO()
         try:
             with h5py.File(tmp, "w") as f:
                 for k, v in asdict(ident).items():
@@ -227,6 +247,10 @@ class Store:
         finally:
             if tmp.exists():
                 tmp.unlink(missing_ok=True)
+            import gc
+
+            gc.collect()  # run h5py's pending destructors while their noise is muted
+            sys.unraisablehook, sys.stderr = hook, stderr
         return final
 
     def read(self, ident_or_path: UnitIdentity | Path, *, expect: Mapping[str, object] | None = None) -> Unit:

@@ -156,9 +156,11 @@ def fingerprint(info: CheckpointInfo, *, full_hash: bool = False) -> str:
     return sha256_json(fingerprint_parts(info, full_hash=full_hash))
 
 
-def tokenizer_identity(info: CheckpointInfo) -> str:
-    """Hash of the input-shaping files only: checkpoints sharing it share one tokenizer."""
-    parts = checkpoint_digests(info.path, config="config.json", inputs=input_files(info), weights=[])
+def tokenizer_identity(info: CheckpointInfo, parts: dict | None = None) -> str:
+    """Hash of the input-shaping files only: checkpoints sharing it share one tokenizer.
+    `parts`: this checkpoint's `fingerprint_parts`, when the caller has them already."""
+    if parts is None:
+        parts = checkpoint_digests(info.path, config="config.json", inputs=input_files(info), weights=[])
     cfg = parts["config"] if isinstance(parts["config"], dict) else {}
     # AutoTokenizer may pick the class from config.json when tokenizer_config.json does not say
     return sha256_json({"inputs": parts["inputs"], "model_type": cfg.get("model_type"),

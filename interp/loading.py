@@ -85,8 +85,38 @@ def load_hf_model(info: CheckpointInfo, dtype: str = "float32") -> torch.nn.Modu
             dtype=_DTYPES[dtype],
         )
     except Exception as exc:
+        mismatch = _shape_mismatch(info)
+        if mismatch:
+            raise CheckpointError(f"{info.path}: weights cannot be loaded: {mismatch}") from None
         raise CheckpointError(f"{info.path}: weights cannot be loaded ({type(exc).__name__}: {exc})") from None
     return model.eval()
+
+
+def _shape_mismatch(info: CheckpointInfo) -> str | None:
+    """Name the first tensor whose shape in the files differs from what config.json implies
+    (transformers only says "look at the above report", which its logging hides)."""
+    if info.pickled:
+        return None
+    try:
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        from interp.fingerprint import safetensors_header
+
+        config = AutoConfig.from_pretrained(info.path, local_files_only=True, trust_remote_code=False)
+        with torch.device("meta"):
+            expected = {k: tuple(v.shape) for k, v in AutoModelForCausalLM.from_config(config).state_dict().items()}
+        for name in info.weight_files:
+            for tensor, meta in safetensors_header(info.path / name).items():
+                if tensor == "__metadata__" or not isinstance(meta, dict):
+                    continue
+                want = expected.get(tensor)
+                got = tuple(meta.get("shape", ()))
+                if want is not None and want != got:
+                    return (f"{name}: tensor {tensor} has shape {list(got)} but config.json implies "
+                            f"{list(want)}")
+    except Exception:  # noqa: BLE001 - a diagnosis only; the caller reports the original error
+        return None
+    return None
 
 
 def check_tokenizer_fits(info: CheckpointInfo, tokenizer: object, n_embeddings: int) -> None:

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 from cache.store import Store, UnitIdentity
 from interp.banks import Bank
-from interp.checkpoint import CheckpointInfo, fingerprint, inspect_checkpoint, tokenizer_identity
+from interp.checkpoint import CheckpointInfo, fingerprint_parts, inspect_checkpoint, tokenizer_identity
 from interp.errors import ConfigError
 from interp.hashing import sha256_json
 from interp.hooksites import default_layer
@@ -84,10 +84,11 @@ def plan_units(
     full_hash = bool(cfg.options.get("full_hash"))
     for ck in checkpoints:
         info = inspect_checkpoint(ck, allow_pickle=bool(cfg.options.get("allow_pickle")))
-        tok_id = tokenizer_identity(info)
+        parts = fingerprint_parts(info, full_hash=full_hash)
+        tok_id = tokenizer_identity(info, parts)
         if tok_id not in tokenizers:
             tokenizers[tok_id] = load_tokenizer(info.path)
-        infos[Path(ck)] = (info, fingerprint(info, full_hash=full_hash), tokenizers[tok_id])
+        infos[Path(ck)] = (info, sha256_json(parts), tokenizers[tok_id])
     for ck in checkpoints:
         info, fp, tok = infos[Path(ck)]
         layer = default_layer(info.n_layers) if cfg.layer is None else cfg.layer
