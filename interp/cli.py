@@ -47,7 +47,9 @@ def sweep(
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="classify replies: 350"),
     n_replies: Optional[int] = typer.Option(None, "--n-replies", help="classify: replies per post (1)"),
     max_posts: Optional[int] = typer.Option(None, "--max-posts", help="classify: posts to generate for (all)"),
-    executor: str = typer.Option("local", "--executor", help="local or dask"),
+    executor: str = typer.Option("local", "--executor", help="local, dask or slurm (dask-jobqueue; --cluster-config)"),
+    cluster_config: Optional[Path] = typer.Option(None, "--cluster-config", help="slurm: TOML cluster config "
+                                                  "(see examples/slurm.toml)"),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="address of an existing Dask scheduler"),
     workers: int = typer.Option(2, "--workers", help="Dask LocalCluster workers"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and what is done; run nothing"),
@@ -87,7 +89,8 @@ def sweep(
                   threads=threads, seed=seed, options=options or None)
     tables = run_sweep(checkpoints, studies=study, out=out, banks=bank, template=template, cfg=cfg,
                        executor=executor, scheduler=scheduler, n_workers=workers, dry_run=dry_run,
-                       lock_wait=wait, progress=not quiet, prune=prune, break_lock=break_lock)
+                       lock_wait=wait, progress=not quiet, prune=prune, break_lock=break_lock,
+                       cluster_config=cluster_config)
     if dry_run:
         typer.echo(tables["plan"].to_string(index=False))
         return

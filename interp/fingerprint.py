@@ -1,6 +1,6 @@
 """File digests for checkpoint fingerprints: sampled by default, full on request, memoised.
 
-Sampled digest of a weight file (mode "sampled-v1"): its size, its whole safetensors header
+Sampled digest of a weight file (mode "sampled-v1-32x8192"): its size, its whole safetensors header
 (tensor names, dtypes, shapes, byte offsets, metadata) and `SAMPLE_BLOCKS` blocks of
 `SAMPLE_BYTES` bytes at fixed, evenly spaced offsets of the data region (the first and the
 last block included). A planner reads 256 KiB (32 x 8 KiB) per weight file instead of all of it.
@@ -36,7 +36,7 @@ SAMPLE_BLOCKS = 32
 SAMPLE_BYTES = 8 << 10
 MAX_HEADER_BYTES = 100 << 20  # the safetensors format's own limit
 MAX_SMALL_FILE = 1 << 30  # tokenizer, config, template files: anything bigger is not one
-SAMPLED = "sampled-v1"
+SAMPLED = f"sampled-v1-{SAMPLE_BLOCKS}x{SAMPLE_BYTES}"  # the memo never serves another sampling's digest
 FULL = "full"
 
 

@@ -69,6 +69,7 @@ def run_sweep(
     report: bool = True,
     prune: bool = False,
     break_lock: bool = False,
+    cluster_config: str | Path | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Discover checkpoints, plan units, run what is missing, write OUT/results/*.csv.
 
@@ -78,6 +79,14 @@ def run_sweep(
     stale units (see cache.store) after the sweep.
     """
     out = Path(out)
+    cluster = None
+    if cluster_config:
+        from dataclasses import replace
+
+        from sweeps.slurm import read_cluster_config
+
+        cluster = read_cluster_config(cluster_config)
+        cfg = replace(cfg, options={**cluster["run"], **cfg.options})
     found = discover([Path(c) for c in checkpoints])
     if not dry_run:
         make_output_dirs(out)
@@ -90,7 +99,7 @@ def run_sweep(
         handler = _attach_log(out)
         try:
             execute(units, store, cfg, executor=executor, scheduler=scheduler, n_workers=n_workers,
-                    progress=progress, failures=failures)
+                    progress=progress, failures=failures, cluster_config=cluster)
             store.record_current(u.identity for u in units)
             _write_failures(out, failures)
             if not failures:

@@ -108,7 +108,7 @@ class Failure:
 
 def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, executor: str = "local",
             scheduler: str | None = None, n_workers: int = 2, progress: bool = True,
-            failures: list[Failure] | None = None) -> int:
+            failures: list[Failure] | None = None, cluster_config: dict | None = None) -> int:
     """Run every unit not yet complete; returns how many were to run.
 
     With Dask, units that fail after their retries are appended to `failures` (when given;
@@ -142,14 +142,17 @@ def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, execu
         if executor == "local":
             for ck, us in by_ckpt.items():
                 run_checkpoint_units(ck, us, store.root, cfg, on_done=done)
-        elif executor == "dask":
-            got = _execute_dask(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar)
+        elif executor in ("dask", "slurm"):
+            if executor == "slurm" and not cluster_config:
+                raise ConfigError("--executor slurm needs --cluster-config FILE (see examples/slurm.toml)")
+            got = _execute_dask(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar,
+                                cluster_config=cluster_config if executor == "slurm" else None)
             if got and failures is None:
                 raise InterpError(f"unit {got[0].unit} ({got[0].checkpoint}) failed: {got[0].error}")
             if failures is not None:
                 failures.extend(got)
         else:
-            raise ConfigError(f"unknown executor {executor!r} (local or dask)")
+            raise ConfigError(f"unknown executor {executor!r} (local, dask or slurm)")
     finally:
         bar.close()
     return len(todo)
@@ -174,7 +177,8 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())[:500]
 
 
-def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers, bar) -> list[Failure]:
+def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers, bar,
+                  cluster_config: dict | None = None) -> list[Failure]:
     import dask
     from distributed import Client, LocalCluster, wait
 
@@ -182,7 +186,14 @@ def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers
     cluster = None
     with dask.config.set({"distributed.scheduler.allowed-failures": opts.allowed_failures}):
         try:
-            if scheduler:
+            if cluster_config:
+                from sweeps.slurm import make_slurm_cluster, task_resources
+
+                cluster = make_slurm_cluster(cluster_config)
+                cluster.scale(jobs=int(cluster_config["slurm"].get("jobs", n_workers)))
+                client = Client(cluster)
+                resources = {**task_resources(cluster_config), **opts.resources}
+            elif scheduler:
                 client = Client(scheduler, timeout=opts.worker_timeout)
                 resources = dict(opts.resources)
             else:
