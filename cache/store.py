@@ -25,11 +25,9 @@ before it existed) is served by its newest unit (file mtime), stated in the warn
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import shutil
-import sys
 import time
 import uuid
 import warnings
@@ -158,6 +156,26 @@ def _read_table(group: h5py.Group, path: Path, verify: bool = False) -> pd.DataF
     return pd.DataFrame(data, columns=cols)
 
 
+IN_MEMORY_BYTES = 1 << 30  # units estimated up to this size are built in memory, then written
+
+
+def _fill(f: h5py.File, ident: UnitIdentity, tables: Mapping[str, pd.DataFrame], arrays: Mapping[str, np.ndarray],
+          extra_attrs: Mapping[str, object]) -> None:
+    for k, v in asdict(ident).items():
+        f.attrs[k] = v
+    f.attrs["identity_hash"] = ident.hash
+    f.attrs["schema_version"] = SCHEMA_VERSION
+    f.attrs["package_version"] = PACKAGE_VERSION
+    f.attrs["checksums"] = 1
+    for k, v in extra_attrs.items():
+        f.attrs[k] = v
+    for name, df in tables.items():
+        _write_table(f.create_group(f"tables/{name}"), df)
+    for name, arr in arrays.items():
+        _put(f.require_group("arrays"), name, np.asarray(arr))
+    f.attrs["complete"] = True  # last: a reader trusts nothing without it
+
+
 def _estimate_bytes(tables: Mapping[str, pd.DataFrame], arrays: Mapping[str, np.ndarray]) -> int:
     """A generous size of a unit file: array bytes, table bytes (strings at their length), 1 MiB."""
     n = sum(np.asarray(a).nbytes for a in arrays.values())
@@ -212,32 +230,31 @@ class Store:
         if free < need:
             raise CacheError(f"{final}: cannot write cache unit (needs about {need} bytes, {free} free on the disk)")
         tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        # h5py prints tracebacks from destructors when a full disk fails their flush (Cython
-        # writes them to sys.stderr directly): muted here, the failure is reported as one line
-        hook, stderr = sys.unraisablehook, sys.stderr
-        sys.unraisablehook = lambda _unraisable: None
-        sys.stderr = io.StringIO()
+        # Units up to IN_MEMORY_BYTES are built in memory and written with plain file I/O: a
+        # full disk is then a clean OSError. HDF5 writing to a full disk itself prints from
+        # destructors and has crashed the process (segmentation fault) later, at collection.
+        in_memory = need <= IN_MEMORY_BYTES
         try:
-            with h5py.File(tmp, "w") as f:
-                for k, v in asdict(ident).items():
-                    f.attrs[k] = v
-                f.attrs["identity_hash"] = ident.hash
-                f.attrs["schema_version"] = SCHEMA_VERSION
-                f.attrs["package_version"] = PACKAGE_VERSION
-                f.attrs["checksums"] = 1
-                for k, v in (extra_attrs or {}).items():
-                    f.attrs[k] = v
-                for name, df in tables.items():
-                    _write_table(f.create_group(f"tables/{name}"), df)
-                for name, arr in (arrays or {}).items():
-                    _put(f.require_group("arrays"), name, np.asarray(arr))
-                f.attrs["complete"] = True  # last: a reader trusts nothing without it
+            if in_memory:
+                f = h5py.File(f"{tmp.name}.mem", "w", driver="core", backing_store=False)
+            else:
+                f = h5py.File(tmp, "w")
+            with f:
+                _fill(f, ident, tables, arrays or {}, extra_attrs or {})
                 f.flush()
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+                image = f.id.get_file_image() if in_memory else None
+            if image is not None:
+                with open(tmp, "wb") as out:
+                    out.write(image)
+                    out.flush()
+                    os.fsync(out.fileno())
+                del image
+            else:
+                fd = os.open(tmp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             os.replace(tmp, final)
             _fsync_dir(final.parent)
         except Exception as exc:  # noqa: BLE001 - h5py raises more than OSError when the disk is full
@@ -247,10 +264,6 @@ class Store:
         finally:
             if tmp.exists():
                 tmp.unlink(missing_ok=True)
-            import gc
-
-            gc.collect()  # run h5py's pending destructors while their noise is muted
-            sys.unraisablehook, sys.stderr = hook, stderr
         return final
 
     def read(self, ident_or_path: UnitIdentity | Path, *, expect: Mapping[str, object] | None = None) -> Unit:

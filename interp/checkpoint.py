@@ -131,8 +131,9 @@ def check_config_size(path: Path, *, n_layers: int, d_model: int, vocab: int, ff
     if lower > 2 * total_bytes:
         raise CheckpointError(
             f"{path / 'config.json'}: config implies at least {lower:.3g} parameters "
-            f"(num_hidden_layers={n_layers}, hidden_size={d_model}) but the weight files hold "
-            f"{total_bytes} bytes; refusing to build the model"
+            f"(num_hidden_layers={n_layers}, hidden_size={d_model}) but its weights "
+            f"({', '.join(weight_files[:3])}{', ...' if len(weight_files) > 3 else ''}) hold {total_bytes} bytes; "
+            "refusing to build the model"
         )
 
 

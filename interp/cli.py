@@ -93,6 +93,9 @@ def sweep(
                        cluster_config=cluster_config)
     if dry_run:
         typer.echo(tables["plan"].to_string(index=False))
+        if len(tables.get("stale", ())):
+            typer.echo(f"\n{len(tables['stale'])} stale unit(s) in {out / 'cache'} (superseded by changed inputs; "
+                       "--prune removes them)")
         return
     for name in sorted(tables):
         if name.endswith("summary"):

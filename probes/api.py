@@ -100,6 +100,9 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
     maps, profiles, readouts = {}, {}, {}
     for u in units:
         ck = str(u.attrs["checkpoint"])
+        if ck in maps:  # two current units of one checkpoint and bank (two layers): refuse, never pick one
+            raise ConfigError(f"{u.path}: checkpoint {ck!r} has more than one current {bank} unit "
+                              "(different layers or backends); use a separate --out per setting")
         trials = u.tables["trials"]
         slot = trials[trials["readout"] == "slot"].reset_index(drop=True)
         m = item_maps(slot)

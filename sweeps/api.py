@@ -93,7 +93,9 @@ def run_sweep(
     units = plan_units(found.checkpoints, studies, banks=banks, template=template, cfg=cfg, names=found.names)
     store = Store(out / "cache")
     if dry_run:
-        return {"plan": pd.DataFrame(describe_plan(units, store))}
+        _, stale = store.current_units(warn=False) if store.root.is_dir() else ([], [])
+        return {"plan": pd.DataFrame(describe_plan(units, store)),
+                "stale": pd.DataFrame({"unit": [str(p.relative_to(store.root)) for p in stale]}, dtype=object)}
     failures: list[Failure] = []
     with sweep_lock(out, wait=lock_wait, break_lock=break_lock):
         handler = _attach_log(out)

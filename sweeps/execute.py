@@ -202,7 +202,7 @@ def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers
                                        resources={"model_slot": 1})
                 client = Client(cluster)
                 resources = {"model_slot": 1, **opts.resources}
-        except (OSError, TimeoutError) as exc:
+        except Exception as exc:  # noqa: BLE001 - a worker killed during start-up raises many types
             if cluster is not None:
                 cluster.close()
             raise InterpError(f"dask: cannot start or reach the cluster ({_one_line(exc)})") from None
