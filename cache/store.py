@@ -29,7 +29,6 @@ import json
 import os
 import shutil
 import time
-import uuid
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,11 +38,12 @@ import h5py
 import numpy as np
 import pandas as pd
 
-from interp.errors import CacheError, ProvenanceError
-from interp.hashing import sha256_json
+from interp.core.atomic import atomic_path
+from interp.core.errors import CacheError, ProvenanceError
+from interp.core.hashing import sha256_json
+from interp.core.version import __version__ as PACKAGE_VERSION
 
 SCHEMA_VERSION = 1
-PACKAGE_VERSION = "0.1.0"
 # fields that define what a unit is; anything else in the attributes is informative only
 IDENTITY_FIELDS = (
     "checkpoint_fingerprint", "study", "study_version", "bank", "bank_hash",
@@ -83,17 +83,6 @@ class Unit:
     @property
     def identity(self) -> dict:
         return {k: self.attrs.get(k) for k in IDENTITY_FIELDS}
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 CHECKSUM = "blake2b"
@@ -229,41 +218,26 @@ class Store:
         free = shutil.disk_usage(final.parent).free
         if free < need:
             raise CacheError(f"{final}: cannot write cache unit (needs about {need} bytes, {free} free on the disk)")
-        tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         # Units up to IN_MEMORY_BYTES are built in memory and written with plain file I/O: a
         # full disk is then a clean OSError. HDF5 writing to a full disk itself prints from
         # destructors and has crashed the process (segmentation fault) later, at collection.
-        in_memory = need <= IN_MEMORY_BYTES
         try:
-            if in_memory:
-                f = h5py.File(f"{tmp.name}.mem", "w", driver="core", backing_store=False)
-            else:
-                f = h5py.File(tmp, "w")
-            with f:
-                _fill(f, ident, tables, arrays or {}, extra_attrs or {})
-                f.flush()
-                image = f.id.get_file_image() if in_memory else None
-            if image is not None:
-                with open(tmp, "wb") as out:
-                    out.write(image)
-                    out.flush()
-                    os.fsync(out.fileno())
-                del image
-            else:
-                fd = os.open(tmp, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            os.replace(tmp, final)
-            _fsync_dir(final.parent)
+            with atomic_path(final, mkdir=False) as tmp:
+                if need <= IN_MEMORY_BYTES:
+                    with h5py.File(f"{tmp.name}.mem", "w", driver="core", backing_store=False) as f:
+                        _fill(f, ident, tables, arrays or {}, extra_attrs or {})
+                        f.flush()
+                        image = f.id.get_file_image()
+                    with open(tmp, "wb") as out:
+                        out.write(image)
+                    del image
+                else:
+                    with h5py.File(tmp, "w") as f:
+                        _fill(f, ident, tables, arrays or {}, extra_attrs or {})
+                        f.flush()
         except Exception as exc:  # noqa: BLE001 - h5py raises more than OSError when the disk is full
-            tmp.unlink(missing_ok=True)
             why = getattr(exc, "strerror", None) or " ".join(str(exc).split())[:200] or type(exc).__name__
             raise CacheError(f"{final}: cannot write cache unit ({why})") from None
-        finally:
-            if tmp.exists():
-                tmp.unlink(missing_ok=True)
         return final
 
     def read(self, ident_or_path: UnitIdentity | Path, *, expect: Mapping[str, object] | None = None) -> Unit:
@@ -314,9 +288,9 @@ class Store:
             if self.is_complete(ident):
                 data[slot_of(asdict(ident))] = str(self.path_for(ident).relative_to(self.root))
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".current.json.tmp-{os.getpid()}"
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, self.manifest_path)
+        from interp.core.atomic import atomic_write_text
+
+        atomic_write_text(self.manifest_path, json.dumps(data, indent=1, sort_keys=True))
 
     def current_units(self, study: str | None = None, *, warn: bool = True) -> tuple[list[Path], list[Path]]:
         """(current, stale) unit files: one current unit per slot; see the module docstring."""

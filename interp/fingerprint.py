@@ -29,8 +29,8 @@ import struct
 from pathlib import Path
 from typing import Iterable
 
-from interp.errors import CheckpointError, InterpError
-from interp.hashing import sha256_file
+from interp.core.errors import CheckpointError, InterpError
+from interp.core.hashing import sha256_file
 
 SAMPLE_BLOCKS = 32
 SAMPLE_BYTES = 8 << 10
@@ -146,11 +146,10 @@ class _Memo:
     def save(self) -> None:
         if not self.dirty:
             return
+        from interp.core.atomic import atomic_write_text
+
         try:  # the memo is an optimisation: failing to write it never fails a run
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
-            tmp.write_text(json.dumps(self.data))
-            os.replace(tmp, self.path)
+            atomic_write_text(self.path, json.dumps(self.data))
         except OSError:
             pass
 

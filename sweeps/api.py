@@ -52,6 +52,17 @@ def _attach_log(out: Path) -> logging.Handler:
     return handler
 
 
+def _check_names(studies: Sequence[str], cfg: RunConfig, executor: str) -> None:
+    """Unknown study, backend or executor names fail here, before any checkpoint is read."""
+    from interp.runner.backends import BACKEND_REGISTRY  # a sweep runs models: torch is needed anyway
+    from sweeps.execute import EXECUTORS
+
+    for name in studies:
+        get_study(name)
+    BACKEND_REGISTRY.get(cfg.backend)
+    EXECUTORS.get(executor)
+
+
 def run_sweep(
     checkpoints: Sequence[str | Path],
     *,
@@ -79,6 +90,7 @@ def run_sweep(
     stale units (see cache.store) after the sweep.
     """
     out = Path(out)
+    _check_names(studies, cfg, executor)
     cluster = None
     if cluster_config:
         from dataclasses import replace
@@ -86,7 +98,8 @@ def run_sweep(
         from sweeps.slurm import read_cluster_config
 
         cluster = read_cluster_config(cluster_config)
-        cfg = replace(cfg, options={**cluster["run"], **cfg.options})
+        defaults = RunConfig()  # the file's [run] values apply where the command line kept the default
+        cfg = replace(cfg, **{k: v for k, v in cluster["run"].items() if getattr(cfg, k) == getattr(defaults, k)})
     found = discover([Path(c) for c in checkpoints])
     if not dry_run:
         make_output_dirs(out)

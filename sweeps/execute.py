@@ -30,8 +30,8 @@ from typing import Callable, Sequence
 from tqdm.auto import tqdm
 
 from cache.store import Store
-from interp.errors import CheckpointError, ConfigError, InterpError
-from interp.loading import load
+from interp.core.errors import CheckpointError, ConfigError, InterpError
+from interp.core.registry import Registry
 from interp.studies import get_study
 from interp.studies.base import RunConfig
 from sweeps.plan import PlannedUnit
@@ -46,8 +46,10 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
     todo = [u for u in units if not store.is_complete(u.identity)]
     if not todo:
         return []
-    lm = load(checkpoint, backend=cfg.backend, threads=cfg.threads,
-              allow_pickle=bool(cfg.options.get("allow_pickle")), full_hash=bool(cfg.options.get("full_hash")))
+    from interp.loading import load
+
+    lm = load(checkpoint, backend=cfg.backend, threads=cfg.threads, allow_pickle=cfg.allow_pickle,
+              full_hash=cfg.full_hash)
     planned = {u.identity.checkpoint_fingerprint for u in todo}
     if planned != {lm.fingerprint}:
         # the weights (or tokenizer) changed after planning: numbers would go under a stale id
@@ -83,18 +85,14 @@ class DaskOptions:
     resources: dict = field(default_factory=dict)  # declared per task on an external cluster
 
     @classmethod
-    def from_options(cls, options) -> "DaskOptions":
-        d = cls()
-        res = options.get("dask_resources") or {}
-        if not isinstance(res, dict) or not all(isinstance(v, (int, float)) for v in res.values()):
+    def from_config(cls, cfg: RunConfig) -> "DaskOptions":
+        res = dict(cfg.dask_resources or {})
+        if not all(isinstance(v, (int, float)) for v in res.values()):
             raise ConfigError(f"option dask_resources must map resource names to numbers (got {res!r})")
-        try:
-            return cls(retries=int(options.get("dask_retries", d.retries)),
-                       allowed_failures=int(options.get("dask_allowed_failures", d.allowed_failures)),
-                       worker_timeout=float(options.get("dask_worker_timeout", d.worker_timeout)),
-                       resources=dict(res))
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"dask options: {exc}") from None
+        if cfg.dask_retries < 0 or cfg.dask_allowed_failures < 0 or cfg.dask_worker_timeout <= 0:
+            raise ConfigError("dask_retries and dask_allowed_failures must be >= 0, dask_worker_timeout > 0")
+        return cls(retries=int(cfg.dask_retries), allowed_failures=int(cfg.dask_allowed_failures),
+                   worker_timeout=float(cfg.dask_worker_timeout), resources=res)
 
 
 @dataclass(frozen=True)
@@ -138,24 +136,30 @@ def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, execu
         log.info("done %s %s %s (%.1fs)", u.identity.checkpoint, u.study, u.bank.name, seconds)
         bar.update(1)
 
+    run = EXECUTORS.get(executor)  # an unknown name is a one-line ConfigError before any work
     try:
-        if executor == "local":
-            for ck, us in by_ckpt.items():
-                run_checkpoint_units(ck, us, store.root, cfg, on_done=done)
-        elif executor in ("dask", "slurm"):
-            if executor == "slurm" and not cluster_config:
-                raise ConfigError("--executor slurm needs --cluster-config FILE (see examples/slurm.toml)")
-            got = _execute_dask(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar,
-                                cluster_config=cluster_config if executor == "slurm" else None)
-            if got and failures is None:
-                raise InterpError(f"unit {got[0].unit} ({got[0].checkpoint}) failed: {got[0].error}")
-            if failures is not None:
-                failures.extend(got)
-        else:
-            raise ConfigError(f"unknown executor {executor!r} (local, dask or slurm)")
+        got = run(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar, on_done=done,
+                  cluster_config=cluster_config)
+        if got and failures is None:
+            raise InterpError(f"unit {got[0].unit} ({got[0].checkpoint}) failed: {got[0].error}")
+        if got:
+            failures.extend(got)
     finally:
         bar.close()
     return len(todo)
+
+
+# An executor runs {checkpoint: units} (each checkpoint's units in one worker, which loads the
+# model once) and reports progress; workers write their own unit files into the store. It
+# returns the units that failed after their retries (Dask), or raises (local).
+Executor = Callable[..., "list[Failure] | None"]
+EXECUTORS: Registry[Executor] = Registry("executor")
+
+
+@EXECUTORS.register("local")
+def _execute_local(by_ckpt, store: Store, cfg: RunConfig, *, on_done, **_) -> None:
+    for ck, us in by_ckpt.items():
+        run_checkpoint_units(ck, us, store.root, cfg, on_done=on_done)
 
 
 def _dask_task(checkpoint: Path, units: Sequence[PlannedUnit], store_root: Path, cfg: RunConfig) -> list[str]:
@@ -177,12 +181,20 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(text.split())[:500]
 
 
+@EXECUTORS.register("slurm")
+def _execute_slurm(by_ckpt, store: Store, cfg: RunConfig, *, cluster_config: dict | None = None, **kw) -> list[Failure]:
+    if not cluster_config:
+        raise ConfigError("--executor slurm needs --cluster-config FILE (see examples/slurm.toml)")
+    return _execute_dask(by_ckpt, store, cfg, cluster_config=cluster_config, **kw)
+
+
+@EXECUTORS.register("dask")
 def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers, bar,
-                  cluster_config: dict | None = None) -> list[Failure]:
+                  cluster_config: dict | None = None, **_) -> list[Failure]:
     import dask
     from distributed import Client, LocalCluster, wait
 
-    opts = DaskOptions.from_options(cfg.options)
+    opts = DaskOptions.from_config(cfg)
     cluster = None
     with dask.config.set({"distributed.scheduler.allowed-failures": opts.allowed_failures}):
         try:

@@ -14,8 +14,8 @@ from typing import Mapping, Sequence
 from cache.store import Store, UnitIdentity
 from interp.banks import Bank
 from interp.checkpoint import CheckpointInfo, fingerprint_parts, inspect_checkpoint, tokenizer_identity
-from interp.errors import ConfigError
-from interp.hashing import sha256_json
+from interp.core.errors import ConfigError
+from interp.core.hashing import sha256_json
 from interp.hooksites import default_layer
 from interp.loading import load_tokenizer
 from interp.studies import get_study
@@ -69,9 +69,7 @@ def plan_units(
         for ref in refs:
             bank = study.load_bank(ref)
             if cfg.max_items:
-                by = "prompt_id" if "prompt_id" in bank.items else "item_id"
-                strat = next((c for c in ("gold", "five_label", "axis") if c in bank.items), None)
-                bank = bank.subsample(cfg.max_items, seed=cfg.seed, by=by, stratify=strat)
+                bank = study.subsample(bank, cfg.max_items, seed=cfg.seed)
             loaded.append(bank)
         study_banks[study_name] = distinct_banks(study_name, refs, loaded)
     templates = {}
@@ -81,9 +79,9 @@ def plan_units(
         study.check_template(templates[study_name])
     infos: dict[Path, tuple[CheckpointInfo, str, object]] = {}
     tokenizers: dict[str, object] = {}  # checkpoints of one lineage share tokenizer files: load once
-    full_hash = bool(cfg.options.get("full_hash"))
+    full_hash = cfg.full_hash
     for ck in checkpoints:
-        info = inspect_checkpoint(ck, allow_pickle=bool(cfg.options.get("allow_pickle")))
+        info = inspect_checkpoint(ck, allow_pickle=cfg.allow_pickle)
         parts = fingerprint_parts(info, full_hash=full_hash)
         tok_id = tokenizer_identity(info, parts)
         if tok_id not in tokenizers:

@@ -23,6 +23,7 @@ from typing import Any
 
 from interp.errors import ConfigError
 
+_RUN_KEYS = {"dask_retries", "dask_allowed_failures", "dask_worker_timeout", "dask_resources"}
 _KNOWN = {"queue", "account", "walltime", "cores", "memory", "gpus_per_job", "jobs", "job_extra_directives",
           "prologue", "local_directory", "log_directory", "interface", "python"}
 
@@ -46,7 +47,11 @@ def read_cluster_config(path: str | Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: field slurm.{field} is required")
     if not isinstance(slurm["cores"], int) or slurm["cores"] < 1:
         raise ConfigError(f"{path}: field slurm.cores must be a positive integer")
-    return {"slurm": slurm, "run": dict(data.get("run", {})), "path": str(path)}
+    run = dict(data.get("run", {}))
+    bad = sorted(set(run) - _RUN_KEYS)
+    if bad:
+        raise ConfigError(f"{path}: field run.{bad[0]} unknown (known: {', '.join(sorted(_RUN_KEYS))})")
+    return {"slurm": slurm, "run": run, "path": str(path)}
 
 
 def task_resources(config: dict) -> dict[str, float]:

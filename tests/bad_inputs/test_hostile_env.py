@@ -177,7 +177,7 @@ def test_results_tables_are_written_as_a_set(earlier_out, tmp_path, monkeypatch)
         return real(df, path, **kw)
 
     monkeypatch.setattr(analyses.io, "write_table", fail_second)
-    import analyses.pressure_report as pr
+    import interp.studies.pressure.analysis as pr
 
     monkeypatch.setattr(pr, "write_table", fail_second)
     model = Path(json.loads((out / "lineage.json").read_text())["checkpoints"][0]["path"])

@@ -136,8 +136,8 @@ def test_weights_changed_during_load_are_refused(ckpt, monkeypatch):
 
 def test_stale_units_are_reported_not_read_and_pruned(bi_model, tmp_path):
     from cache.store import Store
-    from probes.api import run_predict
-    from probes.cache_io import probe_datasets
+    from sweeps.probe import run_predict
+    from sweeps.probe_data import probe_datasets
 
     tree = tmp_path / "tree"
     a = Path(shutil.copytree(bi_model, tree / "step1"))
