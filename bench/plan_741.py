@@ -157,6 +157,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="plan741-"))
     tree = args.keep or work / "tree"
     try:
+        started = list(os.getloadavg())
+        load_start = f"{started[0]:.1f}"
         t0 = time.perf_counter()
         built = build_tree(tree) if not (tree / ".built").exists() else json.loads((tree / ".built").read_text())
         (tree / ".built").write_text(json.dumps(built))
@@ -171,6 +173,7 @@ def main() -> None:
             warm.append(w)
             print(f"repeat {r}: cold {c:.1f}s warm {w:.1f}s ({todo} units planned)", flush=True)
         imp = [startup() for _ in range(args.repeats)]
+        load_end = f"{os.getloadavg()[0]:.1f}"
         res = {"tree": built, "build_s": build_s, "units_planned": todo,
                "cold_s": cold, "warm_s": warm, "import_s": imp,
                "cold_median_s": statistics.median(cold), "warm_median_s": statistics.median(warm),
@@ -199,12 +202,17 @@ def main() -> None:
                 f"{built['weight_files'] * 256 / 1024:.0f} MiB of weights in total",
                 "sparse holes and hard-linked tokenizer files are served from memory here; on a cold network file "
                 "system add one random 8 KiB read per sampled block (32 per shard) and the tokenizer files' reads",
+                "where the time goes (cProfile of one cold run): sha256 of the tokenizer files (3.5 MB x 741) and the "
+                "samples, JSON parsing of configs and memos, five tokenizer loads (one per distinct tokenizer "
+                "identity: same files, different model_type); a warm run only stats files and parses JSON",
+                f"machine load: 1-min load average {load_start} at start, {load_end} at the end (other engineers' jobs "
+                "and this branch's tests ran meanwhile): absolute times are upper bounds",
             ],
         }
         sys.path.insert(0, str(REPO / "bench"))
         import common
 
-        common.write_results("plan_741", res, threads=1)
+        common.write_results("plan_741", res, threads=1, started_load=started)
         print(json.dumps({k: v for k, v in res.items() if not isinstance(v, (list, dict))}, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from analyses.classify_report import (
+from interp.studies.classify.analysis import (
     CONFUSION_COLUMNS,
     GENERATION_COLUMNS,
     GENERATION_SUMMARY_COLUMNS,
