@@ -61,8 +61,14 @@ class UnitIdentity:
     bank_hash: str
     template_hash: str
     settings_hash: str
-    layer: int
+    layer: int | str  # one layer index, or the comma list of several (cache.layers.layer_key)
     backend: str = "hf"
+
+    @property
+    def layers(self) -> tuple[int, ...]:
+        from cache.layers import key_layers
+
+        return key_layers(self.layer)
 
     def key(self) -> dict:
         d = asdict(self)

@@ -16,7 +16,6 @@ from pathlib import Path
 from interp.errors import CheckpointError
 from interp.fingerprint import checkpoint_digests, regular_file
 from interp.hashing import sha256_json
-from interp.hooksites import HOOK_SITES
 
 SAFE_WEIGHTS = ("*.safetensors",)
 PICKLE_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt")
@@ -61,6 +60,43 @@ def _text_config(cfg: dict) -> dict:
     return cfg.get("text_config") or cfg
 
 
+# layer kinds whose state is a key/value cache over every earlier token; anything else in a
+# config's `layer_types` (mamba, linear_attention, conv, hybrid) is a recurrent or state-space
+# block: the residual at a position and the shared-prefix KV reuse mean something else there
+_ATTENTION_LAYER_TYPES = {"attention", "full_attention", "sliding_attention", "chunked_attention"}
+
+
+def check_architecture(model_type: str, tcfg: dict, where: Path) -> None:
+    """Refuse, before any weights are read, what is not a decoder-only attention transformer.
+
+    No fixed list of supported names: Transformers must know a causal-LM class for the
+    model_type, its config must have attention heads, and no layer may be recurrent. The
+    decoder blocks themselves are found in the loaded model (interp.hooksites.discover_sites).
+    """
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if not model_type:
+        raise CheckpointError(f"{where}: field model_type missing (cannot tell the architecture)")
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} "
+                              "(Transformers has no causal-LM class for it)")
+    try:
+        defaults = AutoConfig.for_model(model_type).to_dict()
+    except Exception as exc:  # an unknown or broken config class: one line
+        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} ({exc})") from None
+    merged = {**defaults, **tcfg}
+    heads = merged.get("num_attention_heads", merged.get("n_head"))
+    if defaults.get("is_encoder_decoder") or not isinstance(heads, int) or heads <= 0 or \
+            "num_attention_heads" not in defaults and "n_head" not in defaults:
+        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} "
+                              "(not a decoder-only attention transformer)")
+    kinds = {str(k) for key in ("layer_types", "layers_block_type") for k in (merged.get(key) or ())}
+    if kinds - _ATTENTION_LAYER_TYPES:
+        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} (recurrent or "
+                              f"hybrid layers: {', '.join(sorted(kinds - _ATTENTION_LAYER_TYPES))})")
+
+
 def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> CheckpointInfo:
     """Validate a local checkpoint directory without loading weights; one-line errors."""
     path = Path(path)
@@ -75,11 +111,7 @@ def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> Check
         )
     tcfg = _text_config(cfg)
     model_type = str(tcfg.get("model_type") or cfg.get("model_type") or "")
-    if model_type not in HOOK_SITES:
-        raise CheckpointError(
-            f"{path / 'config.json'}: unsupported architecture model_type={model_type!r} "
-            f"(supported: {', '.join(sorted(HOOK_SITES))})"
-        )
+    check_architecture(model_type, tcfg, path / "config.json")
     safe = sorted({p.name for pat in SAFE_WEIGHTS for p in path.glob(pat)})
     pickled = sorted({p.name for pat in PICKLE_WEIGHTS for p in path.glob(pat)})
     if not safe and not pickled:

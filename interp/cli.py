@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from interp.core.errors import InterpError
+from interp.core.errors import ConfigError, InterpError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Sycophancy and cross-lingual bias on local checkpoints, from logits to residuals.")
@@ -120,6 +120,15 @@ def _register_sweep() -> None:
 _register_sweep()
 
 
+def _layer_arg(value: Optional[str]):
+    if value is None or value.strip().lower() == "all":
+        return None if value is None else "all"
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"--layer {value!r} is neither a layer index nor 'all'") from None
+
+
 @app.command()
 def report(out: Path = typer.Argument(..., help="a sweep's output directory")) -> None:
     """Write OUT/report.md (tables and figures) from OUT/results."""
@@ -164,7 +173,8 @@ def probe(
     out: Path = typer.Argument(..., help="a sweep's output directory (reads its cache only)"),
     study: str = typer.Option(..., "--study"),
     target: str = typer.Option(..., "--target", help="a probe target of the study (StudySpec.probe_targets)"),
-    layer: Optional[int] = typer.Option(None, "--layer", help="default: every cached layer"),
+    layer: Optional[str] = typer.Option(None, "--layer", help="a cached layer, or all (a score per layer and "
+                                        "a figure against depth); default: each unit's floor(3 n_layers / 4)"),
     shuffles: int = typer.Option(100, "--shuffles", help="label-shuffle null size"),
     folds: int = typer.Option(5, "--folds"),
     seed: int = typer.Option(0, "--seed"),
@@ -172,7 +182,8 @@ def probe(
     """Linear readouts of cached residuals with grouped label-shuffle nulls -> results/probes.csv."""
     from sweeps.probe import run_probe
 
-    table = run_probe(out, study=study, target=target, layer=layer, n_shuffles=shuffles, n_folds=folds, seed=seed)
+    table = run_probe(out, study=study, target=target, layer=_layer_arg(layer), n_shuffles=shuffles, n_folds=folds,
+                      seed=seed)
     typer.echo(table.to_string(index=False))
 
 
@@ -185,13 +196,15 @@ def predict(
     shuffles: int = typer.Option(100, "--shuffles"),
     k: Optional[int] = typer.Option(None, "--k", help="precision@k (default 10% of items)"),
     seed: int = typer.Option(0, "--seed"),
+    layer: Optional[int] = typer.Option(None, "--layer", help="cached layer for the residual readout "
+                                        "(default floor(3 n_layers / 4))"),
     study: Optional[str] = typer.Option(None, "--study", help="default: the one study with item maps (pressure)"),
 ) -> None:
     """Held-out partial R² of source item maps for the target's map -> results/predictive.csv."""
     from sweeps.probe import run_predict
 
     table = run_predict(out, target=target, sources=sources, bank=bank, n_shuffles=shuffles, k=k, seed=seed,
-                        study=study)
+                        layer=layer, study=study)
     typer.echo(table.to_string(index=False))
 
 

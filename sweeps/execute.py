@@ -48,8 +48,8 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
         return []
     from interp.loading import load
 
-    lm = load(checkpoint, backend=cfg.backend, threads=cfg.threads, allow_pickle=cfg.allow_pickle,
-              full_hash=cfg.full_hash)
+    lm = load(checkpoint, backend=cfg.backend, threads=cfg.threads, dtype=cfg.dtype, device=cfg.device,
+              device_map=cfg.device_map, allow_pickle=cfg.allow_pickle, full_hash=cfg.full_hash)
     planned = {u.identity.checkpoint_fingerprint for u in todo}
     if planned != {lm.fingerprint}:
         # the weights (or tokenizer) changed after planning: numbers would go under a stale id
@@ -59,7 +59,7 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
     for u in todo:
         t0 = time.perf_counter()
         study = get_study(u.study)
-        payload = study.run_unit(lm, u.bank, u.template, u.identity.layer, cfg)
+        payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
         for df in payload.tables.values():
             if "bank" not in df:
                 df.insert(0, "bank", u.bank.name)
@@ -67,7 +67,10 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
                 df.insert(0, "checkpoint", u.identity.checkpoint)
         store.write(u.identity, tables=payload.tables, arrays=payload.arrays,
                     extra_attrs={"checkpoint_path": str(Path(checkpoint).resolve()), "n_items": len(u.bank),
-                                 "bank_source": u.bank.source, "template": u.template.name})
+                                 "bank_source": u.bank.source, "template": u.template.name,
+                                 # residual arrays carry a layer axis in this order (cache.layers)
+                                 "layers": list(u.identity.layers), "n_layers": lm.n_layers,
+                                 "dtype": lm.dtype, "device": lm.device})
         done.append(u.identity.hash)
         if on_done:
             on_done(u, time.perf_counter() - t0)

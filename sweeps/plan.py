@@ -14,9 +14,9 @@ from typing import Mapping, Sequence
 from cache.store import Store, UnitIdentity
 from interp.banks import Bank
 from interp.checkpoint import CheckpointInfo, fingerprint_parts, inspect_checkpoint, tokenizer_identity
-from interp.core.errors import ConfigError
 from interp.core.hashing import sha256_json
-from interp.hooksites import default_layer
+from cache.layers import layer_key, parse_layers
+from interp.devices import device_class
 from interp.loading import load_tokenizer
 from interp.studies import get_study
 from interp.studies.base import RunConfig, Template, load_template
@@ -89,9 +89,9 @@ def plan_units(
         infos[Path(ck)] = (info, sha256_json(parts), tokenizers[tok_id])
     for ck in checkpoints:
         info, fp, tok = infos[Path(ck)]
-        layer = default_layer(info.n_layers) if cfg.layer is None else cfg.layer
-        if not 0 <= layer < info.n_layers:
-            raise ConfigError(f"--layer {layer} outside 0..{info.n_layers - 1} for {info.path}")
+        spec = cfg.layers if cfg.layers is not None else cfg.layer
+        layers = parse_layers(spec, info.n_layers, where=f"{'--layers' if cfg.layers is not None else '--layer'} "
+                              f"for {info.path}")
         for study_name in studies:
             study = get_study(study_name)
             tmpl = templates[study_name]
@@ -104,12 +104,19 @@ def plan_units(
                     bank=bank.name,
                     bank_hash=bank.hash,
                     template_hash=tmpl.hash,
-                    settings_hash=sha256_json(study.settings(tok, cfg)),
-                    layer=layer,
+                    settings_hash=settings_hash(study.settings(tok, cfg), cfg),
+                    layer=layer_key(layers),
                     backend=cfg.backend,
                 )
                 units.append(PlannedUnit(checkpoint=Path(ck), study=study_name, bank=bank, template=tmpl, identity=ident))
     return units
+
+
+def settings_hash(study_settings: dict, cfg: RunConfig) -> str:
+    """A study's numbers-changing settings plus the precision they were computed in: the weight
+    dtype and the device class (cpu / cuda: kernels differ; the device index does not matter)."""
+    precision = {"dtype": cfg.dtype, "device": device_class("auto" if cfg.device_map else cfg.device)}
+    return sha256_json({**study_settings, "precision": precision})
 
 
 def describe_plan(units: Sequence[PlannedUnit], store: Store) -> list[dict]:

@@ -46,6 +46,12 @@ class RunConfig:
 
     backend: str = opt("hf", "a registered backend: hf, transformer_lens or nnsight")
     layer: int | None = opt(None, "residual layer (None: floor(3 n_layers / 4)), resid_pre")
+    layers: str | None = opt(None, "several residual layers: all, 0,4,8, 2-5, -1 (wins over --layer; "
+                             "cache.layers.parse_layers)")
+    device: str = opt("cpu", "cpu, cuda, cuda:N or auto (cuda when available)")
+    dtype: str = opt("float32", "weights and activations (log-softmax stays float32)",
+                     choices=("float32", "bfloat16", "float16"))
+    device_map: str | None = opt(None, "accelerate device map, e.g. auto (a model larger than one device)")
     scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"cli": False})
     resid_dtype: str = opt("float16", "dtype residuals are cached in", choices=("float16", "float32", "bfloat16"))
     max_items: int | None = opt(None, "deterministic subsample of the bank")
@@ -204,7 +210,9 @@ class StudySpec:
 
     # -- running (the only part that needs a model)
 
-    def run_unit(self, lm: "LoadedModel", bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
+    def run_unit(self, lm: "LoadedModel", bank: Bank, template: Template, layers: tuple[int, ...],
+                 cfg: RunConfig) -> Payload:
+        """Residual arrays come back as [..., len(layers), d_model] (cache.layers.stack_layers)."""
         raise NotImplementedError
 
     # -- reading the cache

@@ -122,8 +122,8 @@ def test_weights_changed_during_load_are_refused(ckpt, monkeypatch):
 
     real = loading.load_hf_model
 
-    def load_then_change(info, dtype="float32"):
-        model = real(info, dtype)
+    def load_then_change(info, dtype="float32", **kw):
+        model = real(info, dtype, **kw)
         _bump_weights(ckpt)  # the writer finishes while we were reading
         return model
 
