@@ -75,8 +75,11 @@ def hook_names(layers: Sequence[int]) -> list[str]:
     return [TL_RESID_PRE.format(layer=int(L)) for L in layers]
 
 
-def annotate_array(ds, *, study: str, name: str, layer: int) -> None:
-    """Write dims / rows / hook attributes on one h5py dataset (called by Store.write)."""
+def annotate_array(ds, *, study: str, name: str, layer: int | str, layers: object = None) -> None:
+    """Write dims / rows / hook attributes on one h5py dataset (called by Store.write).
+
+    `layer` is the unit's identity value (an int, or a comma list "0,4,8" for several layers);
+    `layers` the unit's layer-indices attribute when the writer set one."""
     layout = array_layout(study, name)
     dims = dims_for(layout, ds.ndim)
     ds.attrs["dims"] = dims
@@ -86,14 +89,14 @@ def annotate_array(ds, *, study: str, name: str, layer: int) -> None:
         ds.attrs["rows_table"] = layout.rows_table
         ds.attrs["rows_where"] = json.dumps(dict(layout.rows_where), sort_keys=True)
     if "layer" in dims:
-        layers = layer_indices(ds.attrs)
-        if layers is None:
-            # a layer axis whose indices nobody recorded: only the unit's layer is known when it is the only one
-            n = ds.shape[dims.index("layer")]
-            layers = [int(layer)] if n == 1 else None
-        if layers is not None:
-            ds.attrs["layers"] = layers
-            ds.attrs["hook_name"] = hook_names(layers)
-    elif name.startswith("resid"):
+        found = layer_indices(ds.attrs)
+        if found is None and layers is not None:
+            found = [int(x) for x in np.atleast_1d(np.asarray(layers))]
+        if found is None:
+            found = [int(x) for x in str(layer).split(",")]
+        if len(found) == ds.shape[dims.index("layer")]:  # indices nobody can match to the axis stay unwritten
+            ds.attrs["layers"] = found
+            ds.attrs["hook_name"] = hook_names(found)
+    elif name.startswith("resid") and "," not in str(layer):
         ds.attrs["layer"] = int(layer)
         ds.attrs["hook_name"] = TL_RESID_PRE.format(layer=int(layer))

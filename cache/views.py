@@ -71,6 +71,8 @@ def array_info(unit: Unit, name: str) -> ArrayInfo:
     else:
         table, where = None, {}
     layers = layer_indices(attrs)
+    if layers is None and "layer" in dims:  # the unit's `layers` attribute, else its identity's layer list
+        layers = layer_indices(unit.attrs) or [int(x) for x in str(unit.attrs.get("layer")).split(",")]
     if layers is None:
         layers = [int(attrs.get("layer", unit.attrs.get("layer")))]
     if "layer" in dims and len(layers) != shape[dims.index("layer")]:

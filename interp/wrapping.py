@@ -20,7 +20,7 @@ import torch
 
 from interp.checkpoint import CheckpointInfo
 from interp.core.errors import CheckpointError, ConfigError
-from interp.hooksites import check_sites, sites_for
+from interp.hooksites import discover_sites
 from interp.loading import LoadedModel, check_tokenizer_fits
 from interp.runner.backends import HFBackend, NNsightBackend, TLBackend
 
@@ -34,16 +34,21 @@ def is_wrapped_fingerprint(fp: str) -> bool:
 class _BridgeBackend(TLBackend):
     """TLBackend on a TransformerBridge the caller booted (TLBackend boots its own)."""
 
-    def __init__(self, bridge):
+    def __init__(self, bridge):  # deliberately skips TLBackend.__init__ (which boots its own bridge)
         self.bridge = bridge
+        self.device = bridge.original_model.get_input_embeddings().weight.device
 
 
 class _EnvoyBackend(NNsightBackend):
     """NNsightBackend on an nnsight model the caller built."""
 
-    def __init__(self, model, sites):
+    def __init__(self, model, sites):  # skips NNsightBackend.__init__ (which builds its own model)
         self.model = model
         self.sites = sites
+        self.device = model._module.get_input_embeddings().weight.device
+        cfg = model._module.config
+        cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+        self.softcap = getattr(cfg, "final_logit_softcapping", None)  # as NNsightBackend
 
 
 def _kind(model) -> str:
@@ -108,8 +113,7 @@ def wrap(model, tokenizer=None, *, name: str | None = None, fingerprint: str | N
     src = str(getattr(hf_model.config, "_name_or_path", "") or "")
     name = name or (Path(src).name if src else type(hf_model).__name__)
     info = _info(hf_model, name)
-    sites = sites_for(info.model_type)
-    check_sites(hf_model, sites, info.n_layers, f"<in-memory {name}>")
+    sites = discover_sites(hf_model, info.n_layers, where=f"<in-memory {name}>", model_type=info.model_type)
     check_tokenizer_fits(info, tokenizer, hf_model.get_input_embeddings().num_embeddings)
     if tokenizer.pad_token_id is None:  # as load_tokenizer: right padding is masked, any id works
         tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.convert_ids_to_tokens(0)
@@ -125,4 +129,5 @@ def wrap(model, tokenizer=None, *, name: str | None = None, fingerprint: str | N
     dtype = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(
         next(hf_model.parameters()).dtype, "float32")
     fp = (WRAPPED_PREFIX + fingerprint.removeprefix(WRAPPED_PREFIX)) if fingerprint else content_fingerprint(hf_model)
-    return LoadedModel(info=info, tokenizer=tokenizer, backend=backend, dtype=dtype, _fingerprint=fp)
+    return LoadedModel(info=info, tokenizer=tokenizer, backend=backend, dtype=dtype, device=str(backend.device),
+                       _fingerprint=fp)

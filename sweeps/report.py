@@ -57,6 +57,19 @@ def _blank_steps(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def read_results(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A results CSV, or one line naming the file when it is not one (garbage, truncated, edited)."""
+    try:
+        df = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as exc:
+        raise ConfigError(f"{path}: not a readable results table ({' '.join(str(exc).split())[:200]}); "
+                          "rerun the sweep to rewrite it") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; rerun the sweep to rewrite it")
+    return df
+
+
 def report_sections() -> list[ReportSection]:
     """Every study's sections in registry order, then the commands' (each file once)."""
     seen: set[str] = set()
@@ -91,11 +104,23 @@ def write_report(out: str | Path) -> Path:
         raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
+    for sec in report_sections():  # every results table readable, before any figure reads one
+        if (results / sec.file).is_file():
+            read_results(results / sec.file, tuple(c for c in ("checkpoint",) if c in (sec.columns or ())))
     for spec in all_studies():
-        spec.figures(out, results, figures)
+        try:
+            spec.figures(out, results, figures)
+        except (KeyError, ValueError, TypeError) as exc:  # wrong values in a readable CSV
+            raise ConfigError(f"{results}: results tables do not hold what a sweep writes "
+                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:150]}); "
+                              "rerun the sweep to rewrite them") from None
     lines = ["# interp report", "", f"Output directory: `{out}`", ""]
     if (out / "lineage.json").is_file():
-        lin = json.loads((out / "lineage.json").read_text())
+        try:
+            lin = json.loads((out / "lineage.json").read_text())
+            lin["checkpoints"][0:0]
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(f"{out / 'lineage.json'}: not a lineage file a sweep writes; rerun the sweep") from None
         lines += ["## Checkpoints", "", "Step is the training step read from the directory name; blank for a "
                   "checkpoint outside a lineage.", "", "| checkpoint | step |", "|---|---|"]
         lines += [f"| {c['name']} | {'' if c.get('step') is None or pd.isna(c.get('step')) else c['step']} |"
@@ -105,7 +130,7 @@ def write_report(out: str | Path) -> Path:
         path = results / sec.file
         if not path.is_file():
             continue
-        full = pd.read_csv(path)
+        full = read_results(path)
         df = full[[c for c in sec.columns if c in full.columns]].copy() if sec.columns else full.copy()
         df = _blank_steps(_keep_distinguishing(full, df))  # rows stay distinguishable; no `nan` steps
         lines += [f"## {sec.heading}", "", *([sec.note, ""] if sec.note else []), f"`results/{sec.file}`", "",

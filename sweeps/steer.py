@@ -122,7 +122,7 @@ def run_steer(
         n, seed = _bank_subsample(bank)
         lm = interp.load(ck_path, backend=str(u.attrs.get("backend", "hf")), threads=cfg.threads)
         lm.info = replace(lm.info, name=ck)  # tables keep the cached checkpoint name
-        base = replace(cfg, max_items=n, seed=seed, layer=int(u.attrs["layer"]))
+        base = replace(cfg, max_items=n, seed=seed, layer=None, layers=str(u.attrs["layer"]))  # the cached layers
         for alpha in alphas:
             steer = Steering(layer=layer, direction=d * scale, alpha=float(alpha), positions=positions, source=source)
             run_cfg = replace(base, steering=steer.to_options())

@@ -157,7 +157,13 @@ def test_sweep_units_are_self_describing(tiny_models, tmp_path):
               cfg=RunConfig(max_items=2, n_boot=10), progress=False, report=False)
     unit = read_unit(Store(out / "cache").units("pressure")[0])
     acts = unit.activations()
-    np.testing.assert_array_equal(acts.values, unit.arrays["resid"].astype(np.float32))
+    resid = unit.arrays["resid"]  # [rows, layers, d_model] since multi-layer capture
+    assert resid.ndim == 3 and acts.layer == int(unit.attrs["layer"])
+    np.testing.assert_array_equal(acts.values, resid[:, 0, :].astype(np.float32))
+    with h5py.File(unit.path, "r") as f:
+        ds = f["arrays/resid"]
+        assert list(ds.attrs["dims"]) == ["rows", "layer", "d_model"]
+        assert list(ds.attrs["hook_name"]) == [f"blocks.{acts.layer}.hook_resid_pre"]
     pd.testing.assert_frame_equal(acts.rows, unit.tables["trials"].query("readout == 'slot'").reset_index(drop=True))
     da = unit.to_xarray("resid_first")
     assert list(da["item_id"].values) == list(unit.tables["first_turn"]["item_id"])

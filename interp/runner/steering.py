@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from interp.core.errors import ConfigError
-from interp.hooksites import get_module, sites_for
+from interp.hooksites import discover_sites, get_module
 
 Positions = Literal["all", "read"]
 
@@ -103,7 +103,8 @@ def _block(lm, layer: int) -> torch.nn.Module:
         root = be.model._module
     else:
         raise ConfigError(f"steering: backend {getattr(be, 'name', be)!r} not supported")
-    return get_module(root, sites_for(lm.info.model_type).layers)[layer]
+    sites = discover_sites(root, lm.n_layers, where=str(lm.info.path), model_type=lm.info.model_type)
+    return get_module(root, sites.layers)[layer]
 
 
 @contextmanager
