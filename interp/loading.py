@@ -13,7 +13,8 @@ from typing import Literal
 
 import torch
 
-from interp.checkpoint import CheckpointInfo, fingerprint, inspect_checkpoint
+from interp.checkpoint import CheckpointInfo, fingerprint, identity_files, inspect_checkpoint
+from interp.fingerprint import file_signature
 from interp.errors import CheckpointError, ConfigError
 from interp.devices import DTYPES, resolve_device, torch_dtype
 from interp.hooksites import default_layer, discover_sites
@@ -93,10 +94,40 @@ def load_hf_model(info: CheckpointInfo, dtype: str = "float32", *, device: str =
             **({"device_map": device_map} if device_map is not None else {}),
         )
     except Exception as exc:
+        mismatch = _shape_mismatch(info)
+        if mismatch:
+            raise CheckpointError(f"{info.path}: weights cannot be loaded: {mismatch}") from None
         raise CheckpointError(f"{info.path}: weights cannot be loaded ({type(exc).__name__}: {exc})") from None
     if device_map is None and device != "cpu":
         model = model.to(device)
     return model.eval()
+
+
+def _shape_mismatch(info: CheckpointInfo) -> str | None:
+    """Name the first tensor whose shape in the files differs from what config.json implies
+    (transformers only says "look at the above report", which its logging hides)."""
+    if info.pickled:
+        return None
+    try:
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        from interp.fingerprint import safetensors_header
+
+        config = AutoConfig.from_pretrained(info.path, local_files_only=True, trust_remote_code=False)
+        with torch.device("meta"):
+            expected = {k: tuple(v.shape) for k, v in AutoModelForCausalLM.from_config(config).state_dict().items()}
+        for name in info.weight_files:
+            for tensor, meta in safetensors_header(info.path / name).items():
+                if tensor == "__metadata__" or not isinstance(meta, dict):
+                    continue
+                want = expected.get(tensor)
+                got = tuple(meta.get("shape", ()))
+                if want is not None and want != got:
+                    return (f"{name}: tensor {tensor} has shape {list(got)} but config.json implies "
+                            f"{list(want)}")
+    except Exception:  # noqa: BLE001 - a diagnosis only; the caller reports the original error
+        return None
+    return None
 
 
 def check_tokenizer_fits(info: CheckpointInfo, tokenizer: object, n_embeddings: int) -> None:
@@ -116,8 +147,13 @@ def load(
     device_map: str | dict | None = None,
     allow_pickle: bool = False,
     threads: int | None = None,
+    full_hash: bool = False,
 ) -> LoadedModel:
     """Load a local checkpoint directory. Errors are one line and name the directory.
+
+    The fingerprint is of what was loaded: it is taken just before loading, and the files'
+    (size, mtime, inode, ctime) are compared before and after; a checkpoint that changed
+    meanwhile (a live training directory) is refused rather than scored under a stale id.
 
     `device`: cpu, cuda, cuda:N or auto (cuda when available, else cpu). `device_map`
     (e.g. "auto") hands placement to accelerate for a model larger than one device; inputs
@@ -134,12 +170,20 @@ def load(
     info = inspect_checkpoint(path, allow_pickle=allow_pickle)
     if spec.needs_safetensors and info.pickled:
         raise CheckpointError(f"{info.path}: backend {backend} needs safetensors weights")
+    files = identity_files(info)
+    before = file_signature(info.path, files)
+    fp = fingerprint(info, full_hash=full_hash)
     tokenizer = load_tokenizer(info.path)
     hf_model = load_hf_model(info, dtype, device=device, device_map=device_map)
+    after = file_signature(info.path, files)
+    if after != before or fingerprint(info, full_hash=full_hash) != fp:
+        changed = sorted(n for n in files if before.get(n) != after.get(n)) or ["contents"]
+        raise CheckpointError(f"{info.path}: files changed while loading ({', '.join(changed)}); "
+                              "the checkpoint is being written, retry when it is complete")
     sites = discover_sites(hf_model, info.n_layers, where=str(info.path), model_type=info.model_type)
     check_tokenizer_fits(info, tokenizer, hf_model.get_input_embeddings().num_embeddings)
     be = make_backend(backend, info=info, hf_model=hf_model, sites=sites, dtype=dtype, device=device,
                       device_map=device_map)
     input_device = str(be.device)
     return LoadedModel(info=info, tokenizer=tokenizer, backend=be, dtype=dtype, device=input_device,
-                       device_map=device_map if isinstance(device_map, str) else None)
+                       device_map=device_map if isinstance(device_map, str) else None, _fingerprint=fp)

@@ -47,7 +47,7 @@ def probe_datasets(out: Path, study: str, target: str, *, layer: int | str | Non
     if target not in targets[study]:
         raise ConfigError(f"unknown target {target!r} for {study} (choose one of {', '.join(targets[study])})")
     spec = get_study(study).probe_targets[target]
-    paths = Store(Path(out) / "cache").units(study)
+    paths, _stale = Store(Path(out) / "cache").current_units(study)  # stale units are reported, not read
     if not paths:
         raise ConfigError(f"{out}: no cached {study} units (run `interp sweep ... --study {study} --out {out}`)")
     data = []

@@ -59,14 +59,25 @@ class RunConfig:
     threads: int | None = opt(None, "torch threads")
     n_boot: int = opt(1000, "bootstrap resamples for confidence intervals")
     allow_pickle: bool = opt(False, "load pickled .bin weights (weights_only)")
+    full_hash: bool = opt(False, "fingerprint weights by hashing every byte (default: header + sampled blocks)")
+    dask_retries: int = opt(2, "dask: re-runs of a unit task that raised", flag="--retries")
+    dask_allowed_failures: int = opt(3, "dask: worker deaths a unit task may cause before it is given up")
+    dask_worker_timeout: float = opt(300.0, "dask: seconds with no worker connected before giving up",
+                                     flag="--worker-timeout")
+    dask_resources: Mapping[str, float] = field(default_factory=dict, metadata={"cli": False})
+    # add alpha x direction at resid_pre while scoring (interp.runner.steering.Steering.to_options());
+    # part of the unit identity through the settings hash (sweeps.plan.unit_settings)
+    steering: Mapping[str, Any] | None = field(default=None, metadata={"cli": False})
     studies: Mapping[str, Any] = field(default_factory=dict, metadata={"cli": False})
     options: Mapping[str, Any] = field(default_factory=dict, metadata={"cli": False})  # deprecated, see above
 
     def __post_init__(self) -> None:
         if self.options:
             legacy = dict(self.options)
-            if "allow_pickle" in legacy:
-                object.__setattr__(self, "allow_pickle", bool(legacy.pop("allow_pickle")))
+            for key in ("allow_pickle", "full_hash", "dask_retries", "dask_allowed_failures", "dask_worker_timeout",
+                        "dask_resources"):
+                if key in legacy:
+                    object.__setattr__(self, key, legacy.pop(key))
             from interp.studies import broadcast_options
 
             object.__setattr__(self, "studies", broadcast_options(legacy, dict(self.studies)))
@@ -96,6 +107,10 @@ def load_template(ref: str | Path) -> Template:
     path = Path(str(ref))
     if not path.exists():
         path = Path(str(resources.files("interp") / "data" / "templates" / f"{ref}.json"))
+    if path.exists():
+        from interp.fingerprint import regular_file
+
+        regular_file(path, limit=16 << 20, error=BankError)  # a FIFO or /dev/zero: refused, not read
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
@@ -145,6 +160,8 @@ class ReportSection:
     file: str
     heading: str
     columns: tuple[str, ...] | None = None
+    # one sentence: what the numbers mean and which choices are the toolkit's own (not the papers')
+    note: str = ""
 
 
 @dataclass(frozen=True)

@@ -296,10 +296,21 @@ class ClassifyStudy(StudySpec):
     stratify_by = "five_label"
     report_sections = (
         ReportSection("classify_summary.csv", "Conversational sycophancy classification",
-                      ("checkpoint", "task", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo",
-                       "macro_f1_hi", "mcc")),
-        ReportSection("classify_position_bias.csv", "Position bias (two option orders)"),
-        ReportSection("generation_summary.csv", "Generated replies, judged"),
+                      ("checkpoint", "bank", "task", "order", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo",
+                       "macro_f1_hi", "mcc"),
+                      note=(
+                          "Scores of the gold labels against the label the model gives most probability, per task (binary / "
+                          "five-class) and per `order` of the options in the prompt: `given`, `reversed`, and `averaged` (the two "
+                          "orders' probabilities averaged before the argmax, the toolkit's correction for position bias); macro-F1 "
+                          "CIs are item bootstraps.")),
+        ReportSection("classify_position_bias.csv", "Position bias (two option orders)",
+                      note=(
+                          "Share of items whose predicted label changes when the option order is reversed, and the mean absolute "
+                          "probability shift; 1.0 means every prediction is an order artefact.")),
+        ReportSection("generation_summary.csv", "Generated replies, judged",
+                      note=(
+                          "Replies sampled from the checkpoint and labelled by a judge model on the five-level scale; the judge, its "
+                          "prompt and averaging its two option orders are the toolkit's choices.")),
     )
     demo_items = 24  # per bank
     demo_probe_targets = ("sycophantic",)

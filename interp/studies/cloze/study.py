@@ -570,10 +570,24 @@ class ClozeStudy(StudySpec):
     sample_by = "prompt_id"
     stratify_by = "axis"
     report_sections = (
-        ReportSection("cloze_abs.csv", "Cross-lingual bias: Average Bias Score"),
-        ReportSection("cloze_sanity.csv", "Cloze sanity: meaningless completion preferred"),
-        ReportSection("fertility.csv", "Tokenizer fertility"),
-        ReportSection("mediation.csv", "Mediation of the language effect through fertility"),
+        ReportSection("cloze_abs.csv", "Cross-lingual bias: Average Bias Score",
+                      note=(
+                          "Average Bias Score: mean over prompts of max(0, δ) with δ = NLL(anti-stereotype) − NLL(stereotype), per "
+                          "language and axis (axis `all`: axes weigh equally), with the source paper's bands; mean per-token NLL "
+                          "(`loss`) and the scored span are the toolkit's defaults (template cloze_v1).")),
+        ReportSection("cloze_sanity.csv", "Cloze sanity: meaningless completion preferred",
+                      note=(
+                          "Share of prompts where the meaningless completion has a lower loss than both real ones: high values mean "
+                          "the model reads the language poorly and its bias scores there are mostly noise.")),
+        ReportSection("fertility.csv", "Tokenizer fertility",
+                      note=(
+                          "Tokens per word of each tokenizer on parallel text (fertility), the share of words split into several "
+                          "tokens, and parity (tokens relative to the reference language); how words are delimited is the toolkit's "
+                          "choice.")),
+        ReportSection("mediation.csv", "Mediation of the language effect through fertility",
+                      note=(
+                          "Effect of language (vs English) on δ split into the part through tokenizer fertility (indirect) and the "
+                          "rest (direct), prompt-cluster bootstrap CIs; the linear mediator/outcome models are the toolkit's choice.")),
     )
     demo_probe_targets = ("delta",)
 
