@@ -16,20 +16,22 @@ from scipy.special import logsumexp
 
 from interp.errors import ConfigError
 from interp.loading import LoadedModel
-from interp.runner.engine import Engine, EngineConfig, Seq
+from interp.runner.engine import Engine, EngineConfig, HookContext, Seq
 
 VariantMode = Literal["exact", "space", "space_case"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ScoringConfig:
-    """How to score. Batch size and threads never change the numbers, only the speed."""
+    """How to score. Batch size, memory share and threads never change the numbers, only the speed."""
 
-    batch_size: int = 16
-    max_batch_tokens: int = 8192
+    batch_size: int = 64  # tree nodes (rows) per forward at most
+    max_batch_tokens: int = 4096  # rows x padded new tokens per forward at most
     prefix_reuse: bool = True
-    min_shared_prefix: int = 16
-    min_saved_tokens: int = 128
+    # shared segments shorter than this are recomputed per child instead of cached (1: never)
+    min_shared_prefix: int = 1
+    min_saved_tokens: int = 0  # deprecated and ignored (the prefix tree runs level by level)
+    memory_fraction: float = 0.5  # share of the device's free memory a forward may plan for
     # surface forms an option word may take as the next token: "space_case" sums the
     # probability of {word, Word, word-lowercase} x {no space, leading space}
     variants: VariantMode = "space_case"
@@ -43,6 +45,7 @@ class ScoringConfig:
             prefix_reuse=self.prefix_reuse,
             min_shared_prefix=self.min_shared_prefix,
             min_saved_tokens=self.min_saved_tokens,
+            memory_fraction=self.memory_fraction,
             capture_all_positions=self.capture_all_positions,
             progress=self.progress,
         )
@@ -145,14 +148,17 @@ def score_options(
     layers: Sequence[int] | None = None,
     cfg: ScoringConfig = ScoringConfig(),
     names: Sequence[str] | None = None,
+    hooks: HookContext | None = None,
 ) -> OptionScores:
     """Log-probs of each option as what follows each prompt; residuals at the last prompt token.
 
     `names` (one per prompt, e.g. item ids) only label errors, such as a prompt longer than
-    the model's context window.
+    the model's context window. `hooks`, a context-manager factory, is entered around every
+    forward (interventions such as steering; see `Engine`).
 
     Single-token surface forms are read from one forward of the prompt; multi-token ones are
-    scored as full continuations (sum of token log-probs). The surface forms of one option
+    scored as full continuations (sum of token log-probs), as nodes of the prefix tree below
+    the prompt, batched with the other nodes of their level. The surface forms of one option
     are pooled with logsumexp after removing forms that tokenize identically.
     """
     tok = lm.tokenizer
@@ -203,7 +209,7 @@ def score_options(
         elif layers or base.ext:
             base.reads.append((len(base_ids) - 1, (base_ids[-1],)))  # a read anchors the capture
         plan.append(prompt_plan)
-    engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id)
+    engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id, hooks=hooks)
     seqs_run = [s for s in seqs if s.reads]
     index = {id(s): k for k, s in enumerate(seqs_run)}
     results_run = engine.run(seqs_run)
@@ -235,6 +241,7 @@ def score_continuations(
     layers: Sequence[int] | None = None,
     cfg: ScoringConfig = ScoringConfig(),
     names: Sequence[str] | None = None,
+    hooks: HookContext | None = None,
 ) -> ContinuationScores:
     """Log-likelihood of each continuation of each context (flattened in input order).
 
@@ -249,7 +256,7 @@ def score_continuations(
             _check_length(lm, ids, names[n] if names is not None else f"item {n}")
             reads = [(split - 1 + j, (t,)) for j, t in enumerate(ids[split:])]
             seqs.append(Seq(ids=tuple(ids), reads=reads, capture_pos=split - 1 if layers else None))
-    engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id)
+    engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id, hooks=hooks)
     results = engine.run(seqs)
     token_logp = [np.array([a[0] for a in r.logp]) for r in results]
     sums = np.array([t.sum() for t in token_logp])
