@@ -54,6 +54,8 @@ class Seq:
     # continuations after the end of `ids` whose total log-prob is wanted (multi-token option
     # forms): they become nodes of the tree below this sequence and run in its next level
     ext: list[tuple[int, ...]] = field(default_factory=list)
+    # hand this sequence's KV cache and last-position logits to `Engine.on_state` (generation)
+    state: bool = False
 
 
 @dataclass
@@ -115,6 +117,8 @@ def _needed(seq: Seq, capture_all: bool) -> int:
     """Tokens that must be computed: up to the last read / capture (the last token of a scored
     continuation is never an input to anything read)."""
     n = max([p + 1 for p, _ in seq.reads] + [1])
+    if seq.state:
+        return len(seq.ids)
     if seq.capture_pos is not None:
         n = max(n, len(seq.ids) if capture_all else seq.capture_pos + 1)
     return min(n, len(seq.ids))
@@ -248,12 +252,13 @@ class Engine:
     act position-wise, since cached prefixes run in separate forwards."""
 
     def __init__(self, backend: Backend, layers: Sequence[int], cfg: EngineConfig, pad_id: int,
-                 hooks: HookContext | None = None):
+                 hooks: HookContext | None = None, on_state: Callable[[int, "_KV"], None] | None = None):
         self.backend = backend
         self.layers = sorted(set(layers))
         self.cfg = cfg
         self.pad_id = int(pad_id)
         self.hooks = hooks or contextlib.nullcontext
+        self.on_state = on_state  # called with (sequence index, _KV with last_logits) per `Seq.state`
         self.device = backend_device(backend)
         self.footprint: Footprint = footprint_of(backend)
         self.stats = EngineStats()
@@ -299,6 +304,11 @@ class Engine:
         items = sorted(items, key=lambda it: (it[0].end - it[0].start, it[0].start))
         for batch in self._batches(items):
             kvs = self._compute(batch)
+            if self.on_state is not None:  # outside _compute: a callback's own OOM is not this batch's
+                for n, _ in batch:
+                    for i in n.ends:
+                        if self._seqs[i].state:
+                            self.on_state(i, kvs[id(n)])
             children = [(c, kvs[id(n)]) for n, _ in batch for c in n.children]
             del kvs
             if children:
@@ -367,12 +377,13 @@ class Engine:
                                   dtype=torch.long, device=dev)
         positions = (torch.tensor(starts, dtype=torch.long, device=dev).unsqueeze(1)
                      + torch.arange(W, dtype=torch.long, device=dev).unsqueeze(0))
-        use_cache = self.backend.supports_prefix_cache and any(n.children for n in nodes)
+        stateful = [any(self._seqs[i].state for i in n.ends) for n in nodes]
+        use_cache = self.backend.supports_prefix_cache and any(bool(n.children) or st for n, st in zip(nodes, stateful))
         kwargs = {}
         if self.backend.supports_prefix_cache:
             kwargs["position_ids"] = positions
             if P:
-                kwargs["past"], kwargs["past_mask"] = _pack_past([kv for _, kv in batch], starts, P, dev)
+                kwargs["past"], kwargs["past_mask"] = pack_past([kv for _, kv in batch], starts, P, dev)
         with self.hooks():
             out = self.backend.forward(ids, mask, read_index, self.layers, use_cache=use_cache, **kwargs)
         logp = torch.log_softmax(out.logits.float(), dim=-1)  # float32 whatever the model's dtype
@@ -397,7 +408,10 @@ class Engine:
                     seg[id(n)] = {layer: out.resid[layer][b, : lens[b]].float().cpu().numpy() for layer in self.layers}
         kvs = {}
         if use_cache:
-            kvs = _unpack_past(out.past, batch, starts, lens, P)
+            kvs = _unpack_past(out.past, batch, starts, lens, P, stateful)
+            for b, n in enumerate(nodes):
+                if stateful[b]:  # raw float32 logits of the last token: what a sampler reads
+                    kvs[id(n)].last_logits = out.logits[b, n.read_pos.index(n.end - 1)].clone()
         # success: write results
         self.stats.forwards += 1
         self.stats.tokens += sum(lens)
@@ -431,13 +445,18 @@ class Engine:
 class _KV:
     """A node's cumulative KV cache (its ancestors' tokens and its own), per layer [H, L, hd]."""
 
-    __slots__ = ("keys", "values")
+    __slots__ = ("keys", "values", "last_logits")
 
     def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]):
         self.keys, self.values = keys, values
+        self.last_logits: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return self.keys[0].shape[1]
 
 
-def _pack_past(parents: list[_KV | None], lengths: list[int], width: int, dev):
+def pack_past(parents: list[_KV | None], lengths: list[int], width: int, dev):
     """A padded batch cache: row b's parent tokens at [0, L_b), a masked gap up to `width`."""
     from transformers import DynamicCache
 
@@ -457,12 +476,12 @@ def _pack_past(parents: list[_KV | None], lengths: list[int], width: int, dev):
     return DynamicCache(ddp_cache_data=layers), mask
 
 
-def _unpack_past(cache, batch, starts: list[int], lens: list[int], width: int) -> dict[int, _KV]:
-    """Cumulative caches of the rows that have children: parent's part + own new tokens."""
+def _unpack_past(cache, batch, starts: list[int], lens: list[int], width: int, keep: list[bool]) -> dict[int, _KV]:
+    """Cumulative caches of the rows that have children (or are kept): parent's part + own new tokens."""
     out = {}
     layers = list(cache.layers)
     for b, (node, parent) in enumerate(batch):
-        if not node.children:
+        if not node.children and not keep[b]:
             continue
         ks, vs = [], []
         for li, layer in enumerate(layers):
