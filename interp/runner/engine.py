@@ -34,6 +34,7 @@ from typing import Callable, ContextManager, Sequence
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from transformers.cache_utils import DynamicLayer
 
 from interp.runner.backends import Backend
 from interp.runner.memory import (
@@ -245,6 +246,11 @@ def _depth(roots: list[Node]) -> int:
 
 HookContext = Callable[[], ContextManager]
 
+# padding vs forwards: on a CPU a forward of a few hundred tokens already runs near the matmul
+# rate, so splitting a level costs little once a batch holds that many; beyond, padding is waste
+PAD_SLACK = 1.1
+MIN_BATCH_TOKENS = 256
+
 
 class Engine:
     """Runs sequences on a backend. `hooks` (optional) is entered around every forward: a
@@ -315,22 +321,26 @@ class Engine:
                 self._run_level(children)
 
     def _batches(self, items):
+        """Rows in length order; a batch closes at the row / token / memory caps, or when padding
+        would exceed PAD_SLACK of its real tokens once it holds MIN_BATCH_TOKENS already."""
         budget = self._byte_budget()
         fp = self.footprint
         out, cur = [], []
-        width = past = 0
+        width = past = real = 0
         for it in items:
             node = it[0]
-            w, p = max(width, node.end - node.start), max(past, node.start)
+            n = node.end - node.start
+            w, p = max(width, n), max(past, node.start)
             rows = len(cur) + 1
             too_big = (rows > self.cfg.batch_size or rows * w > self.cfg.max_batch_tokens
                        or rows * fp.row_bytes(p, w, max(1, len(node.read_pos))) > budget
-                       or not self._fits(p, w))
+                       or not self._fits(p, w)
+                       or (real >= MIN_BATCH_TOKENS and rows * w > PAD_SLACK * (real + n)))
             if cur and too_big:
                 out.append(cur)
-                cur, w, p = [], node.end - node.start, node.start
+                cur, w, p, real = [], n, node.start, 0
             cur.append(it)
-            width, past = w, p
+            width, past, real = w, p, real + n
         if cur:
             out.append(cur)
         return out
@@ -383,7 +393,7 @@ class Engine:
         if self.backend.supports_prefix_cache:
             kwargs["position_ids"] = positions
             if P:
-                kwargs["past"], kwargs["past_mask"] = pack_past([kv for _, kv in batch], starts, P, dev)
+                kwargs["past"], kwargs["past_mask"] = pack_past([kv for _, kv in batch], starts, P, dev, extra=W)
         with self.hooks():
             out = self.backend.forward(ids, mask, read_index, self.layers, use_cache=use_cache, **kwargs)
         logp = torch.log_softmax(out.logits.float(), dim=-1)  # float32 whatever the model's dtype
@@ -456,8 +466,11 @@ class _KV:
         return self.keys[0].shape[1]
 
 
-def pack_past(parents: list[_KV | None], lengths: list[int], width: int, dev):
-    """A padded batch cache: row b's parent tokens at [0, L_b), a masked gap up to `width`."""
+def pack_past(parents: list[_KV | None], lengths: list[int], width: int, dev, extra: int = 0):
+    """A padded batch cache: row b's parent tokens at [0, L_b), a masked gap up to `width`.
+
+    The buffers have room for `extra` more tokens, written in place by the forward (no
+    per-layer concatenation of the whole cache at every forward)."""
     from transformers import DynamicCache
 
     ref = next(p for p in parents if p is not None)
@@ -465,15 +478,62 @@ def pack_past(parents: list[_KV | None], lengths: list[int], width: int, dev):
     for layer in range(len(ref.keys)):
         H, _, hd = ref.keys[layer].shape
         Hv, _, hdv = ref.values[layer].shape
-        k = ref.keys[layer].new_zeros((len(parents), H, width, hd))
-        v = ref.values[layer].new_zeros((len(parents), Hv, width, hdv))
+        k = ref.keys[layer].new_zeros((len(parents), H, width + extra, hd))
+        v = ref.values[layer].new_zeros((len(parents), Hv, width + extra, hdv))
         for b, p in enumerate(parents):
             if p is not None and lengths[b]:
                 k[b, :, : lengths[b]] = p.keys[layer]
                 v[b, :, : lengths[b]] = p.values[layer]
-        layers.append((k, v))
+        layers.append(_BufferLayer(k, v, width))
+    cache = DynamicCache()
+    cache.layers = layers
     mask = torch.tensor([[1] * n + [0] * (width - n) for n in lengths], dtype=torch.long, device=dev)
-    return DynamicCache(ddp_cache_data=layers), mask
+    return cache, mask
+
+
+class _BufferLayer(DynamicLayer):
+    """A cache layer over preallocated buffers: `update` writes the new keys/values in place
+    and returns views (DynamicLayer concatenates, copying the whole cache every forward)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, filled: int):
+        super().__init__()
+        self.buf_k, self.buf_v, self.filled = keys, values, filled
+        self.device = keys.device
+        self.is_initialized = True
+        self._views()
+
+    def _views(self) -> None:
+        self.keys = self.buf_k[:, :, : self.filled]
+        self.values = self.buf_v[:, :, : self.filled]
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        n = key_states.shape[-2]
+        if self.filled + n > self.buf_k.shape[2]:  # out of room: grow (doubling)
+            grow = max(n, self.buf_k.shape[2])
+            self.buf_k = torch.cat([self.buf_k, self.buf_k.new_zeros(*self.buf_k.shape[:2], grow, self.buf_k.shape[3])], 2)
+            self.buf_v = torch.cat([self.buf_v, self.buf_v.new_zeros(*self.buf_v.shape[:2], grow, self.buf_v.shape[3])], 2)
+        self.buf_k[:, :, self.filled: self.filled + n] = key_states
+        self.buf_v[:, :, self.filled: self.filled + n] = value_states
+        self.filled += n
+        self._views()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.filled
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.buf_k, self.buf_v = self.buf_k[indices], self.buf_v[indices]
+        self._views()
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        self.buf_k = self.buf_k.repeat_interleave(repeats, dim=0)
+        self.buf_v = self.buf_v.repeat_interleave(repeats, dim=0)
+        self._views()
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove < 0:
+            self.filled = max(0, self.filled + tokens_to_remove)
+            self._views()
 
 
 def _unpack_past(cache, batch, starts: list[int], lens: list[int], width: int, keep: list[bool]) -> dict[int, _KV]:

@@ -101,7 +101,7 @@ class _Sampler:
         lengths = [kv.length for _, kv in group]
         rows_len = [L for L in lengths for _ in range(n)]
         width = max(lengths)
-        cache, mask = pack_past([kv for _, kv in group for _ in range(n)], rows_len, width, dev)
+        cache, mask = pack_past([kv for _, kv in group for _ in range(n)], rows_len, width, dev, extra=self.max_new)
         logits = torch.stack([kv.last_logits for _, kv in group]).repeat_interleave(n, dim=0)
         gens = []
         for i, _ in group:
