@@ -28,6 +28,10 @@ from interp.runner.memory import free_bytes, is_oom, release_cached
 from interp.runner.scoring import encode
 
 
+# part of a sampled unit's identity: replies depend on how seeds are derived and drawn
+SAMPLER = "tree-batched-v2"
+
+
 def sample_seed(seed: int, prompt: str, occurrence: int = 0) -> int:
     """The generator seed of one prompt (63 bits of sha256 over seed, prompt, occurrence)."""
     h = hashlib.sha256(f"{int(seed)}\0{occurrence}\0{prompt}".encode()).digest()

@@ -48,7 +48,7 @@ from cache.store import Unit
 from interp.banks import Bank, bank_hash, choice_field, read_rows, resolve, text_field, unique_ids
 from interp.errors import BankError, ConfigError
 from interp.loading import LoadedModel
-from interp.runner.generate import generate
+from interp.runner.generate import SAMPLER, generate
 from interp.runner.scoring import OptionScores, score_options
 from interp.studies.base import Payload, RunConfig, Template, chat_template_hash, load_template, render_chat
 
@@ -301,7 +301,7 @@ class ClassifyStudy:
                 judge = {"fingerprint": fingerprint(info),
                          "prompt_format": chat_template_hash(load_tokenizer(info.path)) if use_chat
                          else "plain-transcript-v1"}
-            s["generation"] = {**g, "seed": cfg.seed, "judge": judge, "judge_template": roles["judge"].hash,
+            s["generation"] = {**g, "seed": cfg.seed, "sampler": SAMPLER, "judge": judge, "judge_template": roles["judge"].hash,
                                "judge_orders": list(ORDERS)}
         return s
 

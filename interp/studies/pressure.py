@@ -19,7 +19,7 @@ from cache.store import Unit
 from interp.banks import Bank, choice_field, read_rows, require_columns, resolve, text_field, unique_ids, bank_hash
 from interp.errors import BankError, ConfigError
 from interp.loading import LoadedModel
-from interp.runner.generate import generate
+from interp.runner.generate import SAMPLER, generate
 from interp.runner.scoring import score_options
 from interp.studies.base import Payload, RunConfig, Template, chat_template_hash, render_chat
 
@@ -203,6 +203,7 @@ class PressureStudy:
             "n_samples": o.get("n_samples", 21) if o.get("readout") == "sampled" else None,
             "temperature": o.get("temperature", 1.0) if o.get("readout") == "sampled" else None,
             "seed": cfg.seed if o.get("readout") == "sampled" else None,
+            **({"sampler": SAMPLER} if o.get("readout") == "sampled" else {}),  # seeds/draw order
             "resid_dtype": cfg.resid_dtype,
         }
 
