@@ -59,6 +59,22 @@ def encode(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
     return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
 
 
+def encode_many(tokenizer, texts: Sequence[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
+    """`encode` for many texts in one tokenizer call per special-token setting (the per-call
+    overhead of a Python tokenizer call dominates short texts; the encodings are the same)."""
+    bos = getattr(tokenizer, "bos_token", None)
+    flags = [not (bos and t.startswith(bos)) for t in texts]
+    out: list = [None] * len(texts)
+    for flag in (True, False):
+        idx = [i for i, f in enumerate(flags) if f == flag]
+        if not idx:
+            continue
+        enc = tokenizer([texts[i] for i in idx], add_special_tokens=flag, return_offsets_mapping=True)
+        for j, i in enumerate(idx):
+            out[i] = (list(enc["input_ids"][j]), [tuple(o) for o in enc["offset_mapping"][j]])
+    return out
+
+
 def _context_start_id(tokenizer) -> int:
     for attr in ("bos_token_id", "eos_token_id"):
         tid = getattr(tokenizer, attr, None)
@@ -69,9 +85,17 @@ def _context_start_id(tokenizer) -> int:
 
 def split_continuation(tokenizer, context: str, continuation: str) -> tuple[list[int], int]:
     """Encode `context + continuation` jointly; return (ids, index of first continuation token)."""
+    _check_continuation(context, continuation)
+    return _split_encoded(tokenizer, context, continuation, *encode(tokenizer, context + continuation))
+
+
+def _check_continuation(context: str, continuation: str) -> None:
     if not continuation or not continuation.strip():
         raise ConfigError(f"empty continuation after context {context[-40:]!r}")
-    ids, offsets = encode(tokenizer, context + continuation)
+
+
+def _split_encoded(tokenizer, context: str, continuation: str, ids: list[int],
+                   offsets: list[tuple[int, int]]) -> tuple[list[int], int]:
     boundary = len(context)
     split = len(ids)
     for i, (start, end) in enumerate(offsets):
@@ -171,8 +195,17 @@ def score_options(
     # per prompt, per option: list of (seq index, read index or None) whose logps sum to a form
     plan: list[list[list[tuple[int, int | None, int]]]] = []
     n_tokens = np.zeros(len(prompts), dtype=np.int64)
+    for forms in variants:
+        for form in forms:
+            _check_continuation(prompts[0] if prompts else "", form)
+    # every prompt and every prompt + form, encoded in batched tokenizer calls
+    n_forms = sum(len(f) for f in variants)
+    flat_forms = [form for forms in variants for form in forms]
+    encoded = encode_many(tok, [t for prompt in prompts for t in [prompt] + [prompt + f for f in flat_forms]])
     for n, prompt in enumerate(prompts):
-        base_ids, _ = encode(tok, prompt)
+        row = encoded[n * (1 + n_forms): (n + 1) * (1 + n_forms)]
+        joint = iter(row[1:])
+        base_ids = row[0][0]
         if not base_ids:
             base_ids = [_context_start_id(tok)]
         n_tokens[n] = len(base_ids)
@@ -186,7 +219,7 @@ def score_options(
             seen: set[tuple[int, ...]] = set()
             form_plan = []
             for form in forms:
-                ids, split = split_continuation(tok, prompt, form)
+                ids, split = _split_encoded(tok, prompt, form, *next(joint))
                 _check_length(lm, ids, names[n] if names is not None else f"prompt {n}")
                 key = tuple(ids)
                 if key in seen:
@@ -250,9 +283,13 @@ def score_continuations(
     tok = lm.tokenizer
     layers = _resolve_layers(lm, layers)
     seqs: list[Seq] = []
+    for context, conts in items:
+        for cont in conts:
+            _check_continuation(context, cont)
+    joint = iter(encode_many(tok, [context + cont for context, conts in items for cont in conts]))
     for n, (context, conts) in enumerate(items):
         for cont in conts:
-            ids, split = split_continuation(tok, context, cont)
+            ids, split = _split_encoded(tok, context, cont, *next(joint))
             _check_length(lm, ids, names[n] if names is not None else f"item {n}")
             reads = [(split - 1 + j, (t,)) for j, t in enumerate(ids[split:])]
             seqs.append(Seq(ids=tuple(ids), reads=reads, capture_pos=split - 1 if layers else None))
