@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+import common
 
 _stack: list[list] = []  # [category, start, child time]
 _totals: dict[str, float] = defaultdict(float)
@@ -85,13 +85,13 @@ def main() -> None:
     import interp.runner.engine
     import interp.runner.generate
     import interp.runner.scoring
-    import interp.studies  # noqa: F401  (studies import the scoring functions by name)
+    import interp.studies
     import sweeps.api
-    import sweeps.execute  # noqa: F401
-    import sweeps.plan  # noqa: F401
+    import sweeps.execute
+    import sweeps.plan
     import sweeps.report
-    from interp.studies.base import RunConfig
     from interp.runner.scoring import ScoringConfig
+    from interp.studies.base import RunConfig
 
     _patch_everywhere(interp.runner.engine.Engine, "run", "scoring")
     _patch_everywhere(interp.runner.generate._Sampler, "_decode", "scoring")

@@ -11,7 +11,13 @@ from transformers import AutoModelForCausalLM
 
 import interp
 from interp.runner.engine import Engine, EngineConfig, Seq
-from interp.runner.scoring import ScoringConfig, encode, score_continuations, score_options, split_continuation
+from interp.runner.scoring import (
+    ScoringConfig,
+    encode,
+    score_continuations,
+    score_options,
+    split_continuation,
+)
 
 # instruction -> item -> planted verdict -> turn -> option form: a five-level tree whose nodes
 # have different lengths, so one level's rows continue parents of different lengths
@@ -170,9 +176,9 @@ def test_the_device_spy_catches_a_fixed_device():
     """The spy above can fail: a factory without a device in a file under interp/runner/."""
     where = "/x/interp/runner/fake.py"
     with _FixedDeviceSpy() as mode:
-        exec(compile("torch.zeros(3, device='cpu')\n", where, "exec"), {"torch": torch})
+        exec(compile("torch.zeros(3, device='cpu')\n", where, "exec"), {"torch": torch})  # noqa: S102 (a fixed snippet)
         assert mode.bad == []
-        exec(compile("torch.zeros(3)\n", where, "exec"), {"torch": torch})
+        exec(compile("torch.zeros(3)\n", where, "exec"), {"torch": torch})  # noqa: S102 (a fixed snippet)
     assert len(mode.bad) == 1 and "fake.py" in mode.bad[0]
 
 
@@ -209,3 +215,15 @@ def test_sliding_window_is_read_from_the_config():
     assert footprint_of(SimpleNamespace(model=M(sliding_window=512, layer_types=["sliding_attention"]))).sliding_window == 512
     assert footprint_of(SimpleNamespace(model=M(sliding_window=512, layer_types=["full_attention"]))).sliding_window is None
     assert footprint_of(SimpleNamespace(model=M(sliding_window=None))).sliding_window is None
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "qwen2"])
+def test_all_positions_through_a_deep_tree(arch, loaded, tiny_models):
+    lm = loaded[arch]
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    s = score_options(lm, PROMPTS[:8], OPTIONS, layers=[1],
+                      cfg=ScoringConfig(capture_all_positions=True, batch_size=3))
+    for n, prompt in enumerate(PROMPTS[:8]):
+        with torch.no_grad():
+            hs = ref(torch.tensor([encode(lm.tokenizer, prompt)[0]]), output_hidden_states=True).hidden_states[1][0]
+        np.testing.assert_allclose(s.resid[1][n], hs.numpy(), atol=1e-4)

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Callable, ContextManager, Sequence
 
 import numpy as np
 import torch
@@ -101,8 +102,8 @@ class Node:
     start: int
     end: int
     rep: int  # a sequence holding the segment's tokens
-    parent: "Node | None" = None
-    children: list["Node"] = field(default_factory=list)
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)  # sequences whose needed tokens end here
     read_pos: list[int] = field(default_factory=list)  # positions whose logits are read
     wants: list[tuple[int, int, int]] = field(default_factory=list)  # (seq, read k, slot)
@@ -204,7 +205,7 @@ def _attach_reads(seqs: Sequence[Seq], roots: list[Node], cfg: EngineConfig) -> 
             starts = [p.start for p in path]
             seq = seqs[i]
 
-            def at(pos: int) -> Node:
+            def at(pos: int, path=path, starts=starts) -> Node:
                 return path[bisect.bisect_right(starts, pos) - 1]
 
             for k, (pos, _) in enumerate(seq.reads):
@@ -244,7 +245,7 @@ def _depth(roots: list[Node]) -> int:
     return best
 
 
-HookContext = Callable[[], ContextManager]
+HookContext = Callable[[], AbstractContextManager]
 
 # padding vs forwards: on a CPU a forward of a few hundred tokens already runs near the matmul
 # rate, so splitting a level costs little once a batch holds that many; beyond, padding is waste
@@ -258,7 +259,7 @@ class Engine:
     act position-wise, since cached prefixes run in separate forwards."""
 
     def __init__(self, backend: Backend, layers: Sequence[int], cfg: EngineConfig, pad_id: int,
-                 hooks: HookContext | None = None, on_state: Callable[[int, "_KV"], None] | None = None):
+                 hooks: HookContext | None = None, on_state: Callable[[int, _KV], None] | None = None):
         self.backend = backend
         self.layers = sorted(set(layers))
         self.cfg = cfg
@@ -304,7 +305,7 @@ class Engine:
 
     # ------------------------------------------------------------------ levels
 
-    def _run_level(self, items: list[tuple[Node, "_KV | None"]]) -> None:
+    def _run_level(self, items: list[tuple[Node, _KV | None]]) -> None:
         """Run these nodes (parents already computed), then their children, depth-first over
         batches so only the KV caches of one batch per depth are alive."""
         items = sorted(items, key=lambda it: (it[0].end - it[0].start, it[0].start))
@@ -351,7 +352,7 @@ class Engine:
     def _byte_budget(self) -> float:
         return self.cfg.memory_fraction * free_bytes(self.device)
 
-    def _compute(self, batch) -> dict[int, "_KV"]:
+    def _compute(self, batch) -> dict[int, _KV]:
         """One forward for the batch; on out-of-memory, halves and retries (nothing is lost:
         results are written only after a forward succeeds)."""
         try:
@@ -371,7 +372,7 @@ class Engine:
             kvs.update(self._compute(batch[half:]))
             return kvs
 
-    def _forward_nodes(self, batch) -> dict[int, "_KV"]:
+    def _forward_nodes(self, batch) -> dict[int, _KV]:
         dev = self.device
         nodes = [n for n, _ in batch]
         B = len(nodes)
@@ -455,7 +456,7 @@ class Engine:
 class _KV:
     """A node's cumulative KV cache (its ancestors' tokens and its own), per layer [H, L, hd]."""
 
-    __slots__ = ("keys", "values", "last_logits")
+    __slots__ = ("keys", "last_logits", "values")
 
     def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]):
         self.keys, self.values = keys, values

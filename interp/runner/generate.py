@@ -17,7 +17,7 @@ Stop strings end a reply; the returned text stops before the stop string.
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -26,7 +26,6 @@ from interp.loading import LoadedModel
 from interp.runner.engine import Engine, EngineConfig, HookContext, Seq, pack_past
 from interp.runner.memory import free_bytes, is_oom, release_cached
 from interp.runner.scoring import encode
-
 
 # part of a sampled unit's identity: replies depend on how seeds are derived and drawn
 SAMPLER = "tree-batched-v2"

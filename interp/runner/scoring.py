@@ -8,8 +8,9 @@ scored and the context is never re-tokenized differently from how the model sees
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 from scipy.special import logsumexp
