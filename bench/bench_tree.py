@@ -9,7 +9,7 @@ Sections (each optional with --skip):
   exact, as lm-eval scores them). The runner runs on all --items; lm-eval and the naive loop
   on the first --compare-items of them (they are ~5-10x slower and the machine is shared), and
   the runner is timed on that same subset too, so every ratio compares equal work in one run.
-  lm-eval's batch size: each of --lm-eval-batch-sizes runs once on the subset (pilot); the
+  lm-eval's batch size: each of --lm-eval-batch-sizes runs once on --pilot-items items; the
   fastest is then timed --repeats times ("best batch size").
 * cloze: the whole shipped cloze bank (all prompt ids x six languages; --cloze-prompts to cut),
   runner vs lm-eval at the best pressure batch size.
@@ -72,6 +72,8 @@ def main() -> None:
     p.add_argument("--model", default="smollm2")
     p.add_argument("--items", type=int, default=40, help="moral items for the runner (31 prompts each)")
     p.add_argument("--compare-items", type=int, default=4, help="of those, items lm-eval and the naive loop score")
+    p.add_argument("--pilot-items", type=int, default=1, help="items of the one-run lm-eval batch-size pilots")
+    p.add_argument("--full-repeats", type=int, default=1, help="timed runs of the --items workload")
     p.add_argument("--lm-eval-batch-sizes", default="1,8,16,32")
     p.add_argument("--cloze-prompts", type=int, default=0, help="cloze prompt ids x 6 languages (0 = whole bank)")
     p.add_argument("--sample-items", type=int, default=4)
@@ -141,11 +143,14 @@ def main() -> None:
         sub, _, _ = common.pressure_prompts(sub_bank, tok)
         flat = [(pr, o) for pr in sub for o in options]
         score_options(lm, sub[:2], options, cfg=cfg)
-        stage(f"pressure subset: {len(sub_bank)} items, {len(sub)} prompts; lm-eval pilots")
+        pilot_bank = common.pressure_subset(args.pilot_items)
+        pilot, _, _ = common.pressure_prompts(pilot_bank, tok)
+        pilot_flat = [(pr, o) for pr in pilot for o in options]
+        stage(f"lm-eval batch-size pilots on {len(pilot_bank)} items ({len(pilot)} prompts)")
         pilots = {}
         for bs in [int(b) for b in args.lm_eval_batch_sizes.split(",")]:
             t0 = time.perf_counter()
-            lme_run(flat, bs)
+            lme_run(pilot_flat, bs)
             pilots[bs] = time.perf_counter() - t0
             stage(f"  lm-eval bs={bs}: {pilots[bs]:.1f}s")
         best_bs = min(pilots, key=pilots.get)
@@ -174,7 +179,7 @@ def main() -> None:
                          common.fmt_ratio(common.ratio(t["naive loop"], t["runner"]))])
         findings.append(
             f"pressure ({len(sub)} prompts): runner {sec['speedup_vs_lm_eval']['median']:.2f}x lm-eval at its best batch "
-            f"size ({best_bs}; pilots " + ", ".join(f"bs {b}: {s:.0f}s" for b, s in pilots.items()) + ")"
+            f"size ({best_bs}; one-run pilots on {len(pilot)} prompts: " + ", ".join(f"bs {b} {s:.0f}s" for b, s in pilots.items()) + ")"
             + (f", {sec['speedup_vs_naive']['median']:.1f}x the naive loop" if "speedup_vs_naive" in sec else "")
             + f"; max |delta log-lik| vs lm-eval {d_lme:.1e}"
             + (f", vs naive {sec['max_abs_dlogp_vs_naive']:.1e}." if "max_abs_dlogp_vs_naive" in sec else "."))
@@ -207,7 +212,7 @@ def main() -> None:
                 torch.matmul(a_mm, b_mm)
 
         tt, _ = common.time_interleaved({"runner": lambda: score_options(lm, prompts, options, cfg=cfg),
-                                         "matmul": matmuls}, args.repeats)
+                                         "matmul": matmuls}, args.full_repeats)
         t_full = tt["runner"]
         flops_mm = 2.0 * 2048 ** 3 * k_mm
         mm = {"shape": [2048, 2048, 2048], "gflops_median": flops_mm / tt["matmul"]["median"] / 1e9,
@@ -301,7 +306,8 @@ def main() -> None:
         "order": 0,
         "title": f"0. Prefix tree by level at bank sizes ({path.name}, issue 16)",
         "rerun": (f"nice -n 10 python bench/bench_tree.py --repeats {args.repeats} --threads {args.threads} "
-                  f"--items {args.items} --compare-items {args.compare_items} --sample-items {args.sample_items}"
+                  f"--items {args.items} --compare-items {args.compare_items} --sample-items {args.sample_items} "
+                  f"--full-repeats {args.full_repeats} --pilot-items {args.pilot_items}"
                   + (f" --cloze-prompts {args.cloze_prompts}" if args.cloze_prompts else "")
                   + "".join(f" --skip {s}" for s in args.skip)),
         "what": ("Runner = score_options / score_continuations with the default ScoringConfig (variants exact). "
