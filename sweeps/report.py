@@ -1,31 +1,37 @@
-"""OUT/report.md: the summary tables and figures of whatever studies OUT holds."""
+"""OUT/report.md: the summary tables and figures of whatever studies OUT holds.
+
+Each study declares its sections and draws its figures (StudySpec.report_sections /
+figures); the sections below are the ones written by commands, not by a study.
+"""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
 
-from interp.errors import ConfigError
+from interp.core.atomic import atomic_write_text
+from interp.core.errors import ConfigError
+from interp.studies import all_studies
+from interp.studies.base import ReportSection
 
-# (results file, heading, columns to show or None for all)
-_SECTIONS = (
-    ("pressure_summary.csv", "Pressure-turn sycophancy (slot and sampled readouts)",
-     ["checkpoint", "bank", "readout", "delta", "delta_lo", "delta_hi", "s_op", "s_op_lo", "s_op_hi",
-      "s_ch", "s_ch_lo", "s_ch_hi", "neutral_flip", "n_items", "comprehension", "comprehension_pass"]),
-    ("classify_summary.csv", "Conversational sycophancy classification",
-     ["checkpoint", "task", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo", "macro_f1_hi", "mcc"]),
-    ("classify_position_bias.csv", "Position bias (two option orders)", None),
-    ("generation_summary.csv", "Generated replies, judged", None),
-    ("cloze_abs.csv", "Cross-lingual bias: Average Bias Score", None),
-    ("cloze_sanity.csv", "Cloze sanity: meaningless completion preferred", None),
-    ("fertility.csv", "Tokenizer fertility", None),
-    ("mediation.csv", "Mediation of the language effect through fertility", None),
-    ("weat.csv", "WEAT", None),
-    ("probes.csv", "Linear readouts from the cache", None),
-    ("predictive.csv", "Predicting the target's item map (held-out partial R²)", None),
+# written by `interp weat`, `interp probe`, `interp predict`
+COMMAND_SECTIONS = (
+    ReportSection("weat.csv", "WEAT"),
+    ReportSection("probes.csv", "Linear readouts from the cache"),
+    ReportSection("predictive.csv", "Predicting the target's item map (held-out partial R²)"),
 )
+
+
+def report_sections() -> list[ReportSection]:
+    """Every study's sections in registry order, then the commands' (each file once)."""
+    seen: set[str] = set()
+    out = []
+    for sec in [s for spec in all_studies() for s in spec.report_sections] + list(COMMAND_SECTIONS):
+        if sec.file not in seen:
+            seen.add(sec.file)
+            out.append(sec)
+    return out
 
 
 def _fmt(df: pd.DataFrame, max_rows: int = 60) -> str:
@@ -44,25 +50,6 @@ def _has_tabulate() -> bool:
     return True
 
 
-def _pressure_figures(out: Path, results: Path, figures: Path) -> None:
-    from analyses.pressure_figures import plot_item_map_scatter, plot_pressure_trajectories
-
-    summary = pd.read_csv(results / "pressure_summary.csv")
-    lineage = None
-    if (out / "lineage.json").is_file():
-        data = json.loads((out / "lineage.json").read_text())
-        lineage = data.get("lineage")
-        order = {c["name"]: i for i, c in enumerate(data.get("checkpoints", []))}
-        summary = summary.sort_values("checkpoint", key=lambda s: s.map(order), kind="mergesort")
-    plot_pressure_trajectories(summary, lineage, figures / "pressure_trajectories.png")
-    maps_file = results / "item_maps.csv"
-    if maps_file.is_file():
-        maps = pd.read_csv(maps_file)
-        cks = list(dict.fromkeys(summary["checkpoint"]))
-        if len(cks) >= 2:
-            plot_item_map_scatter(maps, cks[0], cks[-1], figures / "item_map_scatter.png")
-
-
 def write_report(out: str | Path) -> Path:
     out = Path(out)
     results = out / "results"
@@ -70,29 +57,25 @@ def write_report(out: str | Path) -> Path:
         raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    if (results / "pressure_summary.csv").is_file():
-        _pressure_figures(out, results, figures)
+    for spec in all_studies():
+        spec.figures(out, results, figures)
     lines = ["# interp report", "", f"Output directory: `{out}`", ""]
     if (out / "lineage.json").is_file():
         lin = json.loads((out / "lineage.json").read_text())
         lines += ["## Checkpoints", "", "| checkpoint | step |", "|---|---|"]
         lines += [f"| {c['name']} | {c['step']} |" for c in lin["checkpoints"]]
         lines.append("")
-    for fname, heading, cols in _SECTIONS:
-        path = results / fname
+    for sec in report_sections():
+        path = results / sec.file
         if not path.is_file():
             continue
         df = pd.read_csv(path)
-        if cols:
-            df = df[[c for c in cols if c in df.columns]]
-        lines += [f"## {heading}", "", f"`results/{fname}`", "", _fmt(df), ""]
+        if sec.columns:
+            df = df[[c for c in sec.columns if c in df.columns]]
+        lines += [f"## {sec.heading}", "", f"`results/{sec.file}`", "", _fmt(df), ""]
     pngs = sorted(figures.glob("*.png"))
     if pngs:
         lines += ["## Figures", ""]
         lines += [f"![{p.stem}](figures/{p.name})" for p in pngs]
         lines.append("")
-    path = out / "report.md"
-    tmp = out / f".report.md.tmp-{os.getpid()}"
-    tmp.write_text("\n".join(lines), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_text(out / "report.md", "\n".join(lines))

@@ -24,12 +24,9 @@ import torch
 from interp.errors import ConfigError
 from interp.loading import LoadedModel
 from interp.runner.engine import Engine, EngineConfig, HookContext, Seq, pack_past
+from interp.runner.options import SAMPLER  # noqa: F401  (re-exported)
 from interp.runner.memory import free_bytes, is_oom, release_cached
 from interp.runner.scoring import encode
-
-# part of a sampled unit's identity: replies depend on how seeds are derived and drawn
-SAMPLER = "tree-batched-v2"
-
 
 def sample_seed(seed: int, prompt: str, occurrence: int = 0) -> int:
     """The generator seed of one prompt (63 bits of sha256 over seed, prompt, occurrence)."""

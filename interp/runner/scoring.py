@@ -10,46 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 from scipy.special import logsumexp
 
 from interp.errors import ConfigError
 from interp.loading import LoadedModel
-from interp.runner.engine import Engine, EngineConfig, HookContext, Seq
-
-VariantMode = Literal["exact", "space", "space_case"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScoringConfig:
-    """How to score. Batch size, memory share and threads never change the numbers, only the speed."""
-
-    batch_size: int = 64  # tree nodes (rows) per forward at most
-    max_batch_tokens: int = 4096  # rows x padded new tokens per forward at most
-    prefix_reuse: bool = True
-    # shared segments shorter than this are recomputed per child instead of cached (1: never)
-    min_shared_prefix: int = 1
-    min_saved_tokens: int = 0  # deprecated and ignored (the prefix tree runs level by level)
-    memory_fraction: float = 0.5  # share of the device's free memory a forward may plan for
-    # surface forms an option word may take as the next token: "space_case" sums the
-    # probability of {word, Word, word-lowercase} x {no space, leading space}
-    variants: VariantMode = "space_case"
-    capture_all_positions: bool = False
-    progress: bool = False
-
-    def engine(self) -> EngineConfig:
-        return EngineConfig(
-            batch_size=self.batch_size,
-            max_batch_tokens=self.max_batch_tokens,
-            prefix_reuse=self.prefix_reuse,
-            min_shared_prefix=self.min_shared_prefix,
-            min_saved_tokens=self.min_saved_tokens,
-            memory_fraction=self.memory_fraction,
-            capture_all_positions=self.capture_all_positions,
-            progress=self.progress,
-        )
+from interp.runner.engine import Engine, HookContext, Seq
+from interp.runner.options import ScoringConfig, VariantMode  # noqa: F401  (re-exported)
 
 
 def encode(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:

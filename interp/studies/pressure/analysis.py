@@ -18,7 +18,7 @@ from analyses.pressure_metrics import (
 )
 from cache.store import Unit
 
-TRIAL_COLUMNS = ("checkpoint", "bank", "item_id", "planted", "turn_kind", "turn_side", "turn_variant",
+PRESSURE_TRIAL_COLUMNS = ("checkpoint", "bank", "item_id", "planted", "turn_kind", "turn_side", "turn_variant",
                  "p_planted", "logodds", "flipped")
 _TRIAL_SORT = ["checkpoint", "bank", "readout", "item_id", "planted", "turn_kind", "turn_side", "turn_variant"]
 
@@ -45,7 +45,7 @@ def analyze_pressure(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.
     profile = pressure_profiles(trials)
     caps = capitulation(trials)
     flips = flip_direction(trials)
-    write_table(_with_logodds(trials), results_dir / "pressure_trials.csv", columns=TRIAL_COLUMNS, sort=_TRIAL_SORT)
+    write_table(_with_logodds(trials), results_dir / "pressure_trials.csv", columns=PRESSURE_TRIAL_COLUMNS, sort=_TRIAL_SORT)
     write_table(summary, results_dir / "pressure_summary.csv", columns=SUMMARY_COLUMNS,
                 sort=["checkpoint", "bank", "readout"])
     write_table(maps, results_dir / "item_maps.csv", columns=ITEM_MAP_COLUMNS,

@@ -1,0 +1,46 @@
+"""Scoring options: importable without torch, so configs, plans and reports need no model stack."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from interp.runner.engine import EngineConfig
+
+VariantMode = Literal["exact", "space", "space_case"]
+
+# part of a sampled unit's identity: replies depend on how seeds are derived and drawn
+# (interp.runner.generate)
+SAMPLER = "tree-batched-v2"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoringConfig:
+    """How to score. Batch size, memory share and threads never change the numbers, only the speed."""
+
+    batch_size: int = 64  # tree nodes (rows) per forward at most
+    max_batch_tokens: int = 4096  # rows x padded new tokens per forward at most
+    prefix_reuse: bool = True
+    # shared segments shorter than this are recomputed per child instead of cached (1: never)
+    min_shared_prefix: int = 1
+    min_saved_tokens: int = 0  # deprecated and ignored (the prefix tree runs level by level)
+    memory_fraction: float = 0.5  # share of the device's free memory a forward may plan for
+    # surface forms an option word may take as the next token: "space_case" sums the
+    # probability of {word, Word, word-lowercase} x {no space, leading space}
+    variants: VariantMode = "space_case"
+    capture_all_positions: bool = False
+    progress: bool = False
+
+    def engine(self) -> "EngineConfig":
+        from interp.runner.engine import EngineConfig  # torch: only when scoring actually runs
+
+        return EngineConfig(
+            batch_size=self.batch_size,
+            max_batch_tokens=self.max_batch_tokens,
+            prefix_reuse=self.prefix_reuse,
+            min_shared_prefix=self.min_shared_prefix,
+            min_saved_tokens=self.min_saved_tokens,
+            memory_fraction=self.memory_fraction,
+            capture_all_positions=self.capture_all_positions,
+            progress=self.progress,
+        )
