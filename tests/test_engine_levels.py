@@ -227,3 +227,34 @@ def test_all_positions_through_a_deep_tree(arch, loaded, tiny_models):
         with torch.no_grad():
             hs = ref(torch.tensor([encode(lm.tokenizer, prompt)[0]]), output_hidden_states=True).hidden_states[1][0]
         np.testing.assert_allclose(s.resid[1][n], hs.numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_a_steering_hook_through_the_tree_equals_a_steered_plain_forward(arch, loaded, tiny_models):
+    """The `hooks` context is where interventions go: adding a vector at a block's resid_pre in
+    every forward of the tree equals the same hook on one plain forward of each prompt."""
+    lm = loaded[arch]
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    d = lm.d_model
+    direction = torch.linspace(-1, 1, d)
+
+    def add_at(model_blocks):
+        @contextlib.contextmanager
+        def ctx():
+            h = model_blocks[1].register_forward_pre_hook(
+                lambda m, args, kwargs: ((args[0] + 3.0 * direction,) + args[1:], kwargs) if args
+                else (args, {**kwargs, "hidden_states": kwargs["hidden_states"] + 3.0 * direction}),
+                with_kwargs=True)
+            try:
+                yield
+            finally:
+                h.remove()
+        return ctx
+
+    steered = score_options(lm, PROMPTS[:6], OPTIONS, cfg=ScoringConfig(variants="exact"), hooks=add_at(lm.backend.blocks))
+    plain = score_options(lm, PROMPTS[:6], OPTIONS, cfg=ScoringConfig(variants="exact"))
+    ref_blocks = ref.transformer.h if arch == "gpt2" else ref.model.layers
+    with add_at(ref_blocks)():
+        want = [[plain_logprob(ref, lm.tokenizer, p, o) for o in OPTIONS] for p in PROMPTS[:6]]
+    np.testing.assert_allclose(steered.logp, want, atol=1e-4)
+    assert np.abs(steered.logp - plain.logp).max() > 1e-2  # the hook really acted
