@@ -167,6 +167,9 @@ def test_engine_tensors_follow_the_model_device(loaded, monkeypatch):
     with _FixedDeviceSpy() as mode:
         score_options(lm, PROMPTS[:4], OPTIONS, layers=[1])
         score_continuations(lm, [(PROMPTS[0], [" wrong", " acceptable indeed"])], layers=[1])
+        from interp.runner.generate import generate
+
+        generate(lm, PROMPTS[:3], max_new_tokens=3, n=2)
     assert mode.bad == []
     dev = next(lm.backend.model.parameters()).device
     assert seen and all(s == {dev} for s in seen)
