@@ -130,7 +130,25 @@ def main() -> None:
     def stage(msg):
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
-    mm = matmul_rate(2048, 15)  # replaced by the interleaved measurement of the flops section
+    def make_report() -> dict:
+        return {
+            "order": 0,
+            "title": f"0. Prefix tree by level at bank sizes ({path.name}, issue 16)",
+            "rerun": (f"nice -n 10 python bench/bench_tree.py --repeats {args.repeats} --threads {args.threads} "
+                      f"--items {args.items} --compare-items {args.compare_items} --sample-items {args.sample_items} "
+                      f"--full-repeats {args.full_repeats} --pilot-items {args.pilot_items} --conditions {args.conditions}"
+                      + (f" --cloze-prompts {args.cloze_prompts}" if args.cloze_prompts else "")
+                      + "".join(f" --skip {s}" for s in args.skip)),
+            "what": ("Runner = score_options / score_continuations with the default ScoringConfig (variants exact). "
+                     "Ratios column: time of the row's method relative to the runner's (>1: slower than the runner). "
+                     "The machine (2 cores) was shared with other engineers' jobs during this run: load average at start "
+                     f"{start_load}; compare ratios within this run only."),
+            "tables": [{"columns": ["workload", "method", "time: median (min-max)", "time / runner: median (min/min)"],
+                        "rows": rows}],
+            "findings": findings,
+        }
+
+    mm = matmul_rate(2048, 3)  # replaced by the interleaved measurement of the flops section
     res["matmul"] = mm
     shape = model_shape(lm.backend.model)
     best_bs = None
@@ -197,13 +215,6 @@ def main() -> None:
 
         engine_mod.Engine.run = run_keep
         lm_rec = type(lm)(info=lm.info, tokenizer=tok, backend=rec, dtype=lm.dtype)
-        try:
-            score_options(lm_rec, prompts, options, cfg=cfg)
-        finally:
-            engine_mod.Engine.run = real_run
-        counts = flop_counts(rec.calls, shape)
-        st = stats["s"]
-        # the matmul rate measured interleaved with the runner's runs: both see the same load
         a_mm, b_mm = torch.randn(2048, 2048), torch.randn(2048, 2048)
         k_mm = 10
 
@@ -211,13 +222,21 @@ def main() -> None:
             for _ in range(k_mm):
                 torch.matmul(a_mm, b_mm)
 
-        tt, _ = common.time_interleaved({"runner": lambda: score_options(lm, prompts, options, cfg=cfg),
-                                         "matmul": matmuls}, args.full_repeats)
+        def scored():
+            rec.calls.clear()
+            return score_options(lm_rec, prompts, options, cfg=cfg)
+
+        try:  # the matmul rate measured interleaved with the runner's runs: both see the same load
+            tt, _ = common.time_interleaved({"runner": scored, "matmul": matmuls}, args.full_repeats)
+        finally:
+            engine_mod.Engine.run = real_run
         t_full = tt["runner"]
         flops_mm = 2.0 * 2048 ** 3 * k_mm
         mm = {"shape": [2048, 2048, 2048], "gflops_median": flops_mm / tt["matmul"]["median"] / 1e9,
               "gflops_best": flops_mm / tt["matmul"]["min"] / 1e9, "timing": tt["matmul"], "interleaved": True}
         res["matmul"] = mm
+        counts = flop_counts(rec.calls, shape)
+        st = stats["s"]
         gf = counts["flops_useful"] / t_full["median"] / 1e9
         gf_exec = counts["flops_executed"] / t_full["median"] / 1e9
         res["full"] = {"items": len(bank), "prompts": len(prompts), "timing": t_full, **counts,
@@ -278,6 +297,9 @@ def main() -> None:
         findings.append(f"cloze: runner {res['cloze']['speedup_vs_lm_eval']['median']:.2f}x lm-eval (bs {bs}); "
                         f"max |delta log-lik| {d:.1e}.")
 
+    common.write_results("tree", {**res, "partial": True, "report": make_report()}, threads=args.threads, results_dir=args.results_dir,
+                         started_load=start_load)
+
     if "sampling" not in args.skip:
         from interp.runner.generate import generate, sample_seed
         from interp.runner.scoring import encode
@@ -319,22 +341,7 @@ def main() -> None:
         findings.append(f"sampling: batched {res['sampling']['speedup_vs_generate']['median']:.1f}x HF generate per "
                         f"prompt; {same:.1%} of replies identical to HF's under the same seeds.")
 
-    res["report"] = {
-        "order": 0,
-        "title": f"0. Prefix tree by level at bank sizes ({path.name}, issue 16)",
-        "rerun": (f"nice -n 10 python bench/bench_tree.py --repeats {args.repeats} --threads {args.threads} "
-                  f"--items {args.items} --compare-items {args.compare_items} --sample-items {args.sample_items} "
-                  f"--full-repeats {args.full_repeats} --pilot-items {args.pilot_items}"
-                  + (f" --cloze-prompts {args.cloze_prompts}" if args.cloze_prompts else "")
-                  + "".join(f" --skip {s}" for s in args.skip)),
-        "what": ("Runner = score_options / score_continuations with the default ScoringConfig (variants exact). "
-                 "Ratios column: time of the row's method relative to the runner's (>1: slower than the runner). "
-                 "The machine (2 cores) was shared with other engineers' jobs during this run: load average at start "
-                 f"{start_load}; compare ratios within this run only."),
-        "tables": [{"columns": ["workload", "method", "time: median (min-max)", "time / runner: median (min/min)"],
-                    "rows": rows}],
-        "findings": findings,
-    }
+    res["report"] = make_report()
     common.write_results("tree", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)
 
 
