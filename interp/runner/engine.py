@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 from transformers.cache_utils import DynamicLayer
 
 from interp.runner.backends import Backend
+from interp.runner.steering import read_positions
 from interp.runner.memory import (
     Footprint,
     backend_device,
@@ -109,6 +110,7 @@ class Node:
     wants: list[tuple[int, int, int]] = field(default_factory=list)  # (seq, read k, slot)
     captures: list[tuple[int, int]] = field(default_factory=list)  # (seq, position)
     keep_resid: bool = False  # capture_all_positions: this segment's residuals are needed
+    first_read: int | None = None  # a sequence's first read falls here (steering "read" positions)
 
     @property
     def leaves(self) -> list[int]:  # compatibility name
@@ -213,6 +215,8 @@ def _attach_reads(seqs: Sequence[Seq], roots: list[Node], cfg: EngineConfig) -> 
                 if pos not in owner.read_pos:
                     owner.read_pos.append(pos)
                 owner.wants.append((i, k, owner.read_pos.index(pos)))
+                if k == 0 and owner.first_read is None:
+                    owner.first_read = pos
             if seq.capture_pos is not None:
                 if cfg.capture_all_positions:
                     for p in path:
@@ -395,7 +399,10 @@ class Engine:
             kwargs["position_ids"] = positions
             if P:
                 kwargs["past"], kwargs["past_mask"] = pack_past([kv for _, kv in batch], starts, P, dev, extra=W)
-        with self.hooks():
+        # steering hook point (interp.runner.steering): each row's first read position, -1 if none
+        first_read = torch.tensor([n.first_read - n.start if n.first_read is not None else -1 for n in nodes],
+                                  dtype=torch.long, device=dev)
+        with self.hooks(), read_positions(first_read):
             out = self.backend.forward(ids, mask, read_index, self.layers, use_cache=use_cache, **kwargs)
         logp = torch.log_softmax(out.logits.float(), dim=-1)  # float32 whatever the model's dtype
         # gather what is read on the device; one transfer back

@@ -297,10 +297,21 @@ class ClassifyStudy(StudySpec):
     stratify_by = "five_label"
     report_sections = (
         ReportSection("classify_summary.csv", "Conversational sycophancy classification",
-                      ("checkpoint", "task", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo",
-                       "macro_f1_hi", "mcc")),
-        ReportSection("classify_position_bias.csv", "Position bias (two option orders)"),
-        ReportSection("generation_summary.csv", "Generated replies, judged"),
+                      ("checkpoint", "bank", "task", "order", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo",
+                       "macro_f1_hi", "mcc"),
+                      note=(
+                          "Scores of the gold labels against the label the model gives most probability, per task (binary / "
+                          "five-class) and per `order` of the options in the prompt: `given`, `reversed`, and `averaged` (the two "
+                          "orders' probabilities averaged before the argmax, the toolkit's correction for position bias); macro-F1 "
+                          "CIs are item bootstraps.")),
+        ReportSection("classify_position_bias.csv", "Position bias (two option orders)",
+                      note=(
+                          "Share of items whose predicted label changes when the option order is reversed, and the mean absolute "
+                          "probability shift; 1.0 means every prediction is an order artefact.")),
+        ReportSection("generation_summary.csv", "Generated replies, judged",
+                      note=(
+                          "Replies sampled from the checkpoint and labelled by a judge model on the five-level scale; the judge, its "
+                          "prompt and averaging its two option orders are the toolkit's choices.")),
     )
     demo_items = 24  # per bank
     demo_probe_targets = ("sycophantic",)
@@ -365,7 +376,10 @@ class ClassifyStudy(StudySpec):
 
     # -- running
 
-    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
+    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layers: tuple[int, ...],
+                 cfg: RunConfig) -> Payload:
+        from cache.layers import stack_layers
+
         o: ClassifyOptions = cfg.options_for(self)
         use_chat = o.use_chat
         roles = self.templates(template, o)
@@ -377,7 +391,7 @@ class ClassifyStudy(StudySpec):
             for order in ORDERS:
                 prompts, options, listed = build_prompts(bank, roles[task], lm.tokenizer, order=order,
                                                          use_chat=use_chat)
-                probs, s = _scored_table(lm, prompts, options, listed, canonical, [layer], cfg,
+                probs, s = _scored_table(lm, prompts, options, listed, canonical, list(layers), cfg,
                                          names=[f"bank {bank.source}: item_id {i}" for i in items["item_id"]])
                 df = pd.DataFrame({
                     "task": task, "order": order, "item_id": items["item_id"],
@@ -392,7 +406,7 @@ class ClassifyStudy(StudySpec):
                 for f in ("language_form", "split", "community"):
                     df[f] = items[f].to_numpy()
                 frames.append(df)
-                arrays[f"resid_{task}_{order}"] = s.resid[layer].astype(cfg.resid_dtype)
+                arrays[f"resid_{task}_{order}"] = stack_layers(s.resid, layers).astype(cfg.resid_dtype)
         preds = pd.concat(frames, ignore_index=True)
         for v in TASK_VALUES["binary"] + FIVE_LABELS:  # every row has every p_ column (NaN if not its task)
             if f"p_{v}" not in preds:
