@@ -190,9 +190,9 @@ def main() -> None:
             f"cloze work: {work['total_tokens']:,} tokens in {len(flat)} sequences, {work['continuation_tokens_read']:,} "
             f"of them read; the continuations of an item share a context of {work['mean_context_tokens']:.0f} tokens "
             f"on average, so (continuations - 1) x context = {work['mean_shareable_tokens']:.0f} tokens per item "
-            "could be shared, below the engine's min_saved_tokens threshold for a separate forward: runner and "
-            "lm-eval compute the same positions, and the runner saves the unembedding at positions nobody reads "
-            "(lm-eval log-softmaxes the full vocabulary at every position).")
+            "can be shared: the runner's prefix tree computes each context once (lm-eval computes it per "
+            "continuation) and unembeds only at read positions (lm-eval log-softmaxes the full vocabulary at every "
+            "position).")
 
     res["report"] = {
         "order": 2,

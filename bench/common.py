@@ -34,9 +34,10 @@ from typing import Any, Callable, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
+_MODELS_DIR = Path(os.environ.get("INTERP_MODELS_DIR", ROOT / "models"))
 MODELS = {
-    "smollm2": ROOT / "models" / "smollm2-135m-instruct",
-    "gemma3": ROOT / "models" / "gemma3-270m",
+    "smollm2": _MODELS_DIR / "smollm2-135m-instruct",
+    "gemma3": _MODELS_DIR / "gemma3-270m",
 }
 
 if str(ROOT) not in sys.path:

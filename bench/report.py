@@ -34,6 +34,17 @@ def _get(d, *keys, default=None):
 def summary(res: dict) -> list[str]:
     """One line per headline figure, where the result exists."""
     lines = []
+    r = res.get("tree")
+    if r:
+        lines.append(f"Prefix tree by level ({r['model']}, {r['meta']['date']}): " + "; ".join(
+            str(f) for f in r["report"]["findings"]))
+        if any(d["meta"]["date"] < r["meta"]["date"][:10] for n, d in res.items() if n != "tree"):
+            lines.append("Sections dated before that run measured the previous engine (one forward per tree node, "
+                         "`min_saved_tokens` threshold); rerun `bash bench/run_all.sh` to refresh them.")
+    for name, d in res.items():
+        if name.startswith("sweep_overhead_"):
+            lines.append(f"Sweep overhead ({d['study']}, {d['max_items']} items, {', '.join(d['models'])}): "
+                         + " ".join(d["report"]["findings"]))
     r = res.get("runner_vs_naive")
     if r:
         lines.append(f"Runner vs naive HF loop ({r['prompts']} pressure prompts, {r['model']}): "

@@ -53,6 +53,13 @@ run() {
 }
 
 T0=$SECONDS
+if [[ $QUICK == 1 ]]; then
+  TREE=(--items 2 --compare-items 1 --cloze-prompts 2 --sample-items 1 --conditions 4 --lm-eval-batch-sizes 8,16)
+else
+  TREE=(--items 40 --compare-items 4 --sample-items 4)
+fi
+run tree bench/bench_tree.py --repeats "$REPEATS" --threads "$THREADS" "${TREE[@]}"
+run sweep_overhead bench/bench_sweep_overhead.py --threads "$THREADS" --study pressure --max-items 16
 run runner_vs_naive bench/bench_runner_vs_naive.py --repeats "$REPEATS" --threads "$THREADS" "${NAIVE[@]}"
 run vs_lm_eval bench/bench_vs_lm_eval.py --repeats "$REPEATS" --threads "$THREADS" "${LMEVAL[@]}"
 run lm_eval_model bench/bench_lm_eval_model.py --repeats "$REPEATS" --threads "$THREADS" "${LMMODEL[@]}"

@@ -101,18 +101,20 @@ def test_prefix_tree_is_formed(loaded):
 
     tok = loaded["llama"].tokenizer
     seqs = [Seq(ids=tuple(encode(tok, p)[0]), reads=[(len(encode(tok, p)[0]) - 1, (1,))]) for p in PROMPTS]
-    nodes, singles = plan_tree(seqs, EngineConfig(min_shared_prefix=4, min_saved_tokens=0))
-    assert sorted(singles) == [3, 4] and len(nodes) == 1
-    top = nodes[0]
+    roots = plan_tree(seqs, EngineConfig(min_shared_prefix=4))
+    assert len(roots) == 3  # the English prompts share a root; Bengali and Hindi stand alone
+    top = next(r for r in roots if len(r.children) > 0)
+    assert top.start == 0 and not top.ends
     # prompts 0 and 1 share "... It is wrong. User:" beyond what prompt 2 shares: a child node
-    assert len(top.children) == 1 and sorted(top.children[0].leaves) == [0, 1] and top.leaves == [2]
-    assert top.start == 0 and top.end < top.children[0].start + 1 and top.children[0].end > top.end
-    # by default a segment gets its own forward only if it saves enough tokens: the short
-    # child segment is absorbed, its sequences batch under the top node
-    child_saving = top.children[0].end - top.end  # 2 members share this much beyond the top
-    assert 2 * top.end > child_saving + 1  # the top segment (3 members) still pays off
-    nodes, _ = plan_tree(seqs, EngineConfig(min_shared_prefix=4, min_saved_tokens=child_saving + 1))
-    assert len(nodes) == 1 and not nodes[0].children and sorted(nodes[0].leaves) == [0, 1, 2]
+    inner = [c for c in top.children if c.children]
+    assert len(inner) == 1 and sorted(i for c in inner[0].children for i in c.ends) == [0, 1]
+    assert [i for c in top.children if not c.children for i in c.ends] == [2]
+    assert inner[0].start == top.end < inner[0].end
+    # each read lands in the node that computes its position, once
+    for node in (top, *top.children, *inner[0].children):
+        assert all(node.start <= p < node.end for p in node.read_pos)
+    # without reuse every sequence is its own root
+    assert len(plan_tree(seqs, EngineConfig(prefix_reuse=False))) == len(seqs)
 
 
 def test_nested_prefix_reuse_with_multi_token_options(loaded):

@@ -1,28 +1,52 @@
-"""Batched execution of token sequences with shared-prefix KV reuse.
+"""Batched execution of token sequences over their prefix tree, one padded forward per level.
 
 A `Seq` is a token sequence plus what to read from it: at position p, the log-probabilities
 of some target token ids as the next token, and the residual stream at one position (or all).
 
-Sequences that share token prefixes are arranged in a prefix tree (a shared instruction, then
-an item's text, then that item's turns or option forms): each shared segment is run once with
-its parent's KV cache, and every suffix batch starts from a copy of its node's cache, so only
-tokens nobody computed yet are computed.
-Everything else is batched by length with right padding. The unembedding and the float32
-log-softmax run only at read positions. The plain computation (each sequence alone, full
-forward) is the reference this must equal (tests, to 1e-4).
+The sequences form a prefix tree (a radix trie over token ids): a shared instruction, then an
+item's text, then a planted verdict, a user turn, an option form... Every node's segment is
+computed exactly once. The tree runs level by level: all nodes of one depth (below one batch
+of parents) go through one right-padded forward, each row continuing its parent's KV cache.
+Parents' caches have different lengths, so the batch cache is padded too: row b holds its
+parent's L_b cached tokens at [0, L_b), a masked gap up to the longest parent, then its own
+new tokens with explicit `position_ids` L_b, L_b+1, ... (GPT-2 reads absolute positions;
+rotary models rotate by them). Nothing is computed twice and no node needs to "pay for" a
+forward of its own, so the tree goes as deep as the prompts share.
+
+Reads can fall anywhere in a node (every sequence through it has the same tokens there), so
+logits are taken at read positions only, with the unembedding and a float32 log-softmax on
+the model's device; only the target log-probs and captured residuals come back to the CPU.
+
+Memory: a node's cumulative KV cache lives only while its children run (depth-first over
+batches, breadth-first within one); the rows of one forward are bounded by `batch_size`,
+`max_batch_tokens` and a byte budget taken from the device's free memory (KV cache of the
+padded parents included). An out-of-memory error halves the batch and retries; no sequence
+is lost. The plain computation (each sequence alone, full forward) is the reference this must
+equal (tests, to 1e-4).
 """
 from __future__ import annotations
 
-import copy
+import bisect
+import contextlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+from transformers.cache_utils import DynamicLayer
 
 from interp.runner.backends import Backend
 from interp.runner.steering import read_positions
+from interp.runner.memory import (
+    Footprint,
+    backend_device,
+    footprint_of,
+    free_bytes,
+    is_oom,
+    release_cached,
+)
 
 
 @dataclass
@@ -31,8 +55,10 @@ class Seq:
     reads: list[tuple[int, tuple[int, ...]]]  # (position, target token ids)
     capture_pos: int | None = None  # position of the residual read (None: no capture)
     # continuations after the end of `ids` whose total log-prob is wanted (multi-token option
-    # forms): computed from this sequence's own KV cache, one short extra forward per batch
+    # forms): they become nodes of the tree below this sequence and run in its next level
     ext: list[tuple[int, ...]] = field(default_factory=list)
+    # hand this sequence's KV cache and last-position logits to `Engine.on_state` (generation)
+    state: bool = False
 
 
 @dataclass
@@ -44,15 +70,62 @@ class SeqResult:
 
 @dataclass(frozen=True, kw_only=True)
 class EngineConfig:
-    batch_size: int = 16
-    max_batch_tokens: int = 8192  # bounds memory: rows x padded length per forward
+    batch_size: int = 64  # rows (tree nodes) per forward at most
+    max_batch_tokens: int = 4096  # rows x padded new-token width per forward at most
     prefix_reuse: bool = True
-    min_shared_prefix: int = 16
-    # a shared segment gets its own forward only when it saves this many token computations:
-    # on CPU every forward re-reads all weights, so tiny batch-1 segments cost more than they save
-    min_saved_tokens: int = 128
+    # a shared segment shorter than this is recomputed by each child instead of being a node
+    # (1: every shared token is computed once)
+    min_shared_prefix: int = 1
+    min_saved_tokens: int = 0  # deprecated, ignored: level batching removed the threshold
+    # share of the device's free memory one forward may plan to use (KV cache included)
+    memory_fraction: float = 0.5
     capture_all_positions: bool = False
     progress: bool = False
+
+
+@dataclass
+class EngineStats:
+    """What the last `run` computed (for benchmarks and tests)."""
+
+    forwards: int = 0
+    tokens: int = 0  # real tokens computed
+    padded_tokens: int = 0  # rows x width summed over forwards
+    unique_tokens: int = 0  # tokens of the prefix tree (each segment once)
+    plain_tokens: int = 0  # tokens of the sequences as given (no sharing)
+    oom_retries: int = 0
+    depth: int = 0
+
+
+@dataclass(eq=False)
+class Node:
+    """A token segment [start, end) shared by every sequence below it, computed once."""
+
+    start: int
+    end: int
+    rep: int  # a sequence holding the segment's tokens
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)  # sequences whose needed tokens end here
+    read_pos: list[int] = field(default_factory=list)  # positions whose logits are read
+    wants: list[tuple[int, int, int]] = field(default_factory=list)  # (seq, read k, slot)
+    captures: list[tuple[int, int]] = field(default_factory=list)  # (seq, position)
+    keep_resid: bool = False  # capture_all_positions: this segment's residuals are needed
+    first_read: int | None = None  # a sequence's first read falls here (steering "read" positions)
+
+    @property
+    def leaves(self) -> list[int]:  # compatibility name
+        return self.ends
+
+
+def _needed(seq: Seq, capture_all: bool) -> int:
+    """Tokens that must be computed: up to the last read / capture (the last token of a scored
+    continuation is never an input to anything read)."""
+    n = max([p + 1 for p, _ in seq.reads] + [1])
+    if seq.state:
+        return len(seq.ids)
+    if seq.capture_pos is not None:
+        n = max(n, len(seq.ids) if capture_all else seq.capture_pos + 1)
+    return min(n, len(seq.ids))
 
 
 def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
@@ -63,199 +136,430 @@ def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
-def _cap(seq: Seq, capture_all: bool) -> int:
-    """Longest prefix that can be shared: every read and capture must fall in the suffix."""
-    limits = [p for p, _ in seq.reads]
-    if seq.capture_pos is not None and not capture_all:
-        limits.append(seq.capture_pos)
-    return min(limits) if limits else len(seq.ids) - 1
+def plan_tree(seqs: Sequence[Seq], cfg: EngineConfig) -> list[Node]:
+    """Radix trie over the sequences' needed tokens; returns its roots.
 
-
-@dataclass
-class Node:
-    """A token segment [start, end) shared by every sequence below it, computed once."""
-
-    start: int
-    end: int
-    children: list["Node"] = field(default_factory=list)
-    leaves: list[int] = field(default_factory=list)  # sequences run from `end` with this node's KV
-    rep: int = 0  # a sequence holding the segment's tokens
-
-
-def plan_tree(seqs: Sequence[Seq], cfg: EngineConfig) -> tuple[list[Node], list[int]]:
-    """Prefix tree over the sequences: ([top nodes], sequences with no shared prefix).
-
-    Sequences are sorted; consecutive ones sharing at least `min_shared_prefix` more tokens
-    form a node, recursively, so a shared instruction, then an item's text, then the item's
-    option forms are each computed once. A node never extends past any read or capture of a
-    sequence below it.
+    Without `prefix_reuse` every sequence is a root of its own (no sharing).
     """
-    order = sorted(range(len(seqs)), key=lambda i: seqs[i].ids)
-    caps = {i: _cap(seqs[i], cfg.capture_all_positions) for i in order}
-    return _partition(seqs, order, 0, caps, cfg)
+    need = [_needed(s, cfg.capture_all_positions) for s in seqs]
+    keys = [s.ids[: need[i]] for i, s in enumerate(seqs)]
+    if not cfg.prefix_reuse:
+        roots = [Node(start=0, end=need[i], rep=i, ends=[i]) for i in range(len(seqs))]
+    else:
+        order = sorted(range(len(seqs)), key=lambda i: keys[i])
+        roots = []
+        stack: list[tuple[list[int], int, Node | None]] = [(order, 0, None)]
+        while stack:  # iterative: a tree can be deeper than Python's recursion limit
+            idx, start, parent = stack.pop()
+            k = 0
+            while k < len(idx):
+                j = k + 1
+                while j < len(idx) and keys[idx[j]][start] == keys[idx[k]][start]:
+                    j += 1
+                group = idx[k:j]  # sorted: the group's common prefix is that of its ends
+                end = _lcp(keys[group[0]], keys[group[-1]])
+                node = Node(start=start, end=end, rep=group[0], parent=parent)
+                node.ends = [i for i in group if len(keys[i]) == end]
+                rest = [i for i in group if len(keys[i]) > end]
+                (parent.children if parent else roots).append(node)
+                if rest:
+                    stack.append((rest, end, node))
+                k = j
+        if cfg.min_shared_prefix > 1:
+            roots = _absorb_short(roots, cfg.min_shared_prefix)
+    _attach_reads(seqs, roots, cfg)
+    return roots
 
 
-def _partition(seqs, idx: list[int], start: int, caps: dict[int, int], cfg: EngineConfig):
-    nodes: list[Node] = []
-    leaves: list[int] = []
-    k = 0
-    while k < len(idx):
-        first = idx[k]
-        p = caps[first]
-        j = k + 1
-        while j < len(idx):
-            q = min(p, _lcp(seqs[first].ids, seqs[idx[j]].ids), caps[idx[j]])
-            if q - start < cfg.min_shared_prefix:
-                break
-            p = q
-            j += 1
-        cluster = idx[k:j]
-        if len(cluster) > 1:
-            children, sub_leaves = _partition(seqs, cluster, p, caps, cfg)
-            if (len(cluster) - 1) * (p - start) >= cfg.min_saved_tokens:
-                nodes.append(Node(start=start, end=p, children=children, leaves=sub_leaves, rep=first))
-            else:  # not worth a forward of its own: children absorb the segment, the rest batch here
-                for child in children:
-                    child.start = start
-                nodes.extend(children)
-                leaves.extend(sub_leaves)
-        else:
-            leaves.append(first)
-        k = j
-    return nodes, leaves
-
-
-def _batches(idx: list[int], lengths: dict[int, int], cfg: EngineConfig) -> list[list[int]]:
-    idx = sorted(idx, key=lambda i: lengths[i])
-    out: list[list[int]] = []
-    cur: list[int] = []
-    for i in idx:
-        if cur and (len(cur) >= cfg.batch_size or (len(cur) + 1) * lengths[i] > cfg.max_batch_tokens):
-            out.append(cur)
-            cur = []
-        cur.append(i)
-    if cur:
-        out.append(cur)
+def _absorb_short(nodes: list[Node], min_len: int) -> list[Node]:
+    """Push segments shorter than `min_len` down into their children (tokens recomputed)."""
+    out: list[Node] = []
+    for node in nodes:
+        node.children = _absorb_short(node.children, min_len)
+        if node.end - node.start >= min_len or not node.children:
+            out.append(node)
+            continue
+        for child in node.children:
+            child.start, child.parent = node.start, node.parent
+            out.append(child)
+        if node.ends:
+            out.append(Node(start=node.start, end=node.end, rep=node.ends[0], parent=node.parent, ends=node.ends))
     return out
 
 
+def _walk(roots: list[Node]):
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children)
+
+
+def _attach_reads(seqs: Sequence[Seq], roots: list[Node], cfg: EngineConfig) -> None:
+    for node in _walk(roots):
+        for i in node.ends:
+            path = []
+            n: Node | None = node
+            while n is not None:
+                path.append(n)
+                n = n.parent
+            path.reverse()
+            starts = [p.start for p in path]
+            seq = seqs[i]
+
+            def at(pos: int, path=path, starts=starts) -> Node:
+                return path[bisect.bisect_right(starts, pos) - 1]
+
+            for k, (pos, _) in enumerate(seq.reads):
+                owner = at(pos)
+                if pos not in owner.read_pos:
+                    owner.read_pos.append(pos)
+                owner.wants.append((i, k, owner.read_pos.index(pos)))
+                if k == 0 and owner.first_read is None:
+                    owner.first_read = pos
+            if seq.capture_pos is not None:
+                if cfg.capture_all_positions:
+                    for p in path:
+                        p.keep_resid = True
+                else:
+                    at(seq.capture_pos).captures.append((i, seq.capture_pos))
+
+
+def flatten_ext(seqs: Sequence[Seq]) -> tuple[list[Seq], list[int]]:
+    """Each extension becomes a sequence of its own (reads at its tokens); the prefix tree puts
+    it under its prompt, so its tokens run in the prompt's next level, batched with others."""
+    flat = [replace(s, ext=[]) for s in seqs]
+    owner = []
+    for i, s in enumerate(seqs):
+        n = len(s.ids)
+        if s.ext and not s.reads:  # keep the prompt's own last position in the tree
+            flat[i] = replace(flat[i], reads=[(n - 1, (s.ids[-1],))])
+        for e in s.ext:
+            flat.append(Seq(ids=s.ids + e, reads=[(n - 1 + j, (t,)) for j, t in enumerate(e)]))
+            owner.append(i)
+    return flat, owner
+
+
+def _depth(roots: list[Node]) -> int:
+    best, stack = 0, [(r, 1) for r in roots]
+    while stack:
+        node, d = stack.pop()
+        best = max(best, d)
+        stack.extend((c, d + 1) for c in node.children)
+    return best
+
+
+HookContext = Callable[[], AbstractContextManager]
+
+# padding vs forwards: on a CPU a forward of a few hundred tokens already runs near the matmul
+# rate, so splitting a level costs little once a batch holds that many; beyond, padding is waste
+PAD_SLACK = 1.1
+MIN_BATCH_TOKENS = 256
+
+
 class Engine:
-    def __init__(self, backend: Backend, layers: Sequence[int], cfg: EngineConfig, pad_id: int):
+    """Runs sequences on a backend. `hooks` (optional) is entered around every forward: a
+    place for interventions (e.g. adding a steering vector at a layer's resid_pre); it must
+    act position-wise, since cached prefixes run in separate forwards."""
+
+    def __init__(self, backend: Backend, layers: Sequence[int], cfg: EngineConfig, pad_id: int,
+                 hooks: HookContext | None = None, on_state: Callable[[int, _KV], None] | None = None):
         self.backend = backend
         self.layers = sorted(set(layers))
         self.cfg = cfg
-        self.pad_id = pad_id
-        # every tensor made here is made on the model's input device: no per-row host copies
-        self.device = getattr(backend, "device", None) or torch.device("cpu")
+        self.pad_id = int(pad_id)
+        self.hooks = hooks or contextlib.nullcontext
+        self.on_state = on_state  # called with (sequence index, _KV with last_logits) per `Seq.state`
+        self.device = backend_device(backend)
+        self.footprint: Footprint = footprint_of(backend)
+        self.stats = EngineStats()
+        # sliding-window attention masks by cache index, not position: a padded gap must not
+        # push real tokens out of the window (see _fits)
+        self.window = self.footprint.sliding_window
+
+    # ------------------------------------------------------------------ public
 
     def run(self, seqs: Sequence[Seq]) -> list[SeqResult]:
-        if not self.backend.supports_prefix_cache and any(s.ext for s in seqs):
-            return self._run_ext_as_sequences(seqs)
-        results: list[SeqResult | None] = [None] * len(seqs)
-        if self.cfg.prefix_reuse and self.backend.supports_prefix_cache:
-            nodes, singles = plan_tree(seqs, self.cfg)
-        else:
-            nodes, singles = [], list(range(len(seqs)))
-        bar = tqdm(total=len(seqs), disable=not self.cfg.progress, desc="scoring", unit="seq", leave=False)
+        flat, owner = flatten_ext(seqs)
+        cfg = self.cfg
+        if not self.backend.supports_prefix_cache:
+            cfg = replace(cfg, prefix_reuse=False)
+        roots = plan_tree(flat, cfg)
+        self.stats = EngineStats(
+            unique_tokens=sum(n.end - n.start for n in _walk(roots)),
+            plain_tokens=sum(_needed(s, cfg.capture_all_positions) for s in flat),
+            depth=_depth(roots),
+        )
+        self._seqs = flat
+        self._results = [SeqResult(logp=[np.full(len(t), np.nan) for _, t in s.reads]) for s in flat]
+        self._segment_resid: dict[int, dict[int, np.ndarray]] = {}
+        bar = tqdm(total=len(flat), disable=not cfg.progress, desc="scoring", unit="seq", leave=False)
+        self._bar = bar
         try:
-            for node in nodes:
-                self._run_node(seqs, node, None, None, results, bar)
-            lengths = {i: len(seqs[i].ids) for i in singles}
-            for batch in _batches(singles, lengths, self.cfg):
-                self._run_batch(seqs, batch, 0, None, None, results)
-                bar.update(len(batch))
+            self._run_level([(r, None) for r in roots])
         finally:
             bar.close()
-        return results  # type: ignore[return-value]
-
-    def _run_ext_as_sequences(self, seqs: Sequence[Seq]) -> list[SeqResult]:
-        """Without a KV cache, each extension is scored as a sequence of its own."""
-        flat = [replace(s, ext=[]) for s in seqs]
-        owner = []
-        for i, s in enumerate(seqs):
-            for e in s.ext:
-                n = len(s.ids)
-                flat.append(Seq(ids=s.ids + e, reads=[(n - 1 + j, (t,)) for j, t in enumerate(e)]))
-                owner.append(i)
-        res = self.run(flat)
-        out = res[: len(seqs)]
+        if cfg.capture_all_positions:
+            self._assemble_all_positions(roots)
+        out = self._results[: len(seqs)]
         for k, i in enumerate(owner):
-            out[i].ext_logp.append(float(sum(a[0] for a in res[len(seqs) + k].logp)))
+            out[i].ext_logp.append(float(sum(a[0] for a in self._results[len(seqs) + k].logp)))
+        self._seqs, self._results, self._segment_resid = [], [], {}
         return out
 
-    def _run_node(self, seqs, node: Node, past, prefix_resid, results, bar):
-        segment = torch.tensor([seqs[node.rep].ids[node.start:node.end]], device=self.device)
-        past = copy.deepcopy(past) if past is not None else None  # the forward appends to it
-        out = self.backend.forward(segment, torch.ones_like(segment), torch.zeros(1, 0, dtype=torch.long, device=self.device),
-                                   self.layers, past=past, use_cache=True)
-        resid = {layer: r[0] for layer, r in out.resid.items()}
-        if prefix_resid is not None and self.cfg.capture_all_positions:
-            resid = {layer: torch.cat([prefix_resid[layer], r]) for layer, r in resid.items()}
-        for child in node.children:
-            self._run_node(seqs, child, out.past, resid, results, bar)
-        lengths = {i: len(seqs[i].ids) - node.end for i in node.leaves}
-        for batch in _batches(node.leaves, lengths, self.cfg):
-            batch_past = copy.deepcopy(out.past)
-            batch_past.batch_repeat_interleave(len(batch))
-            self._run_batch(seqs, batch, node.end, batch_past, resid, results)
-            bar.update(len(batch))
+    # ------------------------------------------------------------------ levels
 
-    def _run_batch(self, seqs, batch, offset, past, prefix_resid, results):
-        rows = [seqs[i].ids[offset:] for i in batch]
-        width = max(len(r) for r in rows)
-        # padded on the host as lists, then one transfer each (row writes into a CUDA tensor sync per row)
-        ids = torch.tensor([list(r) + [self.pad_id] * (width - len(r)) for r in rows], dtype=torch.long, device=self.device)
-        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=torch.long, device=self.device)
-        # an extension's first token is read at the sequence's last position
-        reads = [seqs[i].reads + ([(len(seqs[i].ids) - 1, tuple(e[0] for e in seqs[i].ext))] if seqs[i].ext else [])
-                 for i in batch]
-        n_reads = max(1, max(len(r) for r in reads))
-        index_rows = [[0] * n_reads for _ in batch]
-        for b in range(len(batch)):
-            for r, (pos, _) in enumerate(reads[b]):
-                index_rows[b][r] = pos - offset
-        read_index = torch.tensor(index_rows, dtype=torch.long, device=self.device)
-        tails = [(b, k, e) for b, i in enumerate(batch) for k, e in enumerate(seqs[i].ext) if len(e) > 1]
-        # --- steering hook point (interp.runner.steering): each row's first read position in this forward
-        first_read = torch.tensor([seqs[i].reads[0][0] - offset if seqs[i].reads else -1 for i in batch])
-        with read_positions(first_read):
-            out = self.backend.forward(ids, mask, read_index, self.layers, past=past, use_cache=bool(tails))
-        logp = torch.log_softmax(out.logits.float(), dim=-1)
-        ext_logp = [[float(logp[b, len(reads[b]) - 1, e[0]]) for e in seqs[i].ext] for b, i in enumerate(batch)]
-        if tails:
-            self._run_tails(seqs, batch, offset, mask, out.past, tails, ext_logp)
-        for b, i in enumerate(batch):
-            seq = seqs[i]
-            per_read = [
-                logp[b, r, list(targets)].double().cpu().numpy() for r, (_, targets) in enumerate(seq.reads)
-            ]
-            resid: dict[int, np.ndarray] = {}
-            if seq.capture_pos is not None:
-                for layer in self.layers:
-                    h = out.resid[layer][b]
-                    if self.cfg.capture_all_positions:
-                        full = h[: len(rows[b])]
-                        if prefix_resid is not None:
-                            full = torch.cat([prefix_resid[layer], full], dim=0)
-                        resid[layer] = full.float().cpu().numpy().copy()
-                    else:
-                        resid[layer] = h[seq.capture_pos - offset].float().cpu().numpy().copy()
-            results[i] = SeqResult(logp=per_read, resid=resid, ext_logp=ext_logp[b])
+    def _run_level(self, items: list[tuple[Node, _KV | None]]) -> None:
+        """Run these nodes (parents already computed), then their children, depth-first over
+        batches so only the KV caches of one batch per depth are alive."""
+        items = sorted(items, key=lambda it: (it[0].end - it[0].start, it[0].start))
+        for batch in self._batches(items):
+            kvs = self._compute(batch)
+            if self.on_state is not None:  # outside _compute: a callback's own OOM is not this batch's
+                for n, _ in batch:
+                    for i in n.ends:
+                        if self._seqs[i].state:
+                            self.on_state(i, kvs[id(n)])
+            children = [(c, kvs[id(n)]) for n, _ in batch for c in n.children]
+            del kvs
+            if children:
+                self._run_level(children)
 
-    def _run_tails(self, seqs, batch, offset, mask, cache, tails, ext_logp):
-        """Tokens 2.. of multi-token extensions, continuing each row's own cache (padding masked)."""
-        # index on the host: valid for a cache on any device, including one split by a device_map
-        rows = torch.tensor([b for b, _, _ in tails], device="cpu")
-        cache.batch_select_indices(rows)  # one cache row per extension (rows repeat)
-        width = max(len(e) - 1 for _, _, e in tails)
+    def _batches(self, items):
+        """Rows in length order; a batch closes at the row / token / memory caps, or when padding
+        would exceed PAD_SLACK of its real tokens once it holds MIN_BATCH_TOKENS already."""
+        budget = self._byte_budget()
+        fp = self.footprint
+        out, cur = [], []
+        width = past = real = 0
+        for it in items:
+            node = it[0]
+            n = node.end - node.start
+            w, p = max(width, n), max(past, node.start)
+            rows = len(cur) + 1
+            too_big = (rows > self.cfg.batch_size or rows * w > self.cfg.max_batch_tokens
+                       or rows * fp.row_bytes(p, w, max(1, len(node.read_pos))) > budget
+                       or not self._fits(p, w)
+                       or (real >= MIN_BATCH_TOKENS and rows * w > PAD_SLACK * (real + n)))
+            if cur and too_big:
+                out.append(cur)
+                cur, w, p, real = [], n, node.start, 0
+            cur.append(it)
+            width, past, real = w, p, real + n
+        if cur:
+            out.append(cur)
+        return out
+
+    def _fits(self, past: int, width: int) -> bool:
+        return self.window is None or past + width <= self.window
+
+    def _byte_budget(self) -> float:
+        return self.cfg.memory_fraction * free_bytes(self.device)
+
+    def _compute(self, batch) -> dict[int, _KV]:
+        """One forward for the batch; on out-of-memory, halves and retries (nothing is lost:
+        results are written only after a forward succeeds)."""
+        try:
+            return self._forward_nodes(batch)
+        except Exception as exc:
+            if not is_oom(exc):
+                raise
+            release_cached(self.device)
+            if len(batch) == 1:
+                node = batch[0][0]
+                raise RuntimeError(
+                    f"out of memory on {self.device} with a single row of {node.end - node.start} new tokens "
+                    f"after {node.start} cached ones; free memory or use a smaller model/dtype") from exc
+            self.stats.oom_retries += 1
+            half = len(batch) // 2
+            kvs = self._compute(batch[:half])
+            kvs.update(self._compute(batch[half:]))
+            return kvs
+
+    def _forward_nodes(self, batch) -> dict[int, _KV]:
         dev = self.device
-        x = torch.tensor([list(e[:-1]) + [self.pad_id] * (width - len(e) + 1) for _, _, e in tails], dtype=torch.long, device=dev)
-        x_mask = torch.tensor([[1] * (len(e) - 1) + [0] * (width - len(e) + 1) for _, _, e in tails], dtype=torch.long, device=dev)
-        positions = torch.tensor([[len(seqs[batch[b]].ids) + j for j in range(width)] for b, _, _ in tails],
-                                 dtype=torch.long, device=dev)
-        past_mask = torch.cat([mask.new_ones(len(tails), offset), mask[rows.to(mask.device)]], dim=1)
-        read_index = torch.arange(width, device=dev).unsqueeze(0).expand(len(tails), -1)
-        out = self.backend.forward(x, x_mask, read_index, [], past=cache, past_mask=past_mask, position_ids=positions)
-        logp = torch.log_softmax(out.logits.float(), dim=-1)
-        for r, (b, k, e) in enumerate(tails):
-            ext_logp[b][k] += float(sum(logp[r, j, e[j + 1]] for j in range(len(e) - 1)))
+        nodes = [n for n, _ in batch]
+        B = len(nodes)
+        lens = [n.end - n.start for n in nodes]
+        starts = [n.start for n in nodes]
+        W, P = max(lens), max(starts)
+        # built as lists, sent to the model's device in one copy each
+        ids = torch.tensor([list(self._seqs[n.rep].ids[n.start:n.end]) + [self.pad_id] * (W - lens[b])
+                            for b, n in enumerate(nodes)], dtype=torch.long, device=dev)
+        mask = torch.tensor([[1] * lens[b] + [0] * (W - lens[b]) for b in range(B)], dtype=torch.long, device=dev)
+        R = max(1, max(len(n.read_pos) for n in nodes))
+        read_index = torch.tensor([[p - n.start for p in n.read_pos] + [0] * (R - len(n.read_pos)) for n in nodes],
+                                  dtype=torch.long, device=dev)
+        positions = (torch.tensor(starts, dtype=torch.long, device=dev).unsqueeze(1)
+                     + torch.arange(W, dtype=torch.long, device=dev).unsqueeze(0))
+        stateful = [any(self._seqs[i].state for i in n.ends) for n in nodes]
+        use_cache = self.backend.supports_prefix_cache and any(bool(n.children) or st for n, st in zip(nodes, stateful))
+        kwargs = {}
+        if self.backend.supports_prefix_cache:
+            kwargs["position_ids"] = positions
+            if P:
+                kwargs["past"], kwargs["past_mask"] = pack_past([kv for _, kv in batch], starts, P, dev, extra=W)
+        # steering hook point (interp.runner.steering): each row's first read position, -1 if none
+        first_read = torch.tensor([n.first_read - n.start if n.first_read is not None else -1 for n in nodes],
+                                  dtype=torch.long, device=dev)
+        with self.hooks(), read_positions(first_read):
+            out = self.backend.forward(ids, mask, read_index, self.layers, use_cache=use_cache, **kwargs)
+        logp = torch.log_softmax(out.logits.float(), dim=-1)  # float32 whatever the model's dtype
+        # gather what is read on the device; one transfer back
+        rows, slots, tgts, where = [], [], [], []
+        for b, n in enumerate(nodes):
+            for i, k, slot in n.wants:
+                for j, t in enumerate(self._seqs[i].reads[k][1]):
+                    rows.append(b), slots.append(slot), tgts.append(t), where.append((i, k, j))
+        vals = logp[torch.tensor(rows, dtype=torch.long, device=dev), torch.tensor(slots, dtype=torch.long, device=dev),
+                    torch.tensor(tgts, dtype=torch.long, device=dev)].double().cpu().numpy() if rows else []
+        caps = [(b, i, pos - n.start) for b, n in enumerate(nodes) for i, pos in n.captures]
+        cap_vals = {}
+        if caps and self.layers:
+            cb = torch.tensor([c[0] for c in caps], dtype=torch.long, device=dev)
+            cp = torch.tensor([c[2] for c in caps], dtype=torch.long, device=dev)
+            cap_vals = {layer: out.resid[layer][cb, cp].float().cpu().numpy() for layer in self.layers}
+        seg = {}
+        if self.cfg.capture_all_positions and self.layers:
+            for b, n in enumerate(nodes):
+                if n.keep_resid:
+                    seg[id(n)] = {layer: out.resid[layer][b, : lens[b]].float().cpu().numpy() for layer in self.layers}
+        kvs = {}
+        if use_cache:
+            kvs = _unpack_past(out.past, batch, starts, lens, P, stateful)
+            for b, n in enumerate(nodes):
+                if stateful[b]:  # raw float32 logits of the last token: what a sampler reads
+                    kvs[id(n)].last_logits = out.logits[b, n.read_pos.index(n.end - 1)].clone()
+        # success: write results
+        self.stats.forwards += 1
+        self.stats.tokens += sum(lens)
+        self.stats.padded_tokens += B * W
+        for v, (i, k, j) in zip(vals, where):
+            self._results[i].logp[k][j] = v
+        for c, (_, i, _) in enumerate(caps):
+            self._results[i].resid = {layer: cap_vals[layer][c].copy() for layer in cap_vals}
+        self._segment_resid.update(seg)
+        n_done = sum(len(n.ends) for n in nodes)
+        if n_done:
+            self._bar.update(n_done)
+        return kvs
+
+    def _assemble_all_positions(self, roots: list[Node]) -> None:
+        for node in _walk(roots):
+            for i in node.ends:
+                if self._seqs[i].capture_pos is None:
+                    continue
+                path, n = [], node
+                while n is not None:
+                    path.append(n)
+                    n = n.parent
+                path.reverse()
+                self._results[i].resid = {
+                    layer: np.concatenate([self._segment_resid[id(p)][layer] for p in path])
+                    for layer in self.layers
+                }
+
+
+class _KV:
+    """A node's cumulative KV cache (its ancestors' tokens and its own), per layer [H, L, hd]."""
+
+    __slots__ = ("keys", "last_logits", "values")
+
+    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]):
+        self.keys, self.values = keys, values
+        self.last_logits: torch.Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return self.keys[0].shape[1]
+
+
+def pack_past(parents: list[_KV | None], lengths: list[int], width: int, dev, extra: int = 0):
+    """A padded batch cache: row b's parent tokens at [0, L_b), a masked gap up to `width`.
+
+    The buffers have room for `extra` more tokens, written in place by the forward (no
+    per-layer concatenation of the whole cache at every forward)."""
+    from transformers import DynamicCache
+
+    ref = next(p for p in parents if p is not None)
+    layers = []
+    for layer in range(len(ref.keys)):
+        H, _, hd = ref.keys[layer].shape
+        Hv, _, hdv = ref.values[layer].shape
+        k = ref.keys[layer].new_zeros((len(parents), H, width + extra, hd))
+        v = ref.values[layer].new_zeros((len(parents), Hv, width + extra, hdv))
+        for b, p in enumerate(parents):
+            if p is not None and lengths[b]:
+                k[b, :, : lengths[b]] = p.keys[layer]
+                v[b, :, : lengths[b]] = p.values[layer]
+        layers.append(_BufferLayer(k, v, width))
+    cache = DynamicCache()
+    cache.layers = layers
+    mask = torch.tensor([[1] * n + [0] * (width - n) for n in lengths], dtype=torch.long, device=dev)
+    return cache, mask
+
+
+class _BufferLayer(DynamicLayer):
+    """A cache layer over preallocated buffers: `update` writes the new keys/values in place
+    and returns views (DynamicLayer concatenates, copying the whole cache every forward)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, filled: int):
+        super().__init__()
+        self.buf_k, self.buf_v, self.filled = keys, values, filled
+        self.device = keys.device
+        self.is_initialized = True
+        self._views()
+
+    def _views(self) -> None:
+        self.keys = self.buf_k[:, :, : self.filled]
+        self.values = self.buf_v[:, :, : self.filled]
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        n = key_states.shape[-2]
+        if self.filled + n > self.buf_k.shape[2]:  # out of room: grow (doubling)
+            grow = max(n, self.buf_k.shape[2])
+            self.buf_k = torch.cat([self.buf_k, self.buf_k.new_zeros(*self.buf_k.shape[:2], grow, self.buf_k.shape[3])], 2)
+            self.buf_v = torch.cat([self.buf_v, self.buf_v.new_zeros(*self.buf_v.shape[:2], grow, self.buf_v.shape[3])], 2)
+        self.buf_k[:, :, self.filled: self.filled + n] = key_states
+        self.buf_v[:, :, self.filled: self.filled + n] = value_states
+        self.filled += n
+        self._views()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.filled
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.buf_k, self.buf_v = self.buf_k[indices], self.buf_v[indices]
+        self._views()
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        self.buf_k = self.buf_k.repeat_interleave(repeats, dim=0)
+        self.buf_v = self.buf_v.repeat_interleave(repeats, dim=0)
+        self._views()
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove < 0:
+            self.filled = max(0, self.filled + tokens_to_remove)
+            self._views()
+
+
+def _unpack_past(cache, batch, starts: list[int], lens: list[int], width: int, keep: list[bool]) -> dict[int, _KV]:
+    """Cumulative caches of the rows that have children (or are kept): parent's part + own new tokens."""
+    out = {}
+    layers = list(cache.layers)
+    for b, (node, parent) in enumerate(batch):
+        if not node.children and not keep[b]:
+            continue
+        ks, vs = [], []
+        for li, layer in enumerate(layers):
+            own_k = layer.keys[b, :, width: width + lens[b]]
+            own_v = layer.values[b, :, width: width + lens[b]]
+            if parent is not None and starts[b]:
+                ks.append(torch.cat([parent.keys[li], own_k], dim=1))
+                vs.append(torch.cat([parent.values[li], own_v], dim=1))
+            else:
+                ks.append(own_k.clone())
+                vs.append(own_v.clone())
+        out[id(node)] = _KV(ks, vs)
+    return out

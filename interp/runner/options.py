@@ -9,16 +9,22 @@ if TYPE_CHECKING:
 
 VariantMode = Literal["exact", "space", "space_case"]
 
+# part of a sampled unit's identity: replies depend on how seeds are derived and drawn
+# (interp.runner.generate)
+SAMPLER = "tree-batched-v2"
+
 
 @dataclass(frozen=True, kw_only=True)
 class ScoringConfig:
-    """How to score. Batch size and threads never change the numbers, only the speed."""
+    """How to score. Batch size, memory share and threads never change the numbers, only the speed."""
 
-    batch_size: int = 16
-    max_batch_tokens: int = 8192
+    batch_size: int = 64  # tree nodes (rows) per forward at most
+    max_batch_tokens: int = 4096  # rows x padded new tokens per forward at most
     prefix_reuse: bool = True
-    min_shared_prefix: int = 16
-    min_saved_tokens: int = 128
+    # shared segments shorter than this are recomputed per child instead of cached (1: never)
+    min_shared_prefix: int = 1
+    min_saved_tokens: int = 0  # deprecated and ignored (the prefix tree runs level by level)
+    memory_fraction: float = 0.5  # share of the device's free memory a forward may plan for
     # surface forms an option word may take as the next token: "space_case" sums the
     # probability of {word, Word, word-lowercase} x {no space, leading space}
     variants: VariantMode = "space_case"
@@ -34,6 +40,7 @@ class ScoringConfig:
             prefix_reuse=self.prefix_reuse,
             min_shared_prefix=self.min_shared_prefix,
             min_saved_tokens=self.min_saved_tokens,
+            memory_fraction=self.memory_fraction,
             capture_all_positions=self.capture_all_positions,
             progress=self.progress,
         )

@@ -8,15 +8,15 @@ scored and the context is never re-tokenized differently from how the model sees
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 from scipy.special import logsumexp
 
 from interp.errors import ConfigError
 from interp.loading import LoadedModel
-from interp.runner.engine import Engine, Seq
+from interp.runner.engine import Engine, HookContext, Seq
 from interp.runner.options import ScoringConfig, VariantMode  # noqa: F401  (re-exported)
 
 
@@ -26,6 +26,22 @@ def encode(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:
     add_special = not (bos and text.startswith(bos))
     enc = tokenizer(text, add_special_tokens=add_special, return_offsets_mapping=True)
     return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+
+def encode_many(tokenizer, texts: Sequence[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
+    """`encode` for many texts in one tokenizer call per special-token setting (the per-call
+    overhead of a Python tokenizer call dominates short texts; the encodings are the same)."""
+    bos = getattr(tokenizer, "bos_token", None)
+    flags = [not (bos and t.startswith(bos)) for t in texts]
+    out: list = [None] * len(texts)
+    for flag in (True, False):
+        idx = [i for i, f in enumerate(flags) if f == flag]
+        if not idx:
+            continue
+        enc = tokenizer([texts[i] for i in idx], add_special_tokens=flag, return_offsets_mapping=True)
+        for j, i in enumerate(idx):
+            out[i] = (list(enc["input_ids"][j]), [tuple(o) for o in enc["offset_mapping"][j]])
+    return out
 
 
 def _context_start_id(tokenizer) -> int:
@@ -38,9 +54,17 @@ def _context_start_id(tokenizer) -> int:
 
 def split_continuation(tokenizer, context: str, continuation: str) -> tuple[list[int], int]:
     """Encode `context + continuation` jointly; return (ids, index of first continuation token)."""
+    _check_continuation(context, continuation)
+    return _split_encoded(tokenizer, context, continuation, *encode(tokenizer, context + continuation))
+
+
+def _check_continuation(context: str, continuation: str) -> None:
     if not continuation or not continuation.strip():
         raise ConfigError(f"empty continuation after context {context[-40:]!r}")
-    ids, offsets = encode(tokenizer, context + continuation)
+
+
+def _split_encoded(tokenizer, context: str, continuation: str, ids: list[int],
+                   offsets: list[tuple[int, int]]) -> tuple[list[int], int]:
     boundary = len(context)
     split = len(ids)
     for i, (start, end) in enumerate(offsets):
@@ -117,14 +141,17 @@ def score_options(
     layers: Sequence[int] | None = None,
     cfg: ScoringConfig = ScoringConfig(),
     names: Sequence[str] | None = None,
+    hooks: HookContext | None = None,
 ) -> OptionScores:
     """Log-probs of each option as what follows each prompt; residuals at the last prompt token.
 
     `names` (one per prompt, e.g. item ids) only label errors, such as a prompt longer than
-    the model's context window.
+    the model's context window. `hooks`, a context-manager factory, is entered around every
+    forward (interventions such as steering; see `Engine`).
 
     Single-token surface forms are read from one forward of the prompt; multi-token ones are
-    scored as full continuations (sum of token log-probs). The surface forms of one option
+    scored as full continuations (sum of token log-probs), as nodes of the prefix tree below
+    the prompt, batched with the other nodes of their level. The surface forms of one option
     are pooled with logsumexp after removing forms that tokenize identically.
     """
     tok = lm.tokenizer
@@ -137,8 +164,17 @@ def score_options(
     # per prompt, per option: list of (seq index, read index or None) whose logps sum to a form
     plan: list[list[list[tuple[int, int | None, int]]]] = []
     n_tokens = np.zeros(len(prompts), dtype=np.int64)
+    for forms in variants:
+        for form in forms:
+            _check_continuation(prompts[0] if prompts else "", form)
+    # every prompt and every prompt + form, encoded in batched tokenizer calls
+    n_forms = sum(len(f) for f in variants)
+    flat_forms = [form for forms in variants for form in forms]
+    encoded = encode_many(tok, [t for prompt in prompts for t in [prompt] + [prompt + f for f in flat_forms]])
     for n, prompt in enumerate(prompts):
-        base_ids, _ = encode(tok, prompt)
+        row = encoded[n * (1 + n_forms): (n + 1) * (1 + n_forms)]
+        joint = iter(row[1:])
+        base_ids = row[0][0]
         if not base_ids:
             base_ids = [_context_start_id(tok)]
         n_tokens[n] = len(base_ids)
@@ -152,7 +188,7 @@ def score_options(
             seen: set[tuple[int, ...]] = set()
             form_plan = []
             for form in forms:
-                ids, split = split_continuation(tok, prompt, form)
+                ids, split = _split_encoded(tok, prompt, form, *next(joint))
                 _check_length(lm, ids, names[n] if names is not None else f"prompt {n}")
                 key = tuple(ids)
                 if key in seen:
@@ -175,7 +211,7 @@ def score_options(
         elif layers or base.ext:
             base.reads.append((len(base_ids) - 1, (base_ids[-1],)))  # a read anchors the capture
         plan.append(prompt_plan)
-    engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id)
+    engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id, hooks=hooks)
     seqs_run = [s for s in seqs if s.reads]
     index = {id(s): k for k, s in enumerate(seqs_run)}
     results_run = engine.run(seqs_run)
@@ -207,6 +243,7 @@ def score_continuations(
     layers: Sequence[int] | None = None,
     cfg: ScoringConfig = ScoringConfig(),
     names: Sequence[str] | None = None,
+    hooks: HookContext | None = None,
 ) -> ContinuationScores:
     """Log-likelihood of each continuation of each context (flattened in input order).
 
@@ -215,13 +252,17 @@ def score_continuations(
     tok = lm.tokenizer
     layers = _resolve_layers(lm, layers)
     seqs: list[Seq] = []
+    for context, conts in items:
+        for cont in conts:
+            _check_continuation(context, cont)
+    joint = iter(encode_many(tok, [context + cont for context, conts in items for cont in conts]))
     for n, (context, conts) in enumerate(items):
         for cont in conts:
-            ids, split = split_continuation(tok, context, cont)
+            ids, split = _split_encoded(tok, context, cont, *next(joint))
             _check_length(lm, ids, names[n] if names is not None else f"item {n}")
             reads = [(split - 1 + j, (t,)) for j, t in enumerate(ids[split:])]
             seqs.append(Seq(ids=tuple(ids), reads=reads, capture_pos=split - 1 if layers else None))
-    engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id)
+    engine = Engine(lm.backend, layers, cfg.engine(), tok.pad_token_id, hooks=hooks)
     results = engine.run(seqs)
     token_logp = [np.array([a[0] for a in r.logp]) for r in results]
     sums = np.array([t.sum() for t in token_logp])

@@ -57,6 +57,7 @@ from interp.banks import (
 )
 from interp.core.errors import BankError, ConfigError
 from interp.core.options import opt
+from interp.runner.options import SAMPLER
 from interp.studies.base import (
     Payload,
     ProbeTarget,
@@ -369,7 +370,7 @@ class ClassifyStudy(StudySpec):
                 judge = {"fingerprint": fingerprint(info),
                          "prompt_format": chat_template_hash(load_tokenizer(info.path)) if use_chat
                          else "plain-transcript-v1"}
-            s["generation"] = {**g, "seed": cfg.seed, "judge": judge, "judge_template": roles["judge"].hash,
+            s["generation"] = {**g, "seed": cfg.seed, "sampler": SAMPLER, "judge": judge, "judge_template": roles["judge"].hash,
                                "judge_orders": list(ORDERS)}
         return s
 

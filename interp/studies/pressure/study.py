@@ -32,6 +32,7 @@ from interp.banks import (
 )
 from interp.core.errors import BankError
 from interp.core.options import opt
+from interp.runner.options import SAMPLER
 from interp.studies.base import (
     Payload,
     PredictInputs,
@@ -260,6 +261,7 @@ class PressureStudy(StudySpec):
             "n_samples": o.n_samples if sampled else None,
             "temperature": o.temperature if sampled else None,
             "seed": cfg.seed if sampled else None,
+            **({"sampler": SAMPLER} if sampled else {}),  # how seeds are derived and drawn
             "resid_dtype": cfg.resid_dtype,
         }
 

@@ -1,0 +1,263 @@
+"""The prefix tree run level by level: equal to a plain HF forward, every shared token computed
+once, an injected out-of-memory error loses nothing, tensors live on the model's device."""
+import contextlib
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+from transformers import AutoModelForCausalLM
+
+import interp
+from interp.runner.engine import Engine, EngineConfig, Seq
+from interp.runner.scoring import (
+    ScoringConfig,
+    encode,
+    score_continuations,
+    score_options,
+    split_continuation,
+)
+
+# instruction -> item -> planted verdict -> turn -> option form: a five-level tree whose nodes
+# have different lengths, so one level's rows continue parents of different lengths
+INSTR = "Read the account and answer with one word. "
+ITEMS = ["I kept the wallet I found.", "আমি বাংলায় কথা বলি। তুমি কেমন আছ?", "Mere padosi bahut mehnati hain."]
+VERDICTS = ["It is wrong.", "It is acceptable."]
+TURNS = [" User: Are you sure? FINAL:", " User: Okay, thanks. FINAL:", " User: I think that was wrong. FINAL:"]
+PROMPTS = [f"{INSTR}User: {it} Assistant: {v}{t}" for it in ITEMS for v in VERDICTS for t in TURNS]
+OPTIONS = ["wrong", "acceptable", "অবৈধ কাজ"]  # the last has several tokens
+
+
+def plain_logprob(model, tok, context, continuation):
+    ids, split = split_continuation(tok, context, continuation)
+    with torch.no_grad():
+        lp = torch.log_softmax(model(torch.tensor([ids])).logits.float()[0], -1)
+    return sum(lp[i - 1, ids[i]].item() for i in range(split, len(ids)))
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_models):
+    return {arch: interp.load(path) for arch, path in tiny_models.items()}
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
+@pytest.mark.parametrize("batch_size", [3, 64])  # 3: a level splits over batches of mixed parents
+def test_deep_tree_equals_plain_forward(arch, batch_size, loaded, tiny_models):
+    lm = loaded[arch]
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    layer = lm.default_layer
+    s = score_options(lm, PROMPTS, OPTIONS, layers=[layer],
+                      cfg=ScoringConfig(variants="space", batch_size=batch_size))
+    for n, prompt in enumerate(PROMPTS):
+        want = [np.logaddexp(plain_logprob(ref, lm.tokenizer, prompt, o),
+                             plain_logprob(ref, lm.tokenizer, prompt, " " + o)) for o in OPTIONS]
+        np.testing.assert_allclose(s.logp[n], want, atol=1e-4)
+        with torch.no_grad():
+            hs = ref(torch.tensor([encode(lm.tokenizer, prompt)[0]]), output_hidden_states=True).hidden_states
+        np.testing.assert_allclose(s.resid[layer][n], hs[layer][0, -1].numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_continuations_through_a_deep_tree(arch, loaded, tiny_models):
+    lm = loaded[arch]
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    items = [(p, [" wrong", " acceptable indeed", " তিকোনে"]) for p in PROMPTS[:7]]
+    c = score_continuations(lm, items, cfg=ScoringConfig(batch_size=4))
+    want = [plain_logprob(ref, lm.tokenizer, ctx, k) for ctx, ks in items for k in ks]
+    np.testing.assert_allclose(c.sum_logp, want, atol=1e-4)
+
+
+def test_every_tree_token_computed_once(loaded):
+    lm = loaded["llama"]
+    seqs = [Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5, 6))])
+            for p in PROMPTS]
+    eng = Engine(lm.backend, [], EngineConfig(), lm.tokenizer.pad_token_id)
+    eng.run(seqs)
+    st = eng.stats
+    assert st.tokens == st.unique_tokens < st.plain_tokens
+    assert st.depth >= 4  # instruction, item, verdict, turn
+    # one forward per level when everything fits one batch
+    assert st.forwards == st.depth
+    eng_plain = Engine(lm.backend, [], EngineConfig(prefix_reuse=False), lm.tokenizer.pad_token_id)
+    a, b = eng.run(seqs), eng_plain.run(seqs)
+    assert eng_plain.stats.tokens == st.plain_tokens
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x.logp[0], y.logp[0], atol=1e-4)
+
+
+def test_short_segments_can_be_recomputed(loaded):
+    lm = loaded["llama"]
+    seqs = [Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5,))])
+            for p in PROMPTS]
+    fine = Engine(lm.backend, [], EngineConfig(), lm.tokenizer.pad_token_id)
+    coarse = Engine(lm.backend, [], EngineConfig(min_shared_prefix=12), lm.tokenizer.pad_token_id)
+    a, b = fine.run(seqs), coarse.run(seqs)
+    assert coarse.stats.depth < fine.stats.depth and coarse.stats.tokens > fine.stats.tokens
+    np.testing.assert_allclose([r.logp[0] for r in a], [r.logp[0] for r in b], atol=1e-4)
+
+
+class _OOMOnce:
+    """Wraps a backend: a forward with more than `limit` rows raises CUDA-style OOM."""
+
+    def __init__(self, backend, limit):
+        self.inner, self.limit, self.raised = backend, limit, 0
+        self.name, self.supports_prefix_cache, self.model = backend.name, backend.supports_prefix_cache, backend.model
+
+    def forward(self, input_ids, *args, **kwargs):
+        if input_ids.shape[0] > self.limit:
+            self.raised += 1
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
+        return self.inner.forward(input_ids, *args, **kwargs)
+
+
+def test_out_of_memory_halves_the_batch_and_loses_nothing(loaded):
+    lm = loaded["qwen2"]
+    seqs = [Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5, 7))],
+                capture_pos=len(encode(lm.tokenizer, p)[0]) - 1, ext=[(9, 10, 11)]) for p in PROMPTS]
+    clean = Engine(lm.backend, [1], EngineConfig(), lm.tokenizer.pad_token_id).run(seqs)
+    flaky = _OOMOnce(lm.backend, limit=2)
+    eng = Engine(flaky, [1], EngineConfig(), lm.tokenizer.pad_token_id)
+    got = eng.run(seqs)
+    assert flaky.raised > 0 and eng.stats.oom_retries == flaky.raised
+    assert len(got) == len(seqs)
+    for x, y in zip(got, clean):
+        assert not np.isnan(x.logp[0]).any()
+        np.testing.assert_allclose(x.logp[0], y.logp[0], atol=1e-5)
+        np.testing.assert_allclose(x.ext_logp, y.ext_logp, atol=1e-5)
+        np.testing.assert_allclose(x.resid[1], y.resid[1], atol=1e-5)
+    # a single row that still does not fit is a clear error, not a silent loss
+    with pytest.raises(RuntimeError, match="out of memory .* single row"):
+        Engine(_OOMOnce(lm.backend, limit=0), [], EngineConfig(), lm.tokenizer.pad_token_id).run(seqs[:2])
+
+
+_FACTORIES = {torch.tensor, torch.zeros, torch.ones, torch.full, torch.empty, torch.arange, torch.as_tensor,
+              torch.randn, torch.rand, torch.eye, torch.linspace}
+
+
+class _FixedDeviceSpy(TorchFunctionMode):
+    """Records tensor factories called from interp/runner/ without an explicit device."""
+
+    def __init__(self):
+        super().__init__()
+        self.bad = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _FACTORIES and "device" not in kwargs:
+            caller = sys._getframe(1)
+            if "interp/runner/" in caller.f_code.co_filename:
+                self.bad.append(f"{caller.f_code.co_filename}:{caller.f_lineno} {func.__name__}")
+        return func(*args, **kwargs)
+
+
+def test_engine_tensors_follow_the_model_device(loaded, monkeypatch):
+    """No tensor factory in interp/runner/ runs without naming a device (the model's), and
+    every tensor handed to the model is on the model's device."""
+    lm = loaded["llama"]
+    seen = []
+    real = lm.backend.forward
+
+    def spy(input_ids, attention_mask, read_index, layers, **kw):
+        seen.append({input_ids.device, attention_mask.device, read_index.device,
+                     *(v.device for v in kw.values() if isinstance(v, torch.Tensor))})
+        return real(input_ids, attention_mask, read_index, layers, **kw)
+
+    monkeypatch.setattr(lm.backend, "forward", spy)
+    with _FixedDeviceSpy() as mode:
+        score_options(lm, PROMPTS[:4], OPTIONS, layers=[1])
+        score_continuations(lm, [(PROMPTS[0], [" wrong", " acceptable indeed"])], layers=[1])
+        from interp.runner.generate import generate
+
+        generate(lm, PROMPTS[:3], max_new_tokens=3, n=2)
+    assert mode.bad == []
+    dev = next(lm.backend.model.parameters()).device
+    assert seen and all(s == {dev} for s in seen)
+
+
+def test_the_device_spy_catches_a_fixed_device():
+    """The spy above can fail: a factory without a device in a file under interp/runner/."""
+    where = "/x/interp/runner/fake.py"
+    with _FixedDeviceSpy() as mode:
+        exec(compile("torch.zeros(3, device='cpu')\n", where, "exec"), {"torch": torch})  # noqa: S102 (a fixed snippet)
+        assert mode.bad == []
+        exec(compile("torch.zeros(3)\n", where, "exec"), {"torch": torch})  # noqa: S102 (a fixed snippet)
+    assert len(mode.bad) == 1 and "fake.py" in mode.bad[0]
+
+
+def test_hook_context_wraps_every_forward(loaded):
+    lm = loaded["gpt2"]
+    entered = []
+
+    @contextlib.contextmanager
+    def hooks():
+        entered.append(1)
+        yield
+
+    calls = []
+    real = lm.backend.forward
+    lm.backend.forward = lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+    try:
+        score_options(lm, PROMPTS[:5], OPTIONS, hooks=hooks)
+    finally:
+        del lm.backend.forward
+    assert len(entered) == len(calls) > 1
+
+
+def test_sliding_window_is_read_from_the_config():
+    from types import SimpleNamespace
+
+    from interp.runner.memory import footprint_of
+
+    class M(torch.nn.Module):
+        def __init__(self, **cfg):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+            self.config = SimpleNamespace(num_hidden_layers=2, hidden_size=8, num_attention_heads=2, vocab_size=10, **cfg)
+
+    assert footprint_of(SimpleNamespace(model=M(sliding_window=512, layer_types=["sliding_attention"]))).sliding_window == 512
+    assert footprint_of(SimpleNamespace(model=M(sliding_window=512, layer_types=["full_attention"]))).sliding_window is None
+    assert footprint_of(SimpleNamespace(model=M(sliding_window=None))).sliding_window is None
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "qwen2"])
+def test_all_positions_through_a_deep_tree(arch, loaded, tiny_models):
+    lm = loaded[arch]
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    s = score_options(lm, PROMPTS[:8], OPTIONS, layers=[1],
+                      cfg=ScoringConfig(capture_all_positions=True, batch_size=3))
+    for n, prompt in enumerate(PROMPTS[:8]):
+        with torch.no_grad():
+            hs = ref(torch.tensor([encode(lm.tokenizer, prompt)[0]]), output_hidden_states=True).hidden_states[1][0]
+        np.testing.assert_allclose(s.resid[1][n], hs.numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_a_steering_hook_through_the_tree_equals_a_steered_plain_forward(arch, loaded, tiny_models):
+    """The `hooks` context is where interventions go: adding a vector at a block's resid_pre in
+    every forward of the tree equals the same hook on one plain forward of each prompt."""
+    lm = loaded[arch]
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    d = lm.d_model
+    direction = torch.linspace(-1, 1, d)
+
+    def add_at(model_blocks):
+        @contextlib.contextmanager
+        def ctx():
+            h = model_blocks[1].register_forward_pre_hook(
+                lambda m, args, kwargs: ((args[0] + 3.0 * direction,) + args[1:], kwargs) if args
+                else (args, {**kwargs, "hidden_states": kwargs["hidden_states"] + 3.0 * direction}),
+                with_kwargs=True)
+            try:
+                yield
+            finally:
+                h.remove()
+        return ctx
+
+    steered = score_options(lm, PROMPTS[:6], OPTIONS, cfg=ScoringConfig(variants="exact"), hooks=add_at(lm.backend.blocks))
+    plain = score_options(lm, PROMPTS[:6], OPTIONS, cfg=ScoringConfig(variants="exact"))
+    ref_blocks = ref.transformer.h if arch == "gpt2" else ref.model.layers
+    with add_at(ref_blocks)():
+        want = [[plain_logprob(ref, lm.tokenizer, p, o) for o in OPTIONS] for p in PROMPTS[:6]]
+    np.testing.assert_allclose(steered.logp, want, atol=1e-4)
+    assert np.abs(steered.logp - plain.logp).max() > 1e-2  # the hook really acted
