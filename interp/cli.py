@@ -148,11 +148,15 @@ def predict(
     shuffles: int = typer.Option(100, "--shuffles"),
     k: Optional[int] = typer.Option(None, "--k", help="precision@k (default 10% of items)"),
     seed: int = typer.Option(0, "--seed"),
+    readout_trials: str = typer.Option("pressured", "--readout-trials",
+                                       help="trials whose residuals feed the readout: pressured (opposing "
+                                            "opinion + challenges, default) or all"),
 ) -> None:
     """Held-out partial R² of source item maps for the target's map -> results/predictive.csv."""
     from probes.api import run_predict
 
-    table = run_predict(out, target=target, sources=sources, bank=bank, n_shuffles=shuffles, k=k, seed=seed)
+    table = run_predict(out, target=target, sources=sources, bank=bank, n_shuffles=shuffles, k=k, seed=seed,
+                        readout_trials=readout_trials)
     typer.echo(table.to_string(index=False))
 
 

@@ -12,7 +12,7 @@ from analyses.io import write_table
 from cache.store import Store, read_unit
 from interp.errors import ConfigError
 from probes.cache_io import probe_datasets
-from probes.predictive import predictive_table
+from probes.predictive import TABLE_COLUMNS, predictive_table
 from probes.readouts import readout_with_null
 
 PROBE_COLUMNS = ("checkpoint", "study", "layer", "target", "metric", "score", "null_mean", "null_p95",
@@ -83,14 +83,38 @@ def _pressure_units(out: Path, bank: str | None):
     return chosen, bank
 
 
+READOUT_TRIALS = ("pressured", "all")
+
+
+def readout_trial_mask(trials: pd.DataFrame, readout_trials: str = "pressured") -> np.ndarray:
+    """Which slot trials feed a source's per-item readout features (mean residual per item).
+
+    "pressured" (default): the turns the item map measures, i.e. the opposing stated opinion
+    (turn_kind opinion, side oppose) and the bare challenges; the readout then describes the
+    model's state under the pressure whose effect the map records. "all": every trial of the
+    item, agreeing opinions and neutral fillers included (the behaviour before this option).
+    """
+    if readout_trials not in READOUT_TRIALS:
+        raise ConfigError(f"readout_trials must be one of {', '.join(READOUT_TRIALS)}, got {readout_trials!r}")
+    if readout_trials == "all":
+        return np.ones(len(trials), dtype=bool)
+    kind = trials["turn_kind"].astype(str)
+    side = trials["turn_side"].fillna("").astype(str)
+    return ((kind == "opinion") & (side == "oppose") | (kind == "challenge")).to_numpy()
+
+
 def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None = None, bank: str | None = None,
                 turn_kind: str = "opinion", n_shuffles: int = 100, k: int | None = None, seed: int = 0,
-                with_readout: bool = True, alpha: float | None = None) -> pd.DataFrame:
+                with_readout: bool = True, alpha: float | None = None,
+                readout_trials: str = "pressured") -> pd.DataFrame:
     """Held-out partial R² of each source's item map for the target's map; OUT/results/predictive.csv.
 
     `alpha`: 0 fits the base and full models by OLS (the paper's setting, for banks of hundreds
     of items); None (default) uses OLS unless a training fold has fewer items than the profile
     has columns + 2, where OLS is underdetermined, and then ridge with alpha = 1.0.
+    `readout_trials`: which trials' residuals are averaged per item into the readout features
+    (see :func:`readout_trial_mask`; default "pressured"). Columns: probes.predictive.TABLE_COLUMNS
+    plus bank, alpha, readout_trials.
     """
     from analyses.pressure_metrics import item_maps, unpressured_profile
 
@@ -105,9 +129,13 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
         maps[ck] = m[m["turn_kind"] == turn_kind].set_index("item_id")["map_value"]
         profiles[ck] = unpressured_profile(slot)
         if with_readout:
-            # per-item mean residual over the item's pressured trials: the source's internal state
-            resid = pd.DataFrame(u.arrays["resid"].astype(np.float64))
-            readouts[ck] = resid.groupby(slot["item_id"].to_numpy()).mean()
+            # per-item mean residual over the chosen trials: the source's internal state
+            resid = u.arrays["resid"]
+            if len(resid) != len(slot):
+                raise ConfigError(f"{u.path}: {len(slot)} slot trials but {len(resid)} residual rows")
+            keep = readout_trial_mask(slot, readout_trials)
+            readouts[ck] = (pd.DataFrame(resid[keep].astype(np.float64))
+                            .groupby(slot["item_id"].to_numpy()[keep]).mean())
     if target not in maps:
         raise ConfigError(f"target checkpoint {target!r} has no cached pressure unit (have {', '.join(sorted(maps))})")
     if sources:
@@ -124,10 +152,9 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
     table = predictive_table(maps, profiles, target=target, sources=sources, lineage=lineage,
                              n_shuffles=n_shuffles, k=k, readouts=readouts or None, seed=seed, alpha=alpha)
     table["alpha"] = alpha
+    table["readout_trials"] = readout_trials if with_readout else ""
     table.insert(2, "bank", bank)
-    write_table(table, out / "results" / "predictive.csv",
-                columns=("source", "target", "route_relation", "I", "I_readout", "error_removed", "null_mean",
-                         "p_value", "precision_at_k", "k"))
+    write_table(table, out / "results" / "predictive.csv", columns=TABLE_COLUMNS)
     _figure(table, lineage, out / "figures" / "predictive_I.png")
     return table
 
