@@ -25,8 +25,21 @@ column after its declared columns. Files in OUT/results:
 Figures in OUT/figures: cloze_abs_<checkpoint>.png (language x axis heatmap, one per
 checkpoint, plus "all" over checkpoints), fertility_bars.png, mediation_forest.png.
 
+- cloze_abs_by_loss.csv: language-level ABS and band under each loss (sum, token_mean,
+  byte_mean) side by side (analyses.cloze_loss.abs_by_loss).
+- cloze_loss_check.csv: per (checkpoint or pooled, language): ABS, Wilcoxon-Holm effect vs the
+  reference and mediation (indirect CI excludes 0) under each loss, and the flags
+  effect_token_mean_only / mediation_token_mean_only (analyses.cloze_loss.loss_check).
+
+The loss (``loss`` column of cloze_scores, cloze_abs, cloze_stats, mediation) is the template's
+(``byte_mean`` in cloze_v1), or the analysis option ``cloze_loss``; delta, ABS, bands, sanity,
+statistics and the mediation rows of that loss all use it. mediation.csv holds every loss x
+mediator (context_fertility: the context's tokens per word; completion_fertility: the scored
+completions'); fertility and mediation are this toolkit's additions, not INCLUDE's, and prompt
+content can confound fertility and delta.
+
 Analysis options (RunConfig.options): ``reference_language`` ("en"), ``mediation_outcome``
-("delta" or "delta_clipped").
+("delta" or "delta_clipped"), ``cloze_loss`` (sum, token_mean, byte_mean; default the template's).
 """
 from __future__ import annotations
 
@@ -49,11 +62,11 @@ log = logging.getLogger("interp.sweep")
 
 SCORES_COLUMNS = ("checkpoint", "prompt_id", "language", "axis", "group", "nll_stereo", "nll_anti",
                   "nll_meaningless", "delta", "delta_clipped")
-ABS_COLUMNS = ("checkpoint", "language", "axis", "abs", "band")
+ABS_COLUMNS = ("checkpoint", "language", "axis", "abs", "band", "loss")
 STATS_COLUMNS = ("checkpoint", "measure", "test", "a", "b", "term", "statistic", "p_value", "p_holm",
                  "effect", "effect_name", "estimate", "std_err", "ci_low", "ci_high", "n", "k", "note")
 MEDIATION_COLUMNS = ("checkpoint", "language", "total", "direct", "indirect", "total_lo", "total_hi",
-                     "direct_lo", "direct_hi", "indirect_lo", "indirect_hi")
+                     "direct_lo", "direct_hi", "indirect_lo", "indirect_hi", "loss", "mediator")
 
 
 def _safe(name: str) -> str:
@@ -276,7 +289,9 @@ def plot_mediation_forest(med: pd.DataFrame, path: Path) -> Path | None:
         ax.errorbar(est[ok], pos[ok], xerr=np.nan_to_num(err[:, ok]), fmt=marker, color=color, ms=4,
                     capsize=2, lw=1, label=eff)
     ax.axvline(0.0, color="grey", lw=0.8, ls="--")
-    ax.set_yticks(y, labels=[f"{c} / {lang}" for c, lang in zip(rows["checkpoint"], rows["language"])], fontsize=7)
+    meds = rows["mediator"] if "mediator" in rows else [""] * len(rows)
+    ax.set_yticks(y, labels=[f"{c} / {lang}" + (f" / {m}" if m else "")
+                             for c, lang, m in zip(rows["checkpoint"], rows["language"], meds)], fontsize=7)
     ax.set_xlabel("effect on delta vs reference language", fontsize=8)
     ax.set_title("Fertility mediation of the language effect", fontsize=9)
     ax.legend(fontsize=7)
@@ -294,27 +309,46 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
     outcome = str(opts.get("mediation_outcome", "delta"))
     if outcome not in ("delta", "delta_clipped"):
         raise ConfigError(f"option mediation_outcome must be delta or delta_clipped, got {outcome!r}")
+    from analyses.bootstrap import TableError
+    from analyses.cloze_loss import abs_by_loss, loss_check, mediation_under_losses
+    from analyses.cloze_metrics import LOSSES, add_delta, canonical_loss
+
     scores = pd.concat([u.tables["scores"] for u in units], ignore_index=True)
     texts = pd.concat([u.tables["texts"] for u in units], ignore_index=True)
     banks = sorted(scores["bank"].astype(str).unique())
-    out: dict[str, list[pd.DataFrame]] = {k: [] for k in ("abs", "sanity", "stats", "fertility", "mediation")}
+    keys = ("abs", "sanity", "stats", "fertility", "mediation", "abs_by_loss", "loss_check", "scores")
+    out: dict[str, list[pd.DataFrame]] = {k: [] for k in keys}
     for bank in banks:
         sc = scores[scores["bank"].astype(str) == bank]
-        loss = _single(sc, "loss", "mean")
+        try:
+            loss = canonical_loss(str(opts.get("cloze_loss") or _single(sc, "loss", "token_mean")))
+            sc = add_delta(sc, loss=loss).assign(loss=loss)
+            losses = LOSSES if {f"n_bytes_{k}" for k in ("stereo", "anti")} <= set(sc.columns) else (loss, "token_mean", "sum")
+            med = mediation_under_losses(sc, losses=losses, reference=reference, outcome=outcome,
+                                         n_boot=int(cfg.n_boot), seed=int(cfg.seed))
+            check = loss_check(sc, loss=loss, reference=reference, mediation=med) if losses == LOSSES else None
+        except TableError as exc:
+            raise ConfigError(f"cloze bank {bank}: {exc} (units cached before byte counts were stored: "
+                              "rescore, or set option cloze_loss to token_mean or sum)") from None
         bank_units = [u for u in units if str(u.attrs.get("bank")) == bank]
         parts = {
-            "abs": abs_table(sc, loss=loss),
-            "sanity": meaningless_sanity(sc, loss=loss),
-            "stats": cloze_stats(sc, reference=reference),
+            "scores": sc,
+            "abs": abs_table(sc, loss=loss).assign(loss=loss),
+            "sanity": meaningless_sanity(sc, loss=loss).assign(loss=loss),
+            "stats": cloze_stats(sc, reference=reference).assign(loss=loss),
             "fertility": checkpoint_fertility(bank_units, texts[texts["bank"].astype(str) == bank],
                                               reference=reference),
-            "mediation": cloze_mediation(sc, reference=reference, outcome=outcome,
-                                         n_boot=int(cfg.n_boot), seed=int(cfg.seed)),
+            "mediation": med,
+            "abs_by_loss": abs_by_loss(sc, losses=losses),
+            "loss_check": check if check is not None else pd.DataFrame(),
         }
         for k, df in parts.items():
-            out[k].append(df.assign(bank=bank))
+            out[k].append(df.assign(bank=bank) if k != "scores" else df)
+    scores = pd.concat(out["scores"], ignore_index=True)
     tables = {
         "cloze_scores": scores,
+        "cloze_abs_by_loss": pd.concat(out["abs_by_loss"], ignore_index=True),
+        "cloze_loss_check": pd.concat(out["loss_check"], ignore_index=True),
         "cloze_abs": pd.concat(out["abs"], ignore_index=True),
         "cloze_sanity": pd.concat(out["sanity"], ignore_index=True),
         "cloze_stats": pd.concat(out["stats"], ignore_index=True),
@@ -330,6 +364,9 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
     write_table(tables["cloze_stats"], results_dir / "cloze_stats.csv", columns=STATS_COLUMNS)
     write_table(tables["fertility"], results_dir / "fertility.csv", columns=FERTILITY_COLUMNS)
     write_table(tables["mediation"], results_dir / "mediation.csv", columns=MEDIATION_COLUMNS)
+    write_table(tables["cloze_abs_by_loss"], results_dir / "cloze_abs_by_loss.csv")
+    if not tables["cloze_loss_check"].empty:
+        write_table(tables["cloze_loss_check"], results_dir / "cloze_loss_check.csv")
     _figures(tables, figures, several_banks=len(banks) > 1)
     return tables
 
@@ -342,7 +379,10 @@ def _figures(tables: dict[str, pd.DataFrame], figures: Path, *, several_banks: b
                 continue  # one checkpoint: "all" repeats it
             stem = f"cloze_abs_{_safe(bank)}_{_safe(ck)}" if several_banks else f"cloze_abs_{_safe(ck)}"
             plot_abs_heatmap(df, ck, figures / f"{stem}.png")
+    chosen = set(tables["cloze_abs"]["loss"]) if "loss" in tables["cloze_abs"] else set()
     for name, plot in (("fertility_bars", plot_fertility_bars), ("mediation_forest", plot_mediation_forest)):
         df = tables["fertility" if name == "fertility_bars" else "mediation"]
+        if name == "mediation_forest" and "loss" in df and chosen:
+            df = df[df["loss"].isin(chosen)]  # the chosen loss; cloze_loss_check.csv compares losses
         for bank, sub in df.groupby("bank", sort=True) if not df.empty else []:
             plot(sub, figures / (f"{name}_{_safe(bank)}.png" if several_banks else f"{name}.png"))

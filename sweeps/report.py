@@ -14,14 +14,24 @@ _SECTIONS = (
     ("pressure_summary.csv", "Pressure-turn sycophancy (slot and sampled readouts)",
      ["checkpoint", "bank", "readout", "delta", "delta_lo", "delta_hi", "s_op", "s_op_lo", "s_op_hi",
       "s_ch", "s_ch_lo", "s_ch_hi", "neutral_flip", "n_items", "comprehension", "comprehension_pass"]),
-    ("classify_summary.csv", "Conversational sycophancy classification",
-     ["checkpoint", "task", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo", "macro_f1_hi", "mcc"]),
+    ("classify_summary.csv", "Conversational sycophancy classification (order: given = the paper's "
+     "protocol, labels in the listed order; averaged = mean of given and reversed order, this toolkit's "
+     "position-debiased reading)",
+     ["checkpoint", "bank", "task", "order", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo",
+      "macro_f1_hi", "mcc"]),
     ("classify_position_bias.csv", "Position bias (two option orders)", None),
     ("generation_summary.csv", "Generated replies, judged", None),
-    ("cloze_abs.csv", "Cross-lingual bias: Average Bias Score", None),
+    ("cloze_abs.csv", "Cross-lingual bias: Average Bias Score (under the loss in column loss)", None),
+    ("cloze_abs_by_loss.csv", "ABS by loss: token_mean (the INCLUDE reading) beside sum and byte_mean "
+     "(the default; tokenizer-independent)", None),
+    ("cloze_loss_check.csv", "Findings under token_mean only (effect_token_mean_only, "
+     "mediation_token_mean_only: seen under the per-token mean, not under the chosen loss)", None),
     ("cloze_sanity.csv", "Cloze sanity: meaningless completion preferred", None),
     ("fertility.csv", "Tokenizer fertility", None),
-    ("mediation.csv", "Mediation of the language effect through fertility", None),
+    ("mediation.csv", "Mediation of the language effect through fertility (this toolkit's addition: INCLUDE "
+     "has neither fertility nor mediation; prompt content can confound fertility and delta)",
+     ["checkpoint", "language", "loss", "mediator", "total", "total_lo", "total_hi", "indirect", "indirect_lo",
+      "indirect_hi", "bank"]),
     ("weat.csv", "WEAT", None),
     ("probes.csv", "Linear readouts from the cache", None),
     ("predictive.csv", "Predicting the target's item map (held-out partial R²)", None),
