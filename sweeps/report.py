@@ -32,7 +32,12 @@ _SECTIONS = (
      "has neither fertility nor mediation; prompt content can confound fertility and delta)",
      ["checkpoint", "language", "loss", "mediator", "total", "total_lo", "total_hi", "indirect", "indirect_lo",
       "indirect_hi", "bank"]),
-    ("weat.csv", "WEAT", None),
+    ("weat_stats.csv", "WEAT as INCLUDE reads it: Friedman + Kendall's W over languages (tuples as blocks), "
+     "Wilcoxon-Holm pairs, rank-biserial, mean rank-biserial of the reference language", None),
+    ("weat_scores.csv", "WEAT tuple scores cos(t, a_stereo) - cos(t, a_anti), bands < 0.01 negligible, "
+     ">= 0.05 significant, >= 0.10 extreme", None),
+    ("weat.csv", "WEAT, Caliskan et al.'s effect size (comparison group Y, permutation p; not on the INCLUDE "
+     "threshold scale; also weat_caliskan.csv)", None),
     ("probes.csv", "Linear readouts from the cache", None),
     ("predictive.csv", "Predicting the target's item map (held-out partial R²)", None),
 )

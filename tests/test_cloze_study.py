@@ -287,5 +287,13 @@ def test_run_weat_checkpoint(two_models, tmp_path):
     assert list(table.columns[:len(WEAT_COLUMNS)]) == list(WEAT_COLUMNS) and len(table) == len(sets)
     assert table["p_value"].between(0, 1).all() and np.isfinite(table["effect_size"]).all()
     assert pd.read_csv(tmp_path / "w" / "results" / "weat.csv").shape[0] == len(sets)
+    from analyses.weat_include import SCORE_COLUMNS
+    tuples = pd.read_csv(tmp_path / "w" / "results" / "weat_scores.csv")
+    assert list(tuples.columns[:len(SCORE_COLUMNS)]) == list(SCORE_COLUMNS)
+    assert len(tuples) == sum(len(s["X"]) * min(len(s["A"]), len(s["B"])) for s in sets)
+    np.testing.assert_allclose(tuples["score"], tuples["cos_stereo"] - tuples["cos_anti"], atol=1e-12)
+    st = pd.read_csv(tmp_path / "w" / "results" / "weat_stats.csv")
+    assert {"friedman", "wilcoxon", "mean_rank_biserial"} <= set(st["test"])
+    assert (tmp_path / "w" / "results" / "weat_caliskan.csv").is_file()
     with pytest.raises(BankError, match="field A"):
         load_weat_sets([{"axis": "caste", "language": "en", "X": ["a"], "Y": ["b"], "A": [], "B": ["c"]}])
