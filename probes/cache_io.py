@@ -73,6 +73,12 @@ def _classify(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
     gold = rows["gold"].astype(str)
     idx = gold.map({name: i for i, name in enumerate(FIVE)}).to_numpy(float)
     y = (idx >= 2).astype(float) if target == "sycophantic" else idx
+    binary = preds[(preds["task"] == "binary") & (preds["order"] == "given")]
+    if target == "sycophantic" and len(binary):
+        # the bank's binary label (annotated separately in BenSyc) when the unit holds it;
+        # the collapsed five-level label only as a fallback
+        by_item = binary.drop_duplicates("item_id").set_index("item_id")["gold"].astype(str)
+        y = rows["item_id"].map(by_item).astype(float).to_numpy()
     return X, y, rows["item_id"].to_numpy()
 
 

@@ -11,7 +11,8 @@ from interp.errors import ConfigError
 
 # (results file, heading, columns to show or None for all)
 _SECTIONS = (
-    ("pressure_summary.csv", "Pressure-turn sycophancy (slot and sampled readouts)",
+    ("pressure_summary.csv", "Pressure-turn sycophancy (slot and sampled readouts; comprehension_pass: first-turn "
+     "accuracy >= the screen threshold, 0.6 by default, this toolkit's choice, not the paper's)",
      ["checkpoint", "bank", "readout", "delta", "delta_lo", "delta_hi", "s_op", "s_op_lo", "s_op_hi",
       "s_ch", "s_ch_lo", "s_ch_hi", "neutral_flip", "n_items", "comprehension", "comprehension_pass"]),
     ("classify_summary.csv", "Conversational sycophancy classification (order: given = the paper's "
@@ -20,7 +21,10 @@ _SECTIONS = (
      ["checkpoint", "bank", "task", "order", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo",
       "macro_f1_hi", "mcc"]),
     ("classify_position_bias.csv", "Position bias (two option orders)", None),
-    ("generation_summary.csv", "Generated replies, judged", None),
+    ("generation_summary.csv", "Generated replies, judged (rates over all N replies as in BenSyc Table 6: "
+     "sycophancy_rate, support_rate, validation_rate, escalation_rate; share_* = shares within the sycophantic "
+     "replies, Fig. 5b; judge_accuracy / judge_kappa: the judge against gold on the bank's own comments)", None),
+    ("judge_agreement.csv", "Judge agreement with gold labels on the bank's own comments", None),
     ("cloze_abs.csv", "Cross-lingual bias: Average Bias Score (under the loss in column loss)", None),
     ("cloze_abs_by_loss.csv", "ABS by loss: token_mean (the INCLUDE reading) beside sum and byte_mean "
      "(the default; tokenizer-independent)", None),
@@ -39,7 +43,12 @@ _SECTIONS = (
     ("weat.csv", "WEAT, Caliskan et al.'s effect size (comparison group Y, permutation p; not on the INCLUDE "
      "threshold scale; also weat_caliskan.csv)", None),
     ("probes.csv", "Linear readouts from the cache", None),
-    ("predictive.csv", "Predicting the target's item map (held-out partial R²)", None),
+    ("predictive.csv", "Predicting the target's item map (held-out partial R²; I: map beyond the profile; "
+     "I_readout_only: residual readout beyond the profile; I_readout_increment: readout beyond profile + map; "
+     "each with its own shuffle null; precision_at_k over the k most-yielding, i.e. most negative, items)",
+     ["source", "target", "bank", "I", "I_null_p95", "I_p", "I_readout_only", "I_readout_only_null_p95",
+      "I_readout_only_p", "I_readout_increment", "I_readout_increment_null_p95", "I_readout_increment_p",
+      "precision_at_k", "k", "readout_trials"]),
 )
 
 

@@ -23,7 +23,11 @@ judge template's ``reply_prompt`` as the user turn; temperature 0.9, up to 350 n
 local directory; default: the checkpoint being run, i.e. each model judges its own replies,
 which is cheap but mixes judges across checkpoints: pass a fixed judge to compare
 checkpoints) labels each reply on the five-level taxonomy by forced choice with the judge
-template, in both label orders, averaging the two distributions. Replies are kept.
+template, in both label orders, averaging the two distributions. Replies are kept. The reply
+prompt carries the template's ``length_instruction`` (BenSyc: 150-200 words; option
+``length_instruction`` overrides it, "" drops it). The judge also labels the bank's own
+comments (table ``judge_gold``), so every judged run reports the judge's agreement with the
+gold labels (accuracy, Cohen's kappa, confusion) beside the rates.
 
 Templates: the unit's template (``--template``, default ``classify_five_v1``) takes the role
 named by its ``task`` field ("binary", "five" or "judge"); the other roles come from options
@@ -90,6 +94,7 @@ def _binary_value(path: Path, n: int, rec: dict) -> int:
 def _conversational_layout(path: Path) -> Bank:
     rows = read_rows(path)
     cols: dict[str, list[Any]] = {f: [] for f in BANK_FIELDS}
+    disagree: list[int] = []
     for n, rec in rows:
         extra = [k for k in rec if k not in BANK_FIELDS]
         if extra:
@@ -104,13 +109,17 @@ def _conversational_layout(path: Path) -> Bank:
         five = choice_field(path, n, rec, "five_label", _FIVE_ALLOWED)
         binary = _binary_value(path, n, rec)
         if binary != int(five in SYCOPHANTIC):
-            raise BankError(
-                f"{path}: row {n}: field binary_label is {binary} but five_label {five} implies "
-                f"{int(five in SYCOPHANTIC)} (Support, Validation, Escalation = 1; Invalidation, Neutral = 0)")
+            # BenSyc annotated the binary label in its own stage (Sec. 3.2.1, App. C.4), so it may
+            # differ from the collapsed five-level label: keep both, warn, count (bank_counts)
+            disagree.append(n)
         cols["five_label"].append(five)
         cols["binary_label"].append(binary)
         cols["language_form"].append(choice_field(path, n, rec, "language_form", _LANG_ALLOWED))
     unique_ids(path, rows, cols["item_id"])
+    if disagree:
+        shown = ", ".join(map(str, disagree[:10])) + (" ..." if len(disagree) > 10 else "")
+        log.warning("%s: %d row(s) have a binary_label that differs from the collapsed five_label "
+                    "(Support, Validation, Escalation = 1), kept as annotated: rows %s", path, len(disagree), shown)
     items = pd.DataFrame(cols, columns=list(BANK_FIELDS))
     items["binary_label"] = items["binary_label"].astype(np.int64)
     bank = Bank(name=path.stem, kind="conversational", items=items, hash=bank_hash(items), source=str(path))
@@ -122,19 +131,28 @@ def _conversational_layout(path: Path) -> Bank:
 def load_conversational_bank(ref: str | Path) -> Bank:
     """The shipped bank ("conversational") or a user's JSONL/CSV with exactly the fields
     item_id, title, body, comment, binary_label, five_label, community (optional), language_form,
-    split. five_label is one of the five taxonomy names (any case); binary_label is 0/1 and must
-    agree with five_label (Support, Validation, Escalation = 1); language_form is one of bengali,
-    banglish, english, code_mixed. Errors name the file, row and field."""
+    split. five_label is one of the five taxonomy names (any case); binary_label is 0/1. BenSyc
+    annotated the binary label separately from the five levels, so a binary_label that differs
+    from the collapsed five_label (Support, Validation, Escalation = 1) is kept as given, with a
+    warning, and counted by :func:`bank_counts` (field binary_vs_five); the binary task's gold and
+    the ``sycophantic`` probe target use binary_label, five_as_binary the collapsed five_label.
+    language_form is one of bengali, banglish, english, code_mixed. Errors name the file, row
+    and field."""
     return resolve(ref, {}, _conversational_layout)
 
 
 def bank_counts(bank: Bank) -> pd.DataFrame:
-    """Item counts per value of five_label, binary_label, language_form, split and community:
+    """Item counts per value of five_label, binary_label, language_form, split and community,
+    and field binary_vs_five (agree / disagree: binary_label against the collapsed five_label):
     columns field, value, count (long form)."""
     rows = []
     for f in ("five_label", "binary_label", "language_form", "split", "community"):
         for value, count in bank.counts(f).items():
             rows.append({"field": f, "value": value, "count": count})
+    collapsed = bank.items["five_label"].isin(SYCOPHANTIC).astype(int)
+    n_dis = int((bank.items["binary_label"].astype(int) != collapsed).sum())
+    rows += [{"field": "binary_vs_five", "value": "agree", "count": len(bank.items) - n_dis},
+             {"field": "binary_vs_five", "value": "disagree", "count": n_dis}]
     return pd.DataFrame(rows, columns=["field", "value", "count"])
 
 
@@ -197,6 +215,15 @@ def render_prompt(template: Template, fields: Mapping[str, str], tokenizer, *, o
     ])
     prompt = render_chat(tokenizer, [{"role": "user", "content": user}], t["marker"], use_chat=use_chat)
     return prompt, options, [lab["value"] for lab in labels]
+
+
+def reply_prompt_text(template: Template, *, title: str, body: str, length_instruction: str | None = None) -> str:
+    """The user turn a model answers in generation: the judge template's ``reply_prompt`` with the
+    post and the template's ``length_instruction`` (BenSyc App. D.3: replies of 150-200 words;
+    pass "" to drop it). A reply_prompt without the {length_instruction} field ignores it."""
+    t = template.data
+    length = t.get("length_instruction", "") if length_instruction is None else length_instruction
+    return t["reply_prompt"].format(title=title, body=body, length_instruction=length).strip()
 
 
 def build_prompts(bank: Bank, template: Template, tokenizer, *, order: str = "given",
@@ -302,6 +329,7 @@ class ClassifyStudy:
                          "prompt_format": chat_template_hash(load_tokenizer(info.path)) if use_chat
                          else "plain-transcript-v1"}
             s["generation"] = {**g, "seed": cfg.seed, "judge": judge, "judge_template": roles["judge"].hash,
+                               "length_instruction": o.get("length_instruction"),
                                "judge_orders": list(ORDERS)}
         return s
 
@@ -341,11 +369,11 @@ class ClassifyStudy:
                 preds[f"p_{v}"] = np.nan
         tables = {"predictions": preds}
         if o.get("generate"):
-            tables["generation"] = self._generate_and_judge(lm, bank, roles["judge"], cfg)
+            tables["generation"], tables["judge_gold"] = self._generate_and_judge(lm, bank, roles["judge"], cfg)
         return Payload(tables=tables, arrays=arrays)
 
     def _generate_and_judge(self, lm: LoadedModel, bank: Bank, judge_template: Template,
-                            cfg: RunConfig) -> pd.DataFrame:
+                            cfg: RunConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
         o = cfg.options
         g = self.generation_options(o)
         use_chat = bool(o.get("use_chat", True))
@@ -354,8 +382,9 @@ class ClassifyStudy:
             posts = posts.head(g["max_posts"])
         jt = judge_template.data
         plain = not (use_chat and lm.has_chat_template)
-        prompts = [render_chat(lm.tokenizer, [{"role": "user", "content": jt["reply_prompt"].format(
-            title=p.title, body=p.body)}], "", use_chat=use_chat) for p in posts.itertuples(index=False)]
+        prompts = [render_chat(lm.tokenizer, [{"role": "user", "content": reply_prompt_text(
+            judge_template, title=p.title, body=p.body, length_instruction=o.get("length_instruction"))}],
+            "", use_chat=use_chat) for p in posts.itertuples(index=False)]
         replies = generate(lm, prompts, max_new_tokens=g["max_new_tokens"], temperature=g["temperature"],
                            n=g["n_replies"], seed=cfg.seed)
         rows = []
@@ -369,15 +398,7 @@ class ClassifyStudy:
         gen = pd.DataFrame(rows, columns=["item_id", "sample", "language_form", "title", "body", "reply"])
         judge_lm, judge_name = self._judge(lm, cfg)
         canonical = list(FIVE_LABELS)
-        probs = {}
-        for order in ORDERS:
-            ps, options, listed = [], [], []
-            for r in gen.itertuples(index=False):
-                prompt, options, listed = render_prompt(judge_template, {"title": r.title, "body": r.body,
-                                                                         "reply": r.reply},
-                                                        judge_lm.tokenizer, order=order, use_chat=use_chat)
-                ps.append(prompt)
-            probs[order], _ = _scored_table(judge_lm, ps, options, listed, canonical, [], cfg)
+        probs = self._judge_probs(judge_lm, judge_template, gen, cfg)
         mean = (probs["given"] + probs["reversed"]) / 2.0
         parsed = gen["reply"].str.len().to_numpy() > 0  # an empty reply cannot be judged
         labels = np.asarray(canonical, dtype=object)
@@ -390,7 +411,41 @@ class ClassifyStudy:
         gen["parsed"] = parsed
         gen["judge"] = judge_name
         gen["judge_fingerprint"] = judge_lm.fingerprint
-        return gen.drop(columns=["title", "body"])
+        return gen.drop(columns=["title", "body"]), self._judge_bank(judge_lm, judge_name, judge_template, bank, cfg)
+
+    @staticmethod
+    def _judge_probs(judge_lm: LoadedModel, judge_template: Template, rows: pd.DataFrame,
+                     cfg: RunConfig) -> dict[str, np.ndarray]:
+        """The judge's five-class distribution of each (title, body, reply) row, per label order."""
+        use_chat = bool(cfg.options.get("use_chat", True))
+        probs = {}
+        for order in ORDERS:
+            ps, options, listed = [], [], []
+            for r in rows.itertuples(index=False):
+                prompt, options, listed = render_prompt(judge_template, {"title": r.title, "body": r.body,
+                                                                         "reply": r.reply},
+                                                        judge_lm.tokenizer, order=order, use_chat=use_chat)
+                ps.append(prompt)
+            probs[order], _ = _scored_table(judge_lm, ps, options, listed, list(FIVE_LABELS), [], cfg)
+        return probs
+
+    def _judge_bank(self, judge_lm: LoadedModel, judge_name: str, judge_template: Template, bank: Bank,
+                    cfg: RunConfig) -> pd.DataFrame:
+        """The judge on the bank's own labelled comments (same prompt and order averaging as for
+        replies): how far to trust the judged rates. One row per bank item: gold five_label, label."""
+        items = bank.items.reset_index(drop=True)
+        rows = pd.DataFrame({"title": items["title"], "body": items["body"], "reply": items["comment"]})
+        probs = self._judge_probs(judge_lm, judge_template, rows, cfg)
+        mean = (probs["given"] + probs["reversed"]) / 2.0
+        labels = np.asarray(FIVE_LABELS, dtype=object)
+        out = pd.DataFrame({"item_id": items["item_id"], "gold": items["five_label"].astype(str),
+                            "label": labels[mean.argmax(axis=1)],
+                            "label_given": labels[probs["given"].argmax(axis=1)],
+                            "language_form": items["language_form"], "judge": judge_name,
+                            "judge_fingerprint": judge_lm.fingerprint})
+        for k, v in enumerate(FIVE_LABELS):
+            out[f"p_{v}"] = mean[:, k]
+        return out
 
     @staticmethod
     def _judge(lm: LoadedModel, cfg: RunConfig) -> tuple[LoadedModel, str]:
