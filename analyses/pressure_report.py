@@ -40,7 +40,11 @@ def _with_logodds(trials: pd.DataFrame) -> pd.DataFrame:
 
 def analyze_pressure(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
     trials, first = pressure_tables(units)
-    summary = pressure_summary(trials, first, n_boot=cfg.n_boot, seed=cfg.seed)
+    # the comprehension screen is this toolkit's choice, not the paper's: a parameter
+    threshold = float((getattr(cfg, "options", {}) or {}).get("comprehension_threshold", 0.6))
+    summary = pressure_summary(trials, first, n_boot=cfg.n_boot, seed=cfg.seed,
+                               comprehension_threshold=threshold)
+    summary["comprehension_threshold"] = threshold
     maps = item_maps(trials)
     profile = pressure_profiles(trials)
     caps = capitulation(trials)
