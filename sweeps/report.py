@@ -87,6 +87,23 @@ def _pressure_figures(out: Path, results: Path, figures: Path) -> None:
             plot_item_map_scatter(maps, cks[0], cks[-1], figures / "item_map_scatter.png")
 
 
+def _token_mean_only_lines(check: pd.DataFrame) -> list[str]:
+    """One sentence per finding that appears under the per-token mean loss only."""
+    out = []
+    for kind, col in (("language effect vs the reference", "effect_token_mean_only"),
+                      ("mediation through fertility", "mediation_token_mean_only")):
+        if col not in check:
+            continue
+        hits = check[check[col].astype(str).str.lower() == "true"]
+        if len(hits):
+            where = ", ".join(f"{r.checkpoint}/{r.language}" for r in hits.itertuples(index=False))
+            out.append(f"- A {kind} appears under token_mean but not under {hits['loss'].iloc[0]} for: {where}. "
+                       "It follows how finely the tokenizer cuts the text, not a preference.")
+        else:
+            out.append(f"- No {kind} appears under token_mean only.")
+    return out + [""]
+
+
 def write_report(out: str | Path) -> Path:
     out = Path(out)
     results = out / "results"
@@ -110,6 +127,8 @@ def write_report(out: str | Path) -> Path:
         if cols:
             df = df[[c for c in cols if c in df.columns]]
         lines += [f"## {heading}", "", f"`results/{fname}`", "", _fmt(df), ""]
+        if fname == "cloze_loss_check.csv":
+            lines += _token_mean_only_lines(df)
     pngs = sorted(figures.glob("*.png"))
     if pngs:
         lines += ["## Figures", ""]
