@@ -83,3 +83,14 @@ def test_loss_check_flags_what_appears_under_token_mean_only():
     check_b = loss_check(scores, loss="byte_mean", reference="en", n_boot=200, seed=0)
     row_b = check_b[(check_b["checkpoint"] == "pooled") & (check_b["language"] == "bn")].iloc[0]
     assert row_b["mediation_token_mean_only"] and not row_b["mediation_byte_mean"]
+
+
+def test_report_says_what_appears_under_token_mean_only(tmp_path):
+    from analyses.cloze_loss import loss_check
+    from sweeps.report import write_report
+
+    (tmp_path / "results").mkdir()
+    loss_check(planted_fertility_scores(), loss="sum", n_boot=100).to_csv(
+        tmp_path / "results" / "cloze_loss_check.csv", index=False)
+    text = write_report(tmp_path).read_text()
+    assert "appears under token_mean but not under sum for: " in text and "pooled/bn" in text
