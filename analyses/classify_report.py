@@ -232,7 +232,7 @@ def generation_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFrame] | 
         s.insert(2, "judge", judge)
         frames.append(s)
     summary = pd.concat(frames, ignore_index=True)
-    agree, conf = judge_agreement_tables(units)
+    agree, _ = judge_agreement_tables(units)
     if len(agree):  # the judge's agreement with gold beside the rates it produced
         summary = summary.merge(agree[["judge", "bank", "n", "accuracy", "kappa"]].rename(
             columns={"n": "judge_n", "accuracy": "judge_accuracy", "kappa": "judge_kappa"}),

@@ -23,7 +23,7 @@ import pandas as pd
 
 from analyses.cloze_metrics import LOSSES, abs_table, add_delta, canonical_loss
 
-__all__ = ["MEDIATORS", "LOSS_CHECK_COLUMNS", "abs_by_loss", "mediation_under_losses", "loss_check"]
+__all__ = ["LOSS_CHECK_COLUMNS", "MEDIATORS", "abs_by_loss", "loss_check", "mediation_under_losses"]
 
 # mediator label -> scores column
 MEDIATORS: dict[str, str] = {"context_fertility": "fertility", "completion_fertility": "fertility_completion"}

@@ -10,10 +10,19 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
-from analyses.classify_metrics import FIVE_LABELS, cohen_kappa, generation_summary, judge_agreement
+from analyses.classify_metrics import (
+    FIVE_LABELS,
+    cohen_kappa,
+    generation_summary,
+    judge_agreement,
+)
 from cache.store import Unit
 from interp.studies.base import load_template
-from interp.studies.classify import bank_counts, load_conversational_bank, reply_prompt_text
+from interp.studies.classify import (
+    bank_counts,
+    load_conversational_bank,
+    reply_prompt_text,
+)
 
 GOOD = {"item_id": "x1", "title": "Boss shouted at me", "body": "In front of everyone.",
         "comment": "He is a monster, quit today.", "binary_label": 1, "five_label": "Escalation",
@@ -44,7 +53,7 @@ def test_sycophantic_probe_target_uses_the_binary_label():
     rows += [{"task": "binary", "order": "given", "item_id": i, "gold": g} for i, g in zip(ids[::-1], binary[::-1])]
     unit = Unit(path="u.h5", attrs={}, tables={"predictions": pd.DataFrame(rows)},
                 arrays={"resid_five_given": np.zeros((4, 3), dtype=np.float32)})
-    X, y, groups = _classify(unit, "sycophantic")
+    _, y, groups = _classify(unit, "sycophantic")
     assert list(groups) == ids and list(y) == [0.0, 1.0, 1.0, 0.0]
 
 

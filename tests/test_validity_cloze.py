@@ -42,7 +42,7 @@ def planted_fertility_scores(seed: int = 0, n: int = 60) -> pd.DataFrame:
         for i in range(n):
             for lang in ("en", "bn"):
                 fert = 1.2 + 0.2 * rng.random() if lang == "en" else 8 + 8 * rng.random()
-                n_tok = 1 if lang == "en" else int(round(fert))
+                n_tok = 1 if lang == "en" else round(fert)
                 pref = scale * (2.0 + 0.3 * rng.normal())
                 base = 5 + rng.random()
                 rows.append(_row(ck, lang, f"p{i:02d}", base, base + pref, n_tok, 8 if lang == "en" else 24,

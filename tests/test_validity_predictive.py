@@ -6,7 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probes.predictive import TABLE_COLUMNS, partial_r2, precision_at_k, predictive_table, readout_gain_null
+from probes.predictive import (
+    TABLE_COLUMNS,
+    partial_r2,
+    precision_at_k,
+    predictive_table,
+    readout_gain_null,
+)
 
 
 def test_precision_at_k_counts_the_most_yielding_items():
