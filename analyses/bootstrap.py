@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from interp.errors import InterpError
+from interp.core.errors import InterpError
 
 __all__ = [
     "CI",
@@ -61,13 +61,18 @@ def resample_indices(n_items: int, *, n_boot: int = 1000, seed: int = 0) -> np.n
     return rng.integers(0, n_items, size=(int(n_boot), n_items))
 
 
-def resample_counts(n_items: int, *, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
-    """(n_boot, n_items) multiplicities of each item in each resample.
+def resample_counts(n_items: int, *, n_boot: int = 1000, seed: int = 0,
+                    rng: np.random.Generator | None = None) -> np.ndarray:
+    """(n_boot, n_items) multiplicities of each item in each resample: the one resampler.
 
-    The same draws as ``resample_indices``; as weights they turn a resampled sum into one
-    matrix product (``counts @ per_item_values``). Memory is n_boot x n_items.
+    The same draws as ``resample_indices`` (or, given ``rng``, the next draws of that
+    generator); as weights they turn a resampled sum into one matrix product
+    (``counts @ per_item_values``). Memory is n_boot x n_items.
     """
-    idx = resample_indices(n_items, n_boot=n_boot, seed=seed)
+    if rng is not None:
+        idx = rng.integers(0, n_items, size=(int(n_boot), n_items))
+    else:
+        idx = resample_indices(n_items, n_boot=n_boot, seed=seed)
     offsets = (np.arange(idx.shape[0]) * n_items)[:, None]
     flat = np.bincount((idx + offsets).ravel(), minlength=idx.shape[0] * n_items)
     return flat.reshape(idx.shape[0], n_items).astype(np.float64)

@@ -24,12 +24,17 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "FERTILITY_COLUMNS",
     "FLORES_TO_SHORT",
+    "LANGUAGE_ORDER",
     "default_words",
     "fertility_table",
     "item_fertility",
     "language_from_filename",
+    "language_order",
     "read_parallel_files",
+    "tokenizer_fertility",
+    "word_prefix_for",
 ]
 
 # FLORES-200 codes of the INCLUDE languages -> the short codes used in score tables
@@ -233,3 +238,39 @@ def read_parallel_files(paths: Iterable[str | Path]) -> dict[str, list[str]]:
                     "parallel files must be line-aligned"
                 )
     return out
+
+
+# ---------------------------------------------------------------- per-tokenizer tables
+# (moved here from analyses/fertility_run.py: pure functions of a duck-typed tokenizer)
+
+FERTILITY_COLUMNS = ("tokenizer", "language", "fertility", "continued_share", "parity")
+LANGUAGE_ORDER = ("en", "hi", "bn", "mr", "ta", "hinglish", "banglish")
+NO_REFERENCE = "\x00no-reference"  # a language code no table has: parity left NaN
+
+
+def language_order(langs) -> list[str]:
+    """The study's languages first in their usual order, then any others sorted."""
+    langs = list(dict.fromkeys(map(str, langs)))
+    return [lang for lang in LANGUAGE_ORDER if lang in langs] + sorted(set(langs) - set(LANGUAGE_ORDER))
+
+
+def word_prefix_for(tokenizer) -> str:
+    """" " for byte-level BPE tokenizers (GPT-2 style, which learn merges for " word"), else "".
+
+    Detected by the byte-level space marker "Ġ" on the second word of "a b"; SentencePiece
+    tokenizers add their own "▁" prefix to an isolated word and get "".
+    """
+    try:
+        ids = tokenizer.encode("a b", add_special_tokens=False)
+        pieces = tokenizer.convert_ids_to_tokens(list(getattr(ids, "ids", ids)))
+    except Exception:  # a tokenizer without convert_ids_to_tokens: no prefix
+        return ""
+    return " " if any(str(p).startswith("Ġ") for p in pieces) else ""
+
+
+def tokenizer_fertility(tokenizer, texts: dict[str, list[str]], *, name: str, parallel: bool = True,
+                        reference: str = "en") -> pd.DataFrame:
+    """fertility_table with the word prefix chosen for this tokenizer (see word_prefix_for)."""
+    return fertility_table(tokenizer, texts, tokenizer_name=name,
+                           reference=reference if parallel else NO_REFERENCE,
+                           word_prefix=word_prefix_for(tokenizer))

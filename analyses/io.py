@@ -1,13 +1,13 @@
 """Results tables on disk: declared column order, stable row order, atomic replace."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
-from interp.errors import CacheError
+from interp.core.atomic import atomic_write
+from interp.core.errors import CacheError
 
 
 def write_table(df: pd.DataFrame, path: Path, *, columns: Sequence[str] | None = None,
@@ -21,14 +21,8 @@ def write_table(df: pd.DataFrame, path: Path, *, columns: Sequence[str] | None =
     if sort:
         df = df.sort_values(list(sort), kind="mergesort", ignore_index=True)
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        df.to_csv(tmp, index=False, float_format="%.10g", lineterminator="\n")
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: df.to_csv(tmp, index=False, float_format="%.10g", lineterminator="\n"))
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise CacheError(f"{path}: cannot write results table ({exc.strerror or exc})") from None
     return path

@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
+from analyses.bootstrap import resample_counts
+
 __all__ = ["MediationResult", "mediation", "mediation_by_language"]
 
 # columns of mediation_by_language, in order; extra diagnostics follow these
@@ -129,9 +131,7 @@ def _path_estimates(
 
 def _resample_counts(rng: np.random.Generator, n_units: int, n_boot: int) -> np.ndarray:
     """(n_boot, n_units) draw counts: each resample draws n_units units with replacement."""
-    idx = rng.integers(0, n_units, size=(n_boot, n_units))
-    flat = idx + (np.arange(n_boot) * n_units)[:, None]
-    return np.bincount(flat.ravel(), minlength=n_boot * n_units).reshape(n_boot, n_units)
+    return resample_counts(n_units, n_boot=n_boot, rng=rng).astype(np.int64)
 
 
 def _ols(x: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -6,7 +6,7 @@ pressure units (default 20), each with a trials table of --items x --conditions 
 (rows, --d-model) (default 576, SmolLM2's width), about 4.4 MiB per unit. The residuals carry
 a planted low-rank signal so the readouts have something to find; p_planted depends on it.
 
-Then times `probes.api.run_probe(out, study="pressure", target=T, n_shuffles=100)` over all
+Then times `sweeps.probe.run_probe(out, study="pressure", target=T, n_shuffles=100)` over all
 units for each target in --targets (default: `flipped`, a logistic readout scored by ROC AUC,
 and `logodds`, a ridge readout scored by R^2), 5 item-grouped folds, --repeats runs each.
 Asserts that no model was loaded: `transformers` is never imported in this process and no
@@ -91,7 +91,7 @@ def main() -> None:
     common.setup(args.threads)
     start_load = common.loadavg()
 
-    from probes.api import run_probe
+    from sweeps.probe import run_probe
 
     common.setup(args.threads)
     tmp = None

@@ -47,7 +47,7 @@ def main() -> None:
                 (f"1 layer (L{lm.default_layer})", [lm.default_layer], cfg),
                 (f"all {lm.n_layers} layers", list(range(lm.n_layers)), cfg)]
     if args.all_positions:
-        settings.append((f"1 layer, every position", [lm.default_layer],
+        settings.append(("1 layer, every position", [lm.default_layer],
                          ScoringConfig(variants=args.variants, batch_size=args.batch_size, capture_all_positions=True)))
     score_options(lm, prompts[:2], options, layers=[lm.default_layer], cfg=cfg)  # warm-up
 

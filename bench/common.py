@@ -287,9 +287,9 @@ def write_results(name: str, data: dict[str, Any], *, threads: int, results_dir:
                                                    for a in sys.argv]])
     payload = {"name": name, "meta": meta, **data}
     path = results_dir / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
-    os.replace(tmp, path)
+    from interp.core.atomic import atomic_write_text
+
+    atomic_write_text(path, json.dumps(payload, indent=2, default=_json_default) + "\n")
     print(f"wrote {os.path.relpath(path, ROOT)}", file=sys.stderr)
     return path
 

@@ -35,7 +35,6 @@ Rerun (defaults):
 """
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import signal

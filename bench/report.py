@@ -200,7 +200,9 @@ def main() -> None:
         lines.append("")
     if args.notes.exists():
         lines += [args.notes.read_text().rstrip(), ""]
-    args.out.write_text("\n".join(lines).rstrip() + "\n")
+    from interp.core.atomic import atomic_write_text
+
+    atomic_write_text(args.out, "\n".join(lines).rstrip() + "\n")
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -12,8 +12,6 @@ one. Stale temporaries never block a restart: they are ignored and removed by `c
 """
 from __future__ import annotations
 
-import os
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -22,11 +20,12 @@ import h5py
 import numpy as np
 import pandas as pd
 
-from interp.errors import CacheError, ProvenanceError
-from interp.hashing import sha256_json
+from interp.core.atomic import atomic_path
+from interp.core.errors import CacheError, ProvenanceError
+from interp.core.hashing import sha256_json
+from interp.core.version import __version__ as PACKAGE_VERSION
 
 SCHEMA_VERSION = 1
-PACKAGE_VERSION = "0.1.0"
 # fields that define what a unit is; anything else in the attributes is informative only
 IDENTITY_FIELDS = (
     "checkpoint_fingerprint", "study", "study_version", "bank", "bank_hash",
@@ -66,17 +65,6 @@ class Unit:
     @property
     def identity(self) -> dict:
         return {k: self.attrs.get(k) for k in IDENTITY_FIELDS}
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_table(group: h5py.Group, df: pd.DataFrame) -> None:
@@ -140,9 +128,8 @@ class Store:
             final.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheError(f"{final.parent}: cannot create cache directory ({exc.strerror or exc})") from None
-        tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
-            with h5py.File(tmp, "w") as f:
+            with atomic_path(final, mkdir=False) as tmp, h5py.File(tmp, "w") as f:
                 for k, v in asdict(ident).items():
                     f.attrs[k] = v
                 f.attrs["identity_hash"] = ident.hash
@@ -156,19 +143,8 @@ class Store:
                     f.create_dataset(f"arrays/{name}", data=np.asarray(arr))
                 f.attrs["complete"] = True  # last: a reader trusts nothing without it
                 f.flush()
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, final)
-            _fsync_dir(final.parent)
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
             raise CacheError(f"{final}: cannot write cache unit ({exc.strerror or exc})") from None
-        finally:
-            if tmp.exists():
-                tmp.unlink(missing_ok=True)
         return final
 
     def read(self, ident_or_path: UnitIdentity | Path, *, expect: Mapping[str, object] | None = None) -> Unit:

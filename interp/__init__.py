@@ -1,23 +1,32 @@
-"""interp: sycophancy and cross-lingual bias, from logits to the residual stream, on local checkpoints."""
-from interp import errors
-from interp.loading import LoadedModel, load
-from interp.runner.scoring import (
-    ContinuationScores,
-    OptionScores,
-    ScoringConfig,
-    score_continuations,
-    score_options,
-)
+"""interp: sycophancy and cross-lingual bias, from logits to the residual stream, on local checkpoints.
 
-__version__ = "0.1.0"
+The public names below are loaded on first use, so `import interp.core` (and the cache,
+analyses, probes and report paths built on it) never imports torch.
+"""
+from __future__ import annotations
 
-__all__ = [
-    "ContinuationScores",
-    "LoadedModel",
-    "OptionScores",
-    "ScoringConfig",
-    "errors",
-    "load",
-    "score_continuations",
-    "score_options",
-]
+import importlib
+from typing import Any
+
+from interp.core.version import __version__
+
+_LAZY = {
+    "errors": ("interp.core.errors", None),
+    "LoadedModel": ("interp.loading", "LoadedModel"),
+    "load": ("interp.loading", "load"),
+    "ContinuationScores": ("interp.runner.scoring", "ContinuationScores"),
+    "OptionScores": ("interp.runner.scoring", "OptionScores"),
+    "ScoringConfig": ("interp.runner.scoring", "ScoringConfig"),
+    "score_continuations": ("interp.runner.scoring", "score_continuations"),
+    "score_options": ("interp.runner.scoring", "score_options"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'interp' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    mod = importlib.import_module(module)
+    return mod if attr is None else getattr(mod, attr)

@@ -3,35 +3,36 @@
 Rows are read from JSON Lines or CSV (UTF-8, a BOM and CRLF line ends accepted). A bank's
 hash is taken over its normalized rows, so the same items in another layout hash the same
 and any edit to an item gives a new hash (and new cache units).
+
+Two registries, filled by the studies (each in its own folder):
+  BANK_FORMATS: layout name -> BankFormat (which study reads it, how a file is recognised,
+                the reader). `read_bank(path, kind)` tries the study's formats in order.
+  SHIPPED:      bank name -> file under interp/data/banks (StudySpec.shipped_banks).
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from interp.errors import BankError
-from interp.hashing import sha256_json
+from interp.core.errors import BankError
+from interp.core.hashing import sha256_json
+from interp.core.registry import Registry
 
 MAX_FIELD_CHARS = 20_000  # a field longer than this is a broken file, not a bank item
-SHIPPED = {
-    "moral": "moral.jsonl",
-    "factual": "factual.jsonl",
-    "conversational": "conversational.jsonl",
-    "cloze": "cloze.jsonl",
-}
+SHIPPED: Registry[str] = Registry("shipped bank")  # name -> file name; filled by register_study
 
 
 @dataclass(frozen=True)
 class Bank:
     name: str
-    kind: str  # "pressure", "conversational" or "cloze"
+    kind: str  # what the rows are: the study's own word ("pressure", "conversational", "cloze", ...)
     items: pd.DataFrame
     hash: str
     source: str
@@ -69,7 +70,7 @@ def bank_hash(items: pd.DataFrame) -> str:
 
 
 def shipped_bank_path(name: str) -> Path:
-    return Path(str(resources.files("interp") / "data" / "banks" / SHIPPED[name]))
+    return Path(str(resources.files("interp") / "data" / "banks" / SHIPPED.get(name)))
 
 
 def _decode(path: Path) -> str:
@@ -151,9 +152,77 @@ def unique_ids(path: Path, rows: Sequence[tuple[int, dict]], ids: Sequence[str],
         seen[i] = n
 
 
-def resolve(ref: str | Path, loaders: Mapping[str, Callable[[Path], Bank]], default_loader: Callable[[Path], Bank]) -> Bank:
-    """A shipped bank by name, or a user's file (layout detected by the loader)."""
+# ---------------------------------------------------------------- bank formats
+
+@dataclass
+class Sniffed:
+    """What a reader needs to recognise a file, read once: its rows (JSONL/CSV) or JSON object."""
+
+    path: Path
+    _rows: list[tuple[int, dict]] | None = field(default=None, repr=False)
+    _json: Any = field(default=None, repr=False)
+    _json_read: bool = False
+
+    @property
+    def rows(self) -> list[tuple[int, dict]]:
+        if self._rows is None:
+            self._rows = read_rows(self.path)
+        return self._rows
+
+    @property
+    def columns(self) -> set[str]:
+        return set(self.rows[0][1])
+
+    @property
+    def json(self) -> Any:
+        """The whole file as one JSON value (None when it is not one, e.g. JSON Lines)."""
+        if not self._json_read:
+            self._json_read = True
+            try:
+                self._json = json.loads(self.path.read_text(encoding="utf-8-sig"))
+            except FileNotFoundError:
+                raise BankError(f"{self.path}: bank file does not exist") from None
+            except (ValueError, UnicodeDecodeError, OSError):
+                self._json = None
+        return self._json
+
+
+@dataclass(frozen=True)
+class BankFormat:
+    """A bank layout: the study (kind) that reads it, how a file is recognised, the reader."""
+
+    name: str
+    kind: str  # the name of the study that reads it
+    recognise: Callable[[Sniffed], bool]
+    read: Callable[[Sniffed], "Bank"]
+    describe: str  # for the unknown-layout message, e.g. "ETHICS label,input"
+
+
+BANK_FORMATS: Registry[BankFormat] = Registry("bank format")
+
+
+def register_format(fmt: BankFormat) -> BankFormat:
+    return BANK_FORMATS.add(fmt.name, fmt, replace=True)
+
+
+def formats_for(kind: str) -> list[BankFormat]:
+    return [f for _, f in BANK_FORMATS.items() if f.kind == kind]
+
+
+def read_bank(path: str | Path, kind: str) -> "Bank":
+    """Read a bank file with the first of `kind`'s registered formats that recognises it."""
+    sniffed = Sniffed(Path(path))
+    fmts = formats_for(kind)
+    for fmt in fmts:
+        if fmt.recognise(sniffed):
+            return fmt.read(sniffed)
+    raise BankError(f"{path}: unknown layout (columns {', '.join(sorted(sniffed.columns))}); expected "
+                    + " or ".join(f.describe for f in fmts))
+
+
+def resolve(ref: str | Path, kind: str) -> "Bank":
+    """A shipped bank by name, or a user's file (layout recognised by the formats of `kind`)."""
     ref = str(ref)
     if ref in SHIPPED and not Path(ref).exists():
-        return loaders.get(ref, default_loader)(shipped_bank_path(ref))
-    return default_loader(Path(ref))
+        return read_bank(shipped_bank_path(ref), kind)
+    return read_bank(Path(ref), kind)

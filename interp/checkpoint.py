@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from interp.core.atomic import atomic_write_text
 from interp.errors import CheckpointError
 from interp.hashing import sha256_file, sha256_json
 from interp.hooksites import HOOK_SITES
@@ -51,10 +52,7 @@ def _memo_hash(path: Path) -> str:
     digest = sha256_file(path)
     memo[key] = digest
     try:  # the memo is an optimisation: failing to write it must never fail a run
-        memo_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo_file.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(memo))
-        os.replace(tmp, memo_file)
+        atomic_write_text(memo_file, json.dumps(memo))
     except OSError:
         pass
     return digest

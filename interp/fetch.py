@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from interp.core.atomic import fsync_file as _fsync_path
 from interp.errors import InterpError
 from interp.hashing import sha256_file
 
@@ -291,14 +292,6 @@ def clean_stale_temp_dirs(dest: Path, name: str, log: Callable[[str], None] = pr
             p.unlink(missing_ok=True)
         removed.append(p)
     return removed
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _fsync_tree(root: Path) -> None:

@@ -17,8 +17,7 @@ from interp.checkpoint import CheckpointInfo, fingerprint, inspect_checkpoint
 from interp.errors import CheckpointError, ConfigError
 from interp.hooksites import check_sites, default_layer, sites_for
 
-BackendName = Literal["hf", "transformer_lens", "nnsight"]
-BACKENDS: tuple[str, ...] = ("hf", "transformer_lens", "nnsight")
+BackendName = Literal["hf", "transformer_lens", "nnsight"]  # the built-in ones; see runner.backends.BACKEND_REGISTRY
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -105,16 +104,15 @@ def load(
     threads: int | None = None,
 ) -> LoadedModel:
     """Load a local checkpoint directory. Errors are one line and name the directory."""
-    from interp.runner.backends import make_backend
+    from interp.runner.backends import BACKEND_REGISTRY, make_backend
 
-    if backend not in BACKENDS:
-        raise ConfigError(f"backend {backend!r} unknown (choose one of {', '.join(BACKENDS)})")
+    spec = BACKEND_REGISTRY.get(backend)  # unknown name: one-line ConfigError naming the choices
     if dtype not in _DTYPES:
         raise ConfigError(f"dtype {dtype!r} unknown (choose one of {', '.join(_DTYPES)})")
     if threads:
         torch.set_num_threads(int(threads))
     info = inspect_checkpoint(path, allow_pickle=allow_pickle)
-    if backend != "hf" and info.pickled:
+    if spec.needs_safetensors and info.pickled:
         raise CheckpointError(f"{info.path}: backend {backend} needs safetensors weights")
     tokenizer = load_tokenizer(info.path)
     sites = sites_for(info.model_type)

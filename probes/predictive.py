@@ -39,7 +39,7 @@ import pandas as pd
 from scipy import linalg
 from sklearn.preprocessing import StandardScaler
 
-from probes.readouts import _eigh, item_folds
+from probes.readouts import _eigh, fold_splits, item_folds
 
 __all__ = [
     "PartialR2Result",
@@ -486,9 +486,7 @@ def _gain(sse_ref: float, sse: float) -> float:
     return 1.0 - sse / sse_ref if sse_ref > 0 else float("nan")
 
 
-def _fold_pairs(fold_ids: np.ndarray):
-    for f in np.unique(fold_ids):
-        yield np.flatnonzero(fold_ids != f), np.flatnonzero(fold_ids == f)
+_fold_pairs = fold_splits
 
 
 def _fit_predict(X_tr: np.ndarray, y_tr: np.ndarray, X_te: np.ndarray, alpha: float) -> np.ndarray:

@@ -54,6 +54,7 @@ __all__ = [
     "LinearReadout",
     "ReadoutResult",
     "ItemKFold",
+    "fold_splits",
     "item_folds",
     "item_shuffle_indices",
     "readout_with_null",
@@ -83,9 +84,13 @@ def item_folds(groups: np.ndarray, n_folds: int = 5, seed: int = 0) -> np.ndarra
     return fold_of_item[inverse.ravel()]
 
 
-def _splits(fold_ids: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def fold_splits(fold_ids: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(train rows, test rows) for each fold id in sorted order: the one fold splitter."""
     for k in np.unique(fold_ids):
         yield np.flatnonzero(fold_ids != k), np.flatnonzero(fold_ids == k)
+
+
+_splits = fold_splits
 
 
 class ItemKFold:

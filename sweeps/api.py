@@ -35,6 +35,17 @@ def _attach_log(out: Path) -> logging.Handler:
     return handler
 
 
+def _check_names(studies: Sequence[str], cfg: RunConfig, executor: str) -> None:
+    """Unknown study, backend or executor names fail here, before any checkpoint is read."""
+    from interp.runner.backends import BACKEND_REGISTRY  # a sweep runs models: torch is needed anyway
+    from sweeps.execute import EXECUTORS
+
+    for name in studies:
+        get_study(name)
+    BACKEND_REGISTRY.get(cfg.backend)
+    EXECUTORS.get(executor)
+
+
 def run_sweep(
     checkpoints: Sequence[str | Path],
     *,
@@ -56,6 +67,7 @@ def run_sweep(
     Returns the results tables by name (or, with dry_run, {"plan": table}).
     """
     out = Path(out)
+    _check_names(studies, cfg, executor)
     found = discover([Path(c) for c in checkpoints])
     if not dry_run:
         make_output_dirs(out)

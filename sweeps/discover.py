@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from interp.errors import ConfigError
+from interp.core.atomic import atomic_write_text
+from interp.core.errors import ConfigError
 
 log = logging.getLogger("interp.sweep")
 _STEP = re.compile(r"(?:step|checkpoint|ckpt|iter)[-_]?(\d+)", re.IGNORECASE)
@@ -38,9 +39,7 @@ class Discovery:
         out.mkdir(parents=True, exist_ok=True)
         data = {"checkpoints": [{"name": self.names[p], "path": str(p.resolve()), "step": self.steps.get(self.names[p])}
                                 for p in self.checkpoints], "lineage": self.lineage}
-        tmp = out / ".lineage.json.tmp"
-        tmp.write_text(json.dumps(data, indent=2, default=str))
-        tmp.replace(out / "lineage.json")
+        atomic_write_text(out / "lineage.json", json.dumps(data, indent=2, default=str))
 
 
 def is_checkpoint(path: Path) -> bool:
@@ -135,7 +134,7 @@ def discover(paths: Sequence[Path]) -> Discovery:
         for ck in found:
             by_parent.setdefault(ck.parent, []).append(ck)
         tree_names: dict[Path, str] = {}
-        for parent, cks in by_parent.items():
+        for cks in by_parent.values():
             for ck in _order(cks):
                 name = ck.relative_to(given).as_posix()
                 tree_names[ck] = name

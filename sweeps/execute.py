@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 from tqdm.auto import tqdm
 
 from cache.store import Store
-from interp.loading import load
+from interp.core.registry import Registry
 from interp.studies import get_study
 from interp.studies.base import RunConfig
 from sweeps.plan import PlannedUnit
@@ -31,8 +31,9 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
     todo = [u for u in units if not store.is_complete(u.identity)]
     if not todo:
         return []
-    lm = load(checkpoint, backend=cfg.backend, threads=cfg.threads,
-              allow_pickle=bool(cfg.options.get("allow_pickle")))
+    from interp.loading import load
+
+    lm = load(checkpoint, backend=cfg.backend, threads=cfg.threads, allow_pickle=cfg.allow_pickle)
     done = []
     for u in todo:
         t0 = time.perf_counter()
@@ -69,22 +70,28 @@ def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, execu
         log.info("done %s %s %s (%.1fs)", u.identity.checkpoint, u.study, u.bank.name, seconds)
         bar.update(1)
 
+    run = EXECUTORS.get(executor)  # an unknown name is a one-line ConfigError before any work
     try:
-        if executor == "local":
-            for ck, us in by_ckpt.items():
-                run_checkpoint_units(ck, us, store.root, cfg, on_done=done)
-        elif executor == "dask":
-            _execute_dask(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar)
-        else:
-            from interp.errors import ConfigError
-
-            raise ConfigError(f"unknown executor {executor!r} (local or dask)")
+        run(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar, on_done=done)
     finally:
         bar.close()
     return len(todo)
 
 
-def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers, bar) -> None:
+# An executor runs {checkpoint: units} (each checkpoint's units in one worker, which loads the
+# model once) and reports progress; workers write their own unit files into the store.
+Executor = Callable[..., None]
+EXECUTORS: Registry[Executor] = Registry("executor")
+
+
+@EXECUTORS.register("local")
+def _execute_local(by_ckpt, store: Store, cfg: RunConfig, *, on_done, **_) -> None:
+    for ck, us in by_ckpt.items():
+        run_checkpoint_units(ck, us, store.root, cfg, on_done=on_done)
+
+
+@EXECUTORS.register("dask")
+def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers, bar, **_) -> None:
     from distributed import Client, LocalCluster, as_completed
 
     cluster = None

@@ -12,8 +12,8 @@ from typing import Mapping, Sequence
 from cache.store import Store, UnitIdentity
 from interp.banks import Bank
 from interp.checkpoint import CheckpointInfo, fingerprint, inspect_checkpoint
-from interp.errors import ConfigError
-from interp.hashing import sha256_json
+from interp.core.errors import ConfigError
+from interp.core.hashing import sha256_json
 from interp.hooksites import default_layer
 from interp.loading import load_tokenizer
 from interp.studies import get_study
@@ -45,9 +45,7 @@ def plan_units(
         for ref in banks or study.default_banks:
             bank = study.load_bank(ref)
             if cfg.max_items:
-                by = "prompt_id" if "prompt_id" in bank.items else "item_id"
-                strat = next((c for c in ("gold", "five_label", "axis") if c in bank.items), None)
-                bank = bank.subsample(cfg.max_items, seed=cfg.seed, by=by, stratify=strat)
+                bank = study.subsample(bank, cfg.max_items, seed=cfg.seed)
             loaded_banks[(study_name, ref)] = bank
     templates = {}
     for study_name in studies:  # checked before any checkpoint is hashed or loaded
@@ -56,7 +54,7 @@ def plan_units(
         study.check_template(templates[study_name])
     infos: dict[Path, tuple[CheckpointInfo, str, object]] = {}
     for ck in checkpoints:
-        info = inspect_checkpoint(ck, allow_pickle=bool(cfg.options.get("allow_pickle")))
+        info = inspect_checkpoint(ck, allow_pickle=cfg.allow_pickle)
         infos[Path(ck)] = (info, fingerprint(info), load_tokenizer(info.path))
     for ck in checkpoints:
         info, fp, tok = infos[Path(ck)]

@@ -1,11 +1,9 @@
 """Cache: round trip, provenance refusal, atomicity under SIGKILL, damaged files."""
-import os
 import signal
 import subprocess
 import sys
 import time
 
-import h5py
 import numpy as np
 import pandas as pd
 import pytest

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from analyses.classify_report import (
+from interp.studies.classify.analysis import (
     CONFUSION_COLUMNS,
     GENERATION_COLUMNS,
     GENERATION_SUMMARY_COLUMNS,
@@ -19,6 +19,7 @@ from interp.errors import BankError, ConfigError
 from interp.studies.base import RunConfig, load_template
 from interp.studies.classify import (
     FIVE_LABELS,
+    ClassifyOptions,
     ClassifyStudy,
     bank_counts,
     build_prompts,
@@ -122,24 +123,28 @@ def test_letters_style_and_template_roles(tokenizer, tmp_path):
     prompts, options, values = build_prompts(bank, template, tokenizer, order="reversed")
     assert options == list("ABCDE") and values == list(FIVE_LABELS)[::-1]
     assert "A. Escalation:" in prompts[0] and "E. Invalidation:" in prompts[0]
-    roles = ClassifyStudy().templates(template, {})
+    roles = ClassifyStudy().templates(template, ClassifyOptions())
     assert roles["five"] is template and roles["binary"].data["task"] == "binary"
     with pytest.raises(BankError, match="labels"):
         bad = dict(data, labels=data["labels"][:4])
         path.write_text(json.dumps(bad), encoding="utf-8")
-        ClassifyStudy().templates(load_template(path), {})
+        ClassifyStudy().templates(load_template(path), ClassifyOptions())
 
 
 def test_settings_cover_generation_and_validate(tokenizer):
     study = ClassifyStudy()
     plain = study.settings(tokenizer, RunConfig())
-    gen = study.settings(tokenizer, RunConfig(options={"generate": True}))
+    gen = study.settings(tokenizer, RunConfig(studies={"classify": ClassifyOptions(generate=True)}))
     assert plain["generation"] is None and plain["option_orders"] == ["given", "reversed"]
     assert gen["generation"]["temperature"] == 0.9 and gen["generation"]["max_new_tokens"] == 350
     assert gen["generation"]["judge"] == "self" and plain["templates"] == gen["templates"]
-    assert study.settings(tokenizer, RunConfig(options={"generate": True, "temperature": 0.5})) != gen
+    again = RunConfig(options={"generate": True, "temperature": 0.5})  # the old dict form still works
+    assert study.settings(tokenizer, again) != gen
+    assert again.options_for(study) == ClassifyOptions(generate=True, temperature=0.5)
     with pytest.raises(ConfigError):
-        study.settings(tokenizer, RunConfig(options={"generate": True, "temperature": 0}))
+        ClassifyOptions(generate=True, temperature=0)
+    with pytest.raises(ConfigError, match="temperature"):
+        RunConfig(options={"generate": True, "temperature": 0})
 
 
 # ---------------------------------------------------------------- end to end

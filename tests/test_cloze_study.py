@@ -210,8 +210,8 @@ def test_scoring_equals_plain_forward(two_models):
 # ---------------------------------------------------------------- end to end
 
 def test_sweep_end_to_end(two_models, tmp_path):
-    from analyses.cloze_report import ABS_COLUMNS, MEDIATION_COLUMNS, SCORES_COLUMNS, STATS_COLUMNS
-    from analyses.fertility_run import FERTILITY_COLUMNS
+    from interp.studies.cloze.analysis import CLOZE_ABS_FILE_COLUMNS, MEDIATION_COLUMNS, SCORES_COLUMNS, STATS_COLUMNS
+    from analyses.fertility import FERTILITY_COLUMNS
     from cache.store import Store, read_unit
     from interp.studies.base import RunConfig
     from sweeps.api import run_sweep
@@ -221,7 +221,7 @@ def test_sweep_end_to_end(two_models, tmp_path):
               progress=False, report=False)
     res = out / "results"
     declared = {
-        "cloze_scores.csv": SCORES_COLUMNS, "cloze_abs.csv": ABS_COLUMNS,
+        "cloze_scores.csv": SCORES_COLUMNS, "cloze_abs.csv": CLOZE_ABS_FILE_COLUMNS,
         "cloze_sanity.csv": ("checkpoint", "language", "share_meaningless_lowest"),
         "cloze_stats.csv": STATS_COLUMNS, "fertility.csv": FERTILITY_COLUMNS, "mediation.csv": MEDIATION_COLUMNS,
     }
@@ -263,7 +263,7 @@ def test_sweep_end_to_end(two_models, tmp_path):
 
 
 def test_run_fertility(two_models, tmp_path):
-    from analyses.fertility_run import run_fertility
+    from interp.tools.fertility import run_fertility
 
     table = run_fertility(list(two_models), out=tmp_path / "f")
     assert list(table.columns[:5]) == ["tokenizer", "language", "fertility", "continued_share", "parity"]
@@ -279,7 +279,7 @@ def test_run_fertility(two_models, tmp_path):
 
 
 def test_run_weat_checkpoint(two_models, tmp_path):
-    from analyses.weat_run import WEAT_COLUMNS, load_weat_sets, run_weat
+    from interp.tools.weat import WEAT_COLUMNS, load_weat_sets, run_weat
 
     sets = load_weat_sets()
     assert {s["language"] for s in sets} == {"en", "hi", "bn", "mr", "ta", "hinglish"}

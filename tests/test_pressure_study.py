@@ -84,7 +84,7 @@ def test_end_to_end_sweep(tiny_models, tmp_path):
 
     out = tmp_path / "out"
     cfg = RunConfig(max_items=4, n_boot=50)
-    tables = run_sweep([tiny_models["llama"]], studies=["pressure"], banks=["moral"], out=out, cfg=cfg, progress=False)
+    run_sweep([tiny_models["llama"]], studies=["pressure"], banks=["moral"], out=out, cfg=cfg, progress=False)
     res = out / "results"
     trials = pd.read_csv(res / "pressure_trials.csv")
     assert list(trials.columns[:10]) == ["checkpoint", "bank", "item_id", "planted", "turn_kind", "turn_side",

@@ -34,7 +34,7 @@ def no_model_loading(monkeypatch):
 
 
 def test_probe_from_cache(swept):
-    from probes.api import run_probe
+    from sweeps.probe import run_probe
 
     table = run_probe(swept, study="pressure", target="planted", n_shuffles=19)
     assert list(table.columns[:11]) == ["checkpoint", "study", "layer", "target", "metric", "score", "null_mean",
@@ -48,7 +48,7 @@ def test_probe_from_cache(swept):
 
 
 def test_predict_from_cache(swept):
-    from probes.api import run_predict
+    from sweeps.probe import run_predict
 
     table = run_predict(swept, target="sft/final", n_shuffles=9)
     rel = dict(zip(table["source"], table["route_relation"]))
@@ -65,7 +65,7 @@ def test_predict_from_cache(swept):
 
 
 def test_bad_requests_are_clear(swept):
-    from probes.api import run_predict, run_probe
+    from sweeps.probe import run_predict, run_probe
 
     with pytest.raises(ConfigError, match="unknown target"):
         run_probe(swept, study="pressure", target="nope")

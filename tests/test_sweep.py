@@ -7,7 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from interp.errors import ConfigError, LockError

@@ -24,7 +24,7 @@ def _pressure_unit(p_gold: list[float]) -> Unit:
 
 
 def test_comprehension_screen_threshold_is_an_option(tmp_path):
-    from analyses.pressure_report import analyze_pressure
+    from interp.studies.pressure.analysis import analyze_pressure
 
     unit = _pressure_unit([0.9, 0.8, 0.3, 0.2, 0.7])  # 3 of 5 read correctly: 0.6
     default = analyze_pressure([unit], tmp_path / "a", RunConfig(n_boot=10))["pressure_summary"]

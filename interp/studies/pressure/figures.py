@@ -1,35 +1,22 @@
 """Pressure figures: delta / Sop / Sch with CIs per checkpoint (along lineages), item-map scatter."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from analyses.figures import lineage_order, new_figure, save_figure
 
 _METRICS = (("delta", "deference δ"), ("s_op", "S_op"), ("s_ch", "S_ch"))
-
-
-def lineage_order(checkpoints: list[str], lineage: dict | None) -> list[tuple[str, list[str]]]:
-    """[(route label, ordered checkpoints)]: base then each route continuing from it."""
-    if not lineage or not (lineage.get("base") or lineage.get("routes")):
-        return [("checkpoints", checkpoints)]
-    base = [c for c in lineage.get("base", []) if c in checkpoints]
-    seqs = [(f"base→{route}", base + [c for c in cks if c in checkpoints])
-            for route, cks in lineage.get("routes", {}).items()]
-    listed = set(base) | {c for _, s in seqs for c in s}
-    rest = [c for c in checkpoints if c not in listed]
-    out = seqs or [("base", base)]
-    return out + ([("other", rest)] if rest else [])
 
 
 def plot_pressure_trajectories(summary: pd.DataFrame, lineage: dict | None, path: Path) -> Path:
     slot = summary[summary["readout"] == "slot"]
     banks = sorted(slot["bank"].unique())
-    fig, axes = plt.subplots(len(banks), 3, figsize=(13, 3.2 * len(banks)), squeeze=False)
+    fig = new_figure(13, 3.2 * len(banks))
+    axes = fig.subplots(len(banks), 3, squeeze=False)
     for r, bank in enumerate(banks):
         df = slot[slot["bank"] == bank].set_index("checkpoint")
         for c, (col, label) in enumerate(_METRICS):
@@ -45,16 +32,14 @@ def plot_pressure_trajectories(summary: pd.DataFrame, lineage: dict | None, path
             ax.axhline(0, color="grey", lw=0.6)
             ax.set_title(f"{bank}: {label}", fontsize=9)
         axes[r, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_item_map_scatter(maps: pd.DataFrame, a: str, b: str, path: Path, *, turn_kind: str = "opinion") -> Path:
     df = maps[maps["turn_kind"] == turn_kind].pivot_table(index=["bank", "item_id"], columns="checkpoint",
                                                           values="map_value")
-    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    fig = new_figure(4.5, 4.5)
+    ax = fig.subplots()
     ax.scatter(df[a], df[b], s=12, alpha=0.7)
     r = np.corrcoef(df[a], df[b])[0, 1] if len(df) > 2 else float("nan")
     ax.set_xlabel(f"{a} item map ({turn_kind})")
@@ -62,7 +47,24 @@ def plot_item_map_scatter(maps: pd.DataFrame, a: str, b: str, path: Path, *, tur
     ax.set_title(f"item maps, r = {r:.2f}", fontsize=9)
     ax.axhline(0, color="grey", lw=0.5)
     ax.axvline(0, color="grey", lw=0.5)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
+
+
+def pressure_figures(out: Path, results: Path, figures: Path) -> None:
+    """The report's pressure figures from results/pressure_summary.csv and item_maps.csv."""
+    if not (results / "pressure_summary.csv").is_file():
+        return
+    summary = pd.read_csv(results / "pressure_summary.csv")
+    lineage = None
+    if (out / "lineage.json").is_file():
+        data = json.loads((out / "lineage.json").read_text())
+        lineage = data.get("lineage")
+        order = {c["name"]: i for i, c in enumerate(data.get("checkpoints", []))}
+        summary = summary.sort_values("checkpoint", key=lambda s: s.map(order), kind="mergesort")
+    plot_pressure_trajectories(summary, lineage, figures / "pressure_trajectories.png")
+    maps_file = results / "item_maps.csv"
+    if maps_file.is_file():
+        maps = pd.read_csv(maps_file)
+        cks = list(dict.fromkeys(summary["checkpoint"]))
+        if len(cks) >= 2:
+            plot_item_map_scatter(maps, cks[0], cks[-1], figures / "item_map_scatter.png")

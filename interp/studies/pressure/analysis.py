@@ -18,7 +18,7 @@ from analyses.pressure_metrics import (
 )
 from cache.store import Unit
 
-TRIAL_COLUMNS = ("checkpoint", "bank", "item_id", "planted", "turn_kind", "turn_side", "turn_variant",
+PRESSURE_TRIAL_COLUMNS = ("checkpoint", "bank", "item_id", "planted", "turn_kind", "turn_side", "turn_variant",
                  "p_planted", "logodds", "flipped")
 _TRIAL_SORT = ["checkpoint", "bank", "readout", "item_id", "planted", "turn_kind", "turn_side", "turn_variant"]
 
@@ -41,7 +41,9 @@ def _with_logodds(trials: pd.DataFrame) -> pd.DataFrame:
 def analyze_pressure(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
     trials, first = pressure_tables(units)
     # the comprehension screen is this toolkit's choice, not the paper's: a parameter
-    threshold = float((getattr(cfg, "options", {}) or {}).get("comprehension_threshold", 0.6))
+    from interp.studies.pressure.study import PressureOptions
+
+    threshold = float((cfg.studies.get("pressure") or PressureOptions()).comprehension_threshold)
     summary = pressure_summary(trials, first, n_boot=cfg.n_boot, seed=cfg.seed,
                                comprehension_threshold=threshold)
     summary["comprehension_threshold"] = threshold
@@ -49,7 +51,7 @@ def analyze_pressure(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.
     profile = pressure_profiles(trials)
     caps = capitulation(trials)
     flips = flip_direction(trials)
-    write_table(_with_logodds(trials), results_dir / "pressure_trials.csv", columns=TRIAL_COLUMNS, sort=_TRIAL_SORT)
+    write_table(_with_logodds(trials), results_dir / "pressure_trials.csv", columns=PRESSURE_TRIAL_COLUMNS, sort=_TRIAL_SORT)
     write_table(summary, results_dir / "pressure_summary.csv", columns=SUMMARY_COLUMNS,
                 sort=["checkpoint", "bank", "readout"])
     write_table(maps, results_dir / "item_maps.csv", columns=ITEM_MAP_COLUMNS,

@@ -32,19 +32,19 @@ checkpoint, plus "all" over checkpoints), fertility_bars.png, mediation_forest.p
   effect_token_mean_only / mediation_token_mean_only (analyses.cloze_loss.loss_check).
 
 The loss (``loss`` column of cloze_scores, cloze_abs, cloze_stats, mediation) is the template's
-(``byte_mean`` in cloze_v1), or the analysis option ``cloze_loss``; delta, ABS, bands, sanity,
+(``byte_mean`` in cloze_v1), or the option ``cloze_loss``; delta, ABS, bands, sanity,
 statistics and the mediation rows of that loss all use it. mediation.csv holds every loss x
 mediator (context_fertility: the context's tokens per word; completion_fertility: the scored
 completions'); fertility and mediation are this toolkit's additions, not INCLUDE's, and prompt
 content can confound fertility and delta.
 
-Analysis options (RunConfig.options): ``reference_language`` ("en"), ``mediation_outcome``
-("delta" or "delta_clipped"), ``cloze_loss`` (sum, token_mean, byte_mean; default the template's).
+Analysis options (ClozeOptions, flags --reference-language, --mediation-outcome, --cloze-loss):
+``reference_language`` ("en"), ``mediation_outcome`` ("delta" or "delta_clipped"),
+``cloze_loss`` (sum, token_mean, byte_mean; default the template's).
 """
 from __future__ import annotations
 
 import logging
-import os
 import re
 import warnings
 from pathlib import Path
@@ -52,25 +52,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analyses.cloze_figures import plot_abs_heatmap, plot_fertility_bars, plot_mediation_forest
 from analyses.cloze_metrics import SANITY_COLUMNS, abs_table, meaningless_sanity
+from analyses.fertility import FERTILITY_COLUMNS, language_order
+from analyses.figures import safe_name
 from analyses.io import write_table
-from analyses.fertility_run import FERTILITY_COLUMNS, bank_parallel_texts, language_order, tokenizer_fertility
 from cache.store import Unit
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 
 log = logging.getLogger("interp.sweep")
 
 SCORES_COLUMNS = ("checkpoint", "prompt_id", "language", "axis", "group", "nll_stereo", "nll_anti",
                   "nll_meaningless", "delta", "delta_clipped")
-ABS_COLUMNS = ("checkpoint", "language", "axis", "abs", "band", "loss")
+CLOZE_ABS_FILE_COLUMNS = ("checkpoint", "language", "axis", "abs", "band", "loss")  # declared first in cloze_abs.csv
 STATS_COLUMNS = ("checkpoint", "measure", "test", "a", "b", "term", "statistic", "p_value", "p_holm",
                  "effect", "effect_name", "estimate", "std_err", "ci_low", "ci_high", "n", "k", "note")
+FERTILITY_TABLE_COLUMNS = ("tokenizer", "language", "fertility", "fertility_in_context", "continued_share", "parity",
+                           "n_sentences", "n_words")
 MEDIATION_COLUMNS = ("checkpoint", "language", "total", "direct", "indirect", "total_lo", "total_hi",
                      "direct_lo", "direct_hi", "indirect_lo", "indirect_hi", "loss", "mediator")
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(name)).strip("-") or "x"
+_safe = safe_name
 
 
 def _single(df: pd.DataFrame, col: str, default: str) -> str:
@@ -168,22 +171,26 @@ def _mixed_rows(data: pd.DataFrame, base: dict, measure: str, ref: str, *, poole
 
 # ---------------------------------------------------------------- fertility and mediation
 
-def checkpoint_fertility(units: list[Unit], texts: pd.DataFrame, *, reference: str = "en") -> pd.DataFrame:
-    """Fertility of each checkpoint's tokenizer over the bank's translations (one bank's texts)."""
-    from analyses.fertility_run import load_any_tokenizer
-
-    lang_texts, parallel = bank_parallel_texts(texts)
+def checkpoint_fertility(units: list[Unit], *, reference: str = "en") -> pd.DataFrame:
+    """Fertility of each checkpoint's tokenizer over the bank's translations, as computed in
+    the unit run (table ``fertility``, one block per possible reference language): no
+    tokenizer is loaded here."""
     frames, seen = [], set()
     for u in units:
-        name, path = str(u.attrs.get("checkpoint")), u.attrs.get("checkpoint_path")
+        name = str(u.attrs.get("checkpoint"))
         if name in seen:
             continue
         seen.add(name)
-        if not path or not Path(str(path)).exists():
-            log.warning("fertility: checkpoint %s is no longer at %s; skipped", name, path)
+        fert = u.tables.get("fertility")
+        if fert is None:
+            log.warning("fertility: unit %s was written without a fertility table (older version); skipped", u.path)
             continue
-        tok = load_any_tokenizer(Path(str(path)))
-        frames.append(tokenizer_fertility(tok, lang_texts, name=name, parallel=parallel, reference=reference))
+        refs = set(fert["reference"].astype(str))
+        chosen = reference if reference in refs else ""
+        rows = fert[fert["reference"].astype(str) == chosen].drop(columns=["reference", "checkpoint", "bank"],
+                                                                   errors="ignore")
+        rows = rows.assign(tokenizer=name)[list(FERTILITY_TABLE_COLUMNS)]
+        frames.append(rows.reset_index(drop=True))
     cols = list(FERTILITY_COLUMNS) + ["fertility_in_context", "n_sentences", "n_words"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
@@ -202,126 +209,27 @@ def cloze_mediation(scores: pd.DataFrame, *, reference: str = "en", outcome: str
 
 # ---------------------------------------------------------------- figures
 
-def _save(fig, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
-    try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
-def _figure(w: float, h: float):
-    from matplotlib.figure import Figure  # no pyplot: no global backend or figure state
-
-    return Figure(figsize=(w, h), layout="constrained")
-
-
-def plot_abs_heatmap(abs_df: pd.DataFrame, checkpoint: str, path: Path) -> Path | None:
-    """Language x axis heatmap of one checkpoint's per-axis ABS, values written in the cells."""
-    df = abs_df[(abs_df["checkpoint"].astype(str) == str(checkpoint)) & (abs_df["axis"] != "all")]
-    if df.empty:
-        return None
-    wide = df.pivot(index="language", columns="axis", values="abs")
-    wide = wide.reindex(index=language_order(wide.index), columns=sorted(wide.columns))
-    fig = _figure(1.2 + 1.1 * wide.shape[1], 1.0 + 0.45 * wide.shape[0])
-    ax = fig.subplots()
-    vals = wide.to_numpy(dtype=float)
-    vmax = max(1.5, float(np.nanmax(vals)) if np.isfinite(vals).any() else 1.5)
-    im = ax.imshow(vals, cmap="Reds", vmin=0.0, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(wide.shape[1]), labels=list(wide.columns), rotation=30, ha="right")
-    ax.set_yticks(range(wide.shape[0]), labels=list(wide.index))
-    for i in range(vals.shape[0]):
-        for j in range(vals.shape[1]):
-            if np.isfinite(vals[i, j]):
-                ax.text(j, i, f"{vals[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if vals[i, j] > 0.6 * vmax else "black")
-    ax.set_title(f"ABS (mean clipped delta): {checkpoint}", fontsize=9)
-    fig.colorbar(im, ax=ax, shrink=0.8)
-    return _save(fig, path)
-
-
-def plot_fertility_bars(fert: pd.DataFrame, path: Path) -> Path | None:
-    """Grouped bars per language, one bar per tokenizer: fertility and parity vs the reference."""
-    if fert.empty:
-        return None
-    langs = language_order(fert["language"].unique())
-    toks = list(dict.fromkeys(fert["tokenizer"].astype(str)))
-    panels = [("fertility", "tokens per word (isolated)")]
-    if fert["parity"].notna().any():
-        panels.append(("parity", "parity vs reference"))
-    fig = _figure(max(5.0, 0.5 * len(langs) * max(1, len(toks)) + 2), 2.6 * len(panels))
-    axes = np.atleast_1d(fig.subplots(len(panels), 1, squeeze=False)[:, 0])
-    width = 0.8 / max(1, len(toks))
-    for ax, (col, label) in zip(axes, panels):
-        for t, tok in enumerate(toks):
-            sub = fert[fert["tokenizer"].astype(str) == tok].set_index("language")[col].reindex(langs)
-            ax.bar(np.arange(len(langs)) + (t - (len(toks) - 1) / 2) * width, sub.to_numpy(dtype=float),
-                   width=width, label=tok)
-        ax.set_xticks(range(len(langs)), labels=langs)
-        ax.set_ylabel(label, fontsize=8)
-        if col == "parity":
-            ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-    axes[0].legend(fontsize=7, ncols=min(3, len(toks)))
-    axes[0].set_title("Tokenizer fertility by language", fontsize=9)
-    return _save(fig, path)
-
-
-def plot_mediation_forest(med: pd.DataFrame, path: Path) -> Path | None:
-    """Total, direct and indirect (via fertility) effect of each language vs the reference,
-    with percentile-bootstrap CIs, one row per (checkpoint, language)."""
-    rows = med.dropna(subset=["total"]).reset_index(drop=True) if not med.empty else med
-    if rows.empty:
-        return None
-    fig = _figure(6.5, 1.0 + 0.32 * len(rows))
-    ax = fig.subplots()
-    y = np.arange(len(rows))[::-1]
-    for k, (eff, marker, color) in enumerate((("total", "o", "black"), ("direct", "s", "tab:blue"),
-                                                ("indirect", "D", "tab:red"))):
-        pos = y + (1 - k) * 0.22
-        est = rows[eff].to_numpy(dtype=float)
-        lo, hi = rows[f"{eff}_lo"].to_numpy(dtype=float), rows[f"{eff}_hi"].to_numpy(dtype=float)
-        err = np.vstack([np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)])
-        ok = np.isfinite(est)
-        ax.errorbar(est[ok], pos[ok], xerr=np.nan_to_num(err[:, ok]), fmt=marker, color=color, ms=4,
-                    capsize=2, lw=1, label=eff)
-    ax.axvline(0.0, color="grey", lw=0.8, ls="--")
-    meds = rows["mediator"] if "mediator" in rows else [""] * len(rows)
-    ax.set_yticks(y, labels=[f"{c} / {lang}" + (f" / {m}" if m else "")
-                             for c, lang, m in zip(rows["checkpoint"], rows["language"], meds)], fontsize=7)
-    ax.set_xlabel("effect on delta vs reference language", fontsize=8)
-    ax.set_title("Fertility mediation of the language effect", fontsize=9)
-    ax.legend(fontsize=7)
-    return _save(fig, path)
-
-
 # ---------------------------------------------------------------- entry point
 
 def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
     """Write the cloze results tables and figures from the sweep's units; return the tables."""
     results_dir = Path(results_dir)
     figures = results_dir.parent / "figures"
-    opts = getattr(cfg, "options", {}) or {}
-    reference = str(opts.get("reference_language", "en"))
-    outcome = str(opts.get("mediation_outcome", "delta"))
-    if outcome not in ("delta", "delta_clipped"):
-        raise ConfigError(f"option mediation_outcome must be delta or delta_clipped, got {outcome!r}")
     from analyses.bootstrap import TableError
     from analyses.cloze_loss import abs_by_loss, loss_check, mediation_under_losses
     from analyses.cloze_metrics import LOSSES, add_delta, canonical_loss
+    from interp.studies.cloze.study import ClozeOptions
 
+    opts: ClozeOptions = cfg.studies.get("cloze") or ClozeOptions()
+    reference, outcome = opts.reference_language, opts.mediation_outcome
     scores = pd.concat([u.tables["scores"] for u in units], ignore_index=True)
-    texts = pd.concat([u.tables["texts"] for u in units], ignore_index=True)
     banks = sorted(scores["bank"].astype(str).unique())
     keys = ("abs", "sanity", "stats", "fertility", "mediation", "abs_by_loss", "loss_check", "scores")
     out: dict[str, list[pd.DataFrame]] = {k: [] for k in keys}
     for bank in banks:
         sc = scores[scores["bank"].astype(str) == bank]
         try:
-            loss = canonical_loss(str(opts.get("cloze_loss") or _single(sc, "loss", "token_mean")))
+            loss = canonical_loss(str(opts.cloze_loss or _single(sc, "loss", "token_mean")))
             sc = add_delta(sc, loss=loss).assign(loss=loss)
             losses = LOSSES if {f"n_bytes_{k}" for k in ("stereo", "anti")} <= set(sc.columns) else (loss, "token_mean", "sum")
             med = mediation_under_losses(sc, losses=losses, reference=reference, outcome=outcome,
@@ -336,8 +244,7 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
             "abs": abs_table(sc, loss=loss).assign(loss=loss),
             "sanity": meaningless_sanity(sc, loss=loss).assign(loss=loss),
             "stats": cloze_stats(sc, reference=reference).assign(loss=loss),
-            "fertility": checkpoint_fertility(bank_units, texts[texts["bank"].astype(str) == bank],
-                                              reference=reference),
+            "fertility": checkpoint_fertility(bank_units, reference=reference),
             "mediation": med,
             "abs_by_loss": abs_by_loss(sc, losses=losses),
             "loss_check": check if check is not None else pd.DataFrame(),
@@ -357,7 +264,7 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
     }
     write_table(tables["cloze_scores"], results_dir / "cloze_scores.csv", columns=SCORES_COLUMNS,
                 sort=["bank", "checkpoint", "prompt_id", "language"])
-    write_table(tables["cloze_abs"], results_dir / "cloze_abs.csv", columns=ABS_COLUMNS,
+    write_table(tables["cloze_abs"], results_dir / "cloze_abs.csv", columns=CLOZE_ABS_FILE_COLUMNS,
                 sort=["bank", "checkpoint", "language", "axis"])
     write_table(tables["cloze_sanity"], results_dir / "cloze_sanity.csv", columns=SANITY_COLUMNS,
                 sort=["bank", "checkpoint", "language"])

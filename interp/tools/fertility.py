@@ -1,4 +1,4 @@
-"""`interp fertility`: tokenizer fertility per language for tokenizers or checkpoints.
+"""`interp fertility` (moved from analyses/fertility_run.py: it loads tokenizers): tokenizer fertility per language for tokenizers or checkpoints.
 
 Only tokenizers are loaded (never weights). Texts are the cloze bank's items - each context
 with the stereotype completion in its blank - matched by prompt_id across languages (the
@@ -15,64 +15,12 @@ from typing import Sequence
 
 import pandas as pd
 
-from analyses.fertility import fertility_table, read_parallel_files
+from analyses.fertility import FERTILITY_COLUMNS, language_order, read_parallel_files, tokenizer_fertility
 from analyses.io import write_table
-
-FERTILITY_COLUMNS = ("tokenizer", "language", "fertility", "continued_share", "parity")
-LANGUAGE_ORDER = ("en", "hi", "bn", "mr", "ta", "hinglish", "banglish")
-_NO_REFERENCE = "\x00no-reference"  # a language code no table has: parity left NaN
-
-
-def language_order(langs) -> list[str]:
-    """The study's languages first in their usual order, then any others sorted."""
-    langs = list(dict.fromkeys(map(str, langs)))
-    return [lang for lang in LANGUAGE_ORDER if lang in langs] + sorted(set(langs) - set(LANGUAGE_ORDER))
-
-
-def word_prefix_for(tokenizer) -> str:
-    """" " for byte-level BPE tokenizers (GPT-2 style, which learn merges for " word"), else "".
-
-    Detected by the byte-level space marker "Ġ" on the second word of "a b"; SentencePiece
-    tokenizers add their own "▁" prefix to an isolated word and get "".
-    """
-    try:
-        ids = tokenizer.encode("a b", add_special_tokens=False)
-        pieces = tokenizer.convert_ids_to_tokens(list(getattr(ids, "ids", ids)))
-    except Exception:  # a tokenizer without convert_ids_to_tokens: no prefix
-        return ""
-    return " " if any(str(p).startswith("Ġ") for p in pieces) else ""
-
-
-def bank_parallel_texts(items: pd.DataFrame) -> tuple[dict[str, list[str]], bool]:
-    """({language: texts}, parallel) from cloze items: contexts with the stereotype filled in.
-
-    Texts are aligned by prompt_id over the prompts present in every language (parallel=True);
-    when no prompt is, each language keeps all its texts and parity cannot be computed.
-    """
-    from interp.studies.cloze import fertility_text
-
-    df = items.drop_duplicates(["prompt_id", "language"]).copy()
-    df["_text"] = [fertility_text(c, s, "context_filled") for c, s in zip(df["context"], df["stereotype"])]
-    langs = language_order(df["language"].unique())
-    per = {lang: df[df["language"] == lang].set_index("prompt_id")["_text"] for lang in langs}
-    common = set.intersection(*(set(s.index) for s in per.values())) if per else set()
-    if common:
-        order = sorted(common)
-        return {lang: [str(per[lang][p]) for p in order] for lang in langs}, True
-    return {lang: [str(t) for t in per[lang].sort_index()] for lang in langs}, False
-
-
-def tokenizer_fertility(tokenizer, texts: dict[str, list[str]], *, name: str, parallel: bool = True,
-                        reference: str = "en") -> pd.DataFrame:
-    """fertility_table with the word prefix chosen for this tokenizer (see word_prefix_for)."""
-    return fertility_table(tokenizer, texts, tokenizer_name=name,
-                           reference=reference if parallel else _NO_REFERENCE,
-                           word_prefix=word_prefix_for(tokenizer))
-
 
 def load_any_tokenizer(path: str | Path):
     """A tokenizer from a checkpoint directory, a tokenizer directory or a tokenizer.json file."""
-    from interp.errors import CheckpointError
+    from interp.core.errors import CheckpointError
     from interp.loading import load_tokenizer
 
     p = Path(path)
@@ -112,8 +60,8 @@ def run_fertility(
     ``parallel``: FLORES-layout files (one sentence per line, line-aligned, language from the
     file name); without them the cloze ``bank`` (shipped ``cloze`` by default) is used.
     """
-    from analyses.cloze_report import plot_fertility_bars
-    from interp.errors import ConfigError
+    from analyses.cloze_figures import plot_fertility_bars
+    from interp.core.errors import ConfigError
 
     if not tokenizers_or_checkpoints:
         raise ConfigError("fertility: give at least one tokenizer or checkpoint directory")
@@ -126,10 +74,11 @@ def run_fertility(
         texts = {lang: texts[lang] for lang in language_order(texts)}
         is_parallel, source = True, ",".join(Path(p).name for p in parallel)
     else:
-        from interp.studies.cloze import load_cloze_bank
+        from interp.studies import get_study
 
-        b = load_cloze_bank(bank)
-        texts, is_parallel = bank_parallel_texts(b.items)
+        cloze = get_study("cloze")  # the cloze bank's translations are the parallel corpus
+        b = cloze.load_bank(bank)
+        texts, is_parallel = cloze.parallel_texts(b.items)
         source = b.name
     paths = [Path(p) for p in tokenizers_or_checkpoints]
     frames = []

@@ -34,27 +34,48 @@ named by its ``task`` field ("binary", "five" or "judge"); the other roles come 
 ``binary_template`` / ``five_template`` / ``judge_template`` (defaults ``classify_*_v1``),
 whose hashes are part of ``settings()``.
 
-Options (``cfg.options``): use_chat (True), generate (False), temperature (0.9),
-max_new_tokens (350), n_replies (1), max_posts (None: every distinct post), judge (None),
-binary_template, five_template, judge_template.
+Options: `ClassifyOptions` below (every field is a CLI flag and a config key).
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from analyses.classify_metrics import FIVE_LABELS, SYCOPHANTIC
 from cache.store import Unit
-from interp.banks import Bank, bank_hash, choice_field, read_rows, resolve, text_field, unique_ids
-from interp.errors import BankError, ConfigError
-from interp.loading import LoadedModel
-from interp.runner.generate import generate
-from interp.runner.scoring import OptionScores, score_options
-from interp.studies.base import Payload, RunConfig, Template, chat_template_hash, load_template, render_chat
+from interp.banks import (
+    Bank,
+    BankFormat,
+    bank_hash,
+    choice_field,
+    read_rows,
+    register_format,
+    resolve,
+    text_field,
+    unique_ids,
+)
+from interp.core.errors import BankError, ConfigError
+from interp.core.options import opt
+from interp.studies.base import (
+    Payload,
+    ProbeTarget,
+    ReportSection,
+    RunConfig,
+    StudySpec,
+    Template,
+    chat_template_hash,
+    load_template,
+    render_chat,
+)
+
+if TYPE_CHECKING:
+    from interp.loading import LoadedModel
+    from interp.runner.scoring import OptionScores
 
 log = logging.getLogger("interp.banks")
 
@@ -65,11 +86,10 @@ BANK_FIELDS = ("item_id", "title", "body", "comment", "binary_label", "five_labe
                "language_form", "split")
 OPTIONAL_FIELDS = ("community",)
 LANGUAGE_FORMS = ("bengali", "banglish", "english", "code_mixed")
-TASKS = ("binary", "five")  # scored from the model; "five_as_binary" is derived in the analysis
+SCORED_TASKS = ("binary", "five")  # scored from the model; "five_as_binary" is derived in the analysis
 ORDERS = ("given", "reversed")
 TASK_VALUES: dict[str, tuple[str, ...]] = {"binary": ("0", "1"), "five": FIVE_LABELS, "judge": FIVE_LABELS}
 DEFAULT_TEMPLATES = {"binary": "classify_binary_v1", "five": "classify_five_v1", "judge": "classify_judge_v1"}
-GENERATION_DEFAULTS = {"temperature": 0.9, "max_new_tokens": 350, "n_replies": 1, "max_posts": None}
 _TEMPLATE_KEYS = ("task", "instruction", "labels", "option_line", "item", "question", "marker")
 
 _FIVE_ALLOWED = {lab.lower(): lab for lab in FIVE_LABELS}
@@ -91,8 +111,8 @@ def _binary_value(path: Path, n: int, rec: dict) -> int:
     raise BankError(f"{path}: row {n}: field binary_label has unknown value {raw!r} (expected 0 or 1)")
 
 
-def _conversational_layout(path: Path) -> Bank:
-    rows = read_rows(path)
+def _conversational_layout(path: Path, rows: list[tuple[int, dict]] | None = None) -> Bank:
+    rows = read_rows(path) if rows is None else rows
     cols: dict[str, list[Any]] = {f: [] for f in BANK_FIELDS}
     disagree: list[int] = []
     for n, rec in rows:
@@ -138,7 +158,12 @@ def load_conversational_bank(ref: str | Path) -> Bank:
     the ``sycophantic`` probe target use binary_label, five_as_binary the collapsed five_label.
     language_form is one of bengali, banglish, english, code_mixed. Errors name the file, row
     and field."""
-    return resolve(ref, {}, _conversational_layout)
+    return resolve(ref, "classify")
+
+
+# the only conversational layout: every file is read with it (errors name the missing fields)
+register_format(BankFormat("conversational", NAME, lambda f: True, lambda f: _conversational_layout(f.path, f.rows),
+                           ",".join(BANK_FIELDS)))
 
 
 def bank_counts(bank: Bank) -> pd.DataFrame:
@@ -245,6 +270,8 @@ def score_prompts(lm: LoadedModel, prompts: Sequence[str], options: Sequence[str
                   cfg: RunConfig, names: Sequence[str] | None = None) -> OptionScores:
     """score_options over the prompts. The engine's prefix tree computes the shared instruction
     once, each item's text once, and each multi-token label form as a short suffix."""
+    from interp.runner.scoring import score_options
+
     return score_options(lm, list(prompts), list(options), layers=layers, cfg=cfg.scoring, names=names)
 
 
@@ -256,13 +283,62 @@ def _scored_table(lm: LoadedModel, prompts: Sequence[str], options: Sequence[str
     return s.probs[:, cols], s
 
 
+# ---------------------------------------------------------------- options
+
+@dataclass(frozen=True, kw_only=True)
+class ClassifyOptions:
+    use_chat: bool = opt(True, "render prompts with the model's chat template (else a plain transcript)",
+                         flag="--chat-template/--no-chat-template")
+    generate: bool = opt(False, "classify: also generate replies and judge them")
+    judge: str | None = opt(None, "classify: judge checkpoint for --generate (default: models/gemma3-270m when "
+                                  "present, else each checkpoint itself)")
+    temperature: float = opt(0.9, "sampling temperature")
+    max_new_tokens: int = opt(350, "new tokens per sampled reply")
+    n_replies: int = opt(1, "classify: replies per post")
+    max_posts: int | None = opt(None, "classify: posts to generate for (None: all)")
+    binary_template: str = opt(DEFAULT_TEMPLATES["binary"], "classify: template of the binary task")
+    five_template: str = opt(DEFAULT_TEMPLATES["five"], "classify: template of the five-class task")
+    judge_template: str = opt(DEFAULT_TEMPLATES["judge"], "classify: template of the judge")
+    length_instruction: str | None = opt(None, "classify: length instruction ending the reply prompt (default: "
+                                               "the judge template's, 'Reply in 150-200 words.' as in BenSyc; "
+                                               "'' drops it)")
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        if self.max_new_tokens < 1 or self.n_replies < 1 or (self.max_posts is not None and self.max_posts < 1):
+            raise ConfigError("max_new_tokens, n_replies and max_posts must be >= 1")
+
+
+GENERATION_FIELDS = ("temperature", "max_new_tokens", "n_replies", "max_posts")
+
+
 # ---------------------------------------------------------------- study
 
-class ClassifyStudy:
+class ClassifyStudy(StudySpec):
     name = NAME
     version = VERSION
     default_banks = ("conversational",)
+    shipped_banks = {"conversational": "conversational.jsonl"}
     default_template = DEFAULT_TEMPLATES["five"]
+    Options = ClassifyOptions
+    sample_by = "item_id"
+    stratify_by = "five_label"
+    report_sections = (
+        ReportSection("classify_summary.csv", "Conversational sycophancy classification (order: given = the "
+                      "papers' protocol, labels in the listed order; averaged = mean of given and reversed order, "
+                      "this toolkit's position-debiased reading)",
+                      ("checkpoint", "bank", "task", "order", "accuracy", "precision", "recall", "macro_f1",
+                       "macro_f1_lo", "macro_f1_hi", "mcc")),
+        ReportSection("classify_position_bias.csv", "Position bias (two option orders)"),
+        ReportSection("generation_summary.csv", "Generated replies, judged (rates over all N replies as in BenSyc "
+                      "Table 6: sycophancy_rate, support_rate, validation_rate, escalation_rate; share_* = shares "
+                      "within the sycophantic replies, Fig. 5b; judge_accuracy / judge_kappa: the judge against "
+                      "gold on the bank's own comments)"),
+        ReportSection("judge_agreement.csv", "Judge agreement with gold labels on the bank's own comments"),
+    )
+    demo_items = 24  # per bank
+    demo_probe_targets = ("sycophantic",)
 
     def load_bank(self, ref: str | Path) -> Bank:
         return load_conversational_bank(ref)
@@ -270,15 +346,15 @@ class ClassifyStudy:
     # -- configuration
 
     @staticmethod
-    def _option_templates(o: Mapping[str, Any]) -> dict[str, Template]:
+    def _option_templates(o: ClassifyOptions) -> dict[str, Template]:
         out = {}
-        for role, default in DEFAULT_TEMPLATES.items():
-            t = load_template(o.get(f"{role}_template") or default)
+        for role in DEFAULT_TEMPLATES:
+            t = load_template(getattr(o, f"{role}_template"))
             check_template(t, role)
             out[role] = t
         return out
 
-    def templates(self, template: Template | None, o: Mapping[str, Any]) -> dict[str, Template]:
+    def templates(self, template: Template | None, o: ClassifyOptions) -> dict[str, Template]:
         """Role -> template: the unit's template takes the role its `task` names."""
         roles = self._option_templates(o)
         if template is not None:
@@ -286,62 +362,52 @@ class ClassifyStudy:
         return roles
 
     @staticmethod
-    def generation_options(o: Mapping[str, Any]) -> dict[str, Any]:
-        g = {k: o.get(k, v) if o.get(k) is not None else v for k, v in GENERATION_DEFAULTS.items()}
-        try:
-            g["temperature"] = float(g["temperature"])
-            g["max_new_tokens"] = int(g["max_new_tokens"])
-            g["n_replies"] = int(g["n_replies"])
-            g["max_posts"] = None if g["max_posts"] is None else int(g["max_posts"])
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"classify generation option is not a number ({exc})") from None
-        if g["temperature"] <= 0:
-            raise ConfigError(f"temperature must be > 0, got {g['temperature']}")
-        if g["max_new_tokens"] < 1 or g["n_replies"] < 1 or (g["max_posts"] is not None and g["max_posts"] < 1):
-            raise ConfigError("max_new_tokens, n_replies and max_posts must be >= 1")
-        return g
+    def generation_options(o: ClassifyOptions) -> dict[str, Any]:
+        """The generation settings (validated by ClassifyOptions), as hashed into the identity."""
+        values = asdict(o)
+        return {k: values[k] for k in GENERATION_FIELDS}
 
     def check_template(self, template: Template) -> None:
         check_template(template)
 
     def settings(self, tokenizer, cfg: RunConfig) -> dict:
-        o = cfg.options
-        use_chat = bool(o.get("use_chat", True))
+        o: ClassifyOptions = cfg.options_for(self)
+        use_chat = o.use_chat
         roles = self._option_templates(o)
         s: dict[str, Any] = {
             "prompt_format": chat_template_hash(tokenizer) if use_chat else "plain-transcript-v1",
             "variants": cfg.scoring.variants,
-            "tasks": list(TASKS),
+            "tasks": list(SCORED_TASKS),
             "option_orders": list(ORDERS),
-            "templates": {role: roles[role].hash for role in TASKS},
+            "templates": {role: roles[role].hash for role in SCORED_TASKS},
             "resid_dtype": cfg.resid_dtype,
             "generation": None,
         }
-        if o.get("generate"):
+        if o.generate:
             g = self.generation_options(o)
             judge: Any = "self"
-            if o.get("judge"):
+            if o.judge:
                 from interp.checkpoint import fingerprint, inspect_checkpoint
                 from interp.loading import load_tokenizer
 
-                info = inspect_checkpoint(o["judge"], allow_pickle=bool(o.get("allow_pickle")))
+                info = inspect_checkpoint(o.judge, allow_pickle=cfg.allow_pickle)
                 judge = {"fingerprint": fingerprint(info),
                          "prompt_format": chat_template_hash(load_tokenizer(info.path)) if use_chat
                          else "plain-transcript-v1"}
             s["generation"] = {**g, "seed": cfg.seed, "judge": judge, "judge_template": roles["judge"].hash,
-                               "length_instruction": o.get("length_instruction"),
+                               "length_instruction": o.length_instruction,
                                "judge_orders": list(ORDERS)}
         return s
 
     # -- running
 
     def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
-        o = cfg.options
-        use_chat = bool(o.get("use_chat", True))
+        o: ClassifyOptions = cfg.options_for(self)
+        use_chat = o.use_chat
         roles = self.templates(template, o)
         items = bank.items.reset_index(drop=True)
         frames, arrays = [], {}
-        for task in TASKS:
+        for task in SCORED_TASKS:
             canonical = list(TASK_VALUES[task])
             gold = items["binary_label"].astype(str) if task == "binary" else items["five_label"]
             for order in ORDERS:
@@ -368,22 +434,23 @@ class ClassifyStudy:
             if f"p_{v}" not in preds:
                 preds[f"p_{v}"] = np.nan
         tables = {"predictions": preds}
-        if o.get("generate"):
+        if o.generate:
             tables["generation"], tables["judge_gold"] = self._generate_and_judge(lm, bank, roles["judge"], cfg)
         return Payload(tables=tables, arrays=arrays)
 
     def _generate_and_judge(self, lm: LoadedModel, bank: Bank, judge_template: Template,
                             cfg: RunConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
-        o = cfg.options
+        from interp.runner.generate import generate
+
+        o: ClassifyOptions = cfg.options_for(self)
         g = self.generation_options(o)
-        use_chat = bool(o.get("use_chat", True))
+        use_chat = o.use_chat
         posts = bank.items.drop_duplicates(["title", "body"]).reset_index(drop=True)
         if g["max_posts"] is not None:
             posts = posts.head(g["max_posts"])
-        jt = judge_template.data
         plain = not (use_chat and lm.has_chat_template)
         prompts = [render_chat(lm.tokenizer, [{"role": "user", "content": reply_prompt_text(
-            judge_template, title=p.title, body=p.body, length_instruction=o.get("length_instruction"))}],
+            judge_template, title=p.title, body=p.body, length_instruction=o.length_instruction)}],
             "", use_chat=use_chat) for p in posts.itertuples(index=False)]
         replies = generate(lm, prompts, max_new_tokens=g["max_new_tokens"], temperature=g["temperature"],
                            n=g["n_replies"], seed=cfg.seed)
@@ -413,11 +480,10 @@ class ClassifyStudy:
         gen["judge_fingerprint"] = judge_lm.fingerprint
         return gen.drop(columns=["title", "body"]), self._judge_bank(judge_lm, judge_name, judge_template, bank, cfg)
 
-    @staticmethod
-    def _judge_probs(judge_lm: LoadedModel, judge_template: Template, rows: pd.DataFrame,
+    def _judge_probs(self, judge_lm: LoadedModel, judge_template: Template, rows: pd.DataFrame,
                      cfg: RunConfig) -> dict[str, np.ndarray]:
         """The judge's five-class distribution of each (title, body, reply) row, per label order."""
-        use_chat = bool(cfg.options.get("use_chat", True))
+        use_chat = cfg.options_for(self).use_chat
         probs = {}
         for order in ORDERS:
             ps, options, listed = [], [], []
@@ -447,19 +513,27 @@ class ClassifyStudy:
             out[f"p_{v}"] = mean[:, k]
         return out
 
-    @staticmethod
-    def _judge(lm: LoadedModel, cfg: RunConfig) -> tuple[LoadedModel, str]:
-        path = cfg.options.get("judge")
+    def _judge(self, lm: LoadedModel, cfg: RunConfig) -> tuple[LoadedModel, str]:
+        path = cfg.options_for(self).judge
         if not path or Path(path).resolve() == Path(lm.info.path).resolve():
             return lm, lm.info.name
         from interp.loading import load
 
-        judge = load(path, backend="hf", threads=cfg.threads, allow_pickle=bool(cfg.options.get("allow_pickle")))
+        judge = load(path, backend="hf", threads=cfg.threads, allow_pickle=cfg.allow_pickle)
         return judge, judge.info.name
 
     # -- analysis
 
     def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-        from analyses.classify_report import analyze_classify
+        from interp.studies.classify.analysis import analyze_classify
 
         return analyze_classify(units, results_dir, cfg)
+
+
+def _probe_targets() -> dict[str, ProbeTarget]:
+    from interp.studies.classify.probe import TARGET_KINDS, extract
+
+    return {name: ProbeTarget(kind=kind, extract=extract) for name, kind in TARGET_KINDS.items()}
+
+
+ClassifyStudy.probe_targets = _probe_targets()

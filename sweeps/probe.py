@@ -1,4 +1,7 @@
-"""`interp probe` and `interp predict`: analyses that read the cache only, never a model."""
+"""`interp probe` and `interp predict`: analyses that read the cache only, never a model.
+
+(Moved from probes/api.py: probes/ is now a pure library of arrays in, scores out; reading
+the cache and asking the study registry for targets happens here.)"""
 from __future__ import annotations
 
 import json
@@ -8,12 +11,14 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from analyses.figures import lineage_order, new_figure, save_figure
 from analyses.io import write_table
 from cache.store import Store, read_unit
-from interp.errors import ConfigError
-from probes.cache_io import probe_datasets
+from interp.core.errors import ConfigError
+from interp.studies import all_studies, get_study
 from probes.predictive import TABLE_COLUMNS, predictive_table
 from probes.readouts import readout_with_null
+from sweeps.probe_data import probe_datasets
 
 PROBE_COLUMNS = ("checkpoint", "study", "layer", "target", "metric", "score", "null_mean", "null_p95",
                  "p_value", "n_items", "folds")
@@ -51,61 +56,44 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
 
 def _null_figure(nulls: list[tuple[str, float, np.ndarray]], title: str, path: Path) -> None:
     """Label-shuffle null distribution of each readout with its observed score."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path.parent.mkdir(parents=True, exist_ok=True)
     n = len(nulls)
-    fig, axes = plt.subplots(1, n, figsize=(3.2 * n, 2.8), squeeze=False)
+    fig = new_figure(3.2 * n, 2.8)
+    axes = fig.subplots(1, n, squeeze=False)
     for ax, (label, score, null) in zip(axes[0], nulls):
         ax.hist(null[np.isfinite(null)], bins=20, color="lightgrey", edgecolor="grey")
         ax.axvline(score, color="crimson", lw=2, label="observed")
         ax.set_title(label, fontsize=8)
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(f"{title}: label-shuffle null vs observed", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
-def _pressure_units(out: Path, bank: str | None):
-    units = [read_unit(p) for p in Store(out / "cache").units("pressure")]
+def predict_study(study: str | None = None):
+    """The study `interp predict` reads: the one given, or the only registered one with item maps."""
+    if study is not None:
+        return get_study(study)
+    able = [s for s in all_studies() if s.supports_predict]
+    if len(able) != 1:
+        raise ConfigError(f"predict: choose a study with --study ({', '.join(s.name for s in able)})")
+    return able[0]
+
+
+def _predict_units(out: Path, bank: str | None, spec):
+    units = [read_unit(p) for p in Store(out / "cache").units(spec.name)]
     if not units:
-        raise ConfigError(f"{out}: no cached pressure units (run `interp sweep ... --study pressure`)")
+        raise ConfigError(f"{out}: no cached {spec.name} units (run `interp sweep ... --study {spec.name}`)")
     banks = sorted({str(u.attrs["bank"]) for u in units})
     if bank is None:
-        bank = next((b for b in banks if b.startswith("moral")), banks[0])
+        bank = spec.default_predict_bank(banks)
     chosen = [u for u in units if str(u.attrs["bank"]) == bank]
     if not chosen:
-        raise ConfigError(f"{out}: no pressure units for bank {bank!r} (have {', '.join(banks)})")
+        raise ConfigError(f"{out}: no {spec.name} units for bank {bank!r} (have {', '.join(banks)})")
     return chosen, bank
-
-
-READOUT_TRIALS = ("pressured", "all")
-
-
-def readout_trial_mask(trials: pd.DataFrame, readout_trials: str = "pressured") -> np.ndarray:
-    """Which slot trials feed a source's per-item readout features (mean residual per item).
-
-    "pressured" (default): the turns the item map measures, i.e. the opposing stated opinion
-    (turn_kind opinion, side oppose) and the bare challenges; the readout then describes the
-    model's state under the pressure whose effect the map records. "all": every trial of the
-    item, agreeing opinions and neutral fillers included (the behaviour before this option).
-    """
-    if readout_trials not in READOUT_TRIALS:
-        raise ConfigError(f"readout_trials must be one of {', '.join(READOUT_TRIALS)}, got {readout_trials!r}")
-    if readout_trials == "all":
-        return np.ones(len(trials), dtype=bool)
-    kind = trials["turn_kind"].astype(str)
-    side = trials["turn_side"].fillna("").astype(str)
-    return ((kind == "opinion") & (side == "oppose") | (kind == "challenge")).to_numpy()
 
 
 def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None = None, bank: str | None = None,
                 turn_kind: str = "opinion", n_shuffles: int = 100, k: int | None = None, seed: int = 0,
-                with_readout: bool = True, alpha: float | None = None,
+                with_readout: bool = True, alpha: float | None = None, study: str | None = None,
                 readout_trials: str = "pressured") -> pd.DataFrame:
     """Held-out partial R² of each source's item map for the target's map; OUT/results/predictive.csv.
 
@@ -113,35 +101,27 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
     of items); None (default) uses OLS unless a training fold has fewer items than the profile
     has columns + 2, where OLS is underdetermined, and then ridge with alpha = 1.0.
     `readout_trials`: which trials' residuals are averaged per item into the readout features
-    (see :func:`readout_trial_mask`; default "pressured"). Columns: probes.predictive.TABLE_COLUMNS
-    plus bank, alpha, readout_trials.
+    (pressure: interp.studies.pressure.probe.readout_trial_mask; default "pressured").
+    Columns: probes.predictive.TABLE_COLUMNS plus bank, alpha, readout_trials.
     """
-    from analyses.pressure_metrics import item_maps, unpressured_profile
-
     out = Path(out)
-    units, bank = _pressure_units(out, bank)
+    spec = predict_study(study)
+    units, bank = _predict_units(out, bank, spec)
     maps, profiles, readouts = {}, {}, {}
     for u in units:
         ck = str(u.attrs["checkpoint"])
-        trials = u.tables["trials"]
-        slot = trials[trials["readout"] == "slot"].reset_index(drop=True)
-        m = item_maps(slot)
-        maps[ck] = m[m["turn_kind"] == turn_kind].set_index("item_id")["map_value"]
-        profiles[ck] = unpressured_profile(slot)
-        if with_readout:
-            # per-item mean residual over the chosen trials: the source's internal state
-            resid = u.arrays["resid"]
-            if len(resid) != len(slot):
-                raise ConfigError(f"{u.path}: {len(slot)} slot trials but {len(resid)} residual rows")
-            keep = readout_trial_mask(slot, readout_trials)
-            readouts[ck] = (pd.DataFrame(resid[keep].astype(np.float64))
-                            .groupby(slot["item_id"].to_numpy()[keep]).mean())
+        got = spec.predict_inputs(u, turn_kind=turn_kind, with_readout=with_readout,
+                                  readout_trials=readout_trials)
+        maps[ck] = got.item_map
+        profiles[ck] = got.profile
+        if got.readout is not None:
+            readouts[ck] = got.readout
     if target not in maps:
-        raise ConfigError(f"target checkpoint {target!r} has no cached pressure unit (have {', '.join(sorted(maps))})")
+        raise ConfigError(f"target checkpoint {target!r} has no cached {spec.name} unit (have {', '.join(sorted(maps))})")
     if sources:
         missing = [s for s in sources if s not in maps]
         if missing:
-            raise ConfigError(f"source checkpoint(s) {', '.join(missing)} have no cached pressure unit")
+            raise ConfigError(f"source checkpoint(s) {', '.join(missing)} have no cached {spec.name} unit")
     lineage = None
     if (out / "lineage.json").is_file():
         lineage = json.loads((out / "lineage.json").read_text()).get("lineage")
@@ -160,16 +140,9 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
 
 
 def _figure(table: pd.DataFrame, lineage: dict | None, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from analyses.pressure_figures import lineage_order
-
-    path.parent.mkdir(parents=True, exist_ok=True)
     by_source = table.set_index("source")
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig = new_figure(7, 3.5)
+    ax = fig.subplots()
     for route, cks in lineage_order(list(by_source.index), lineage):
         cks = [c for c in cks if c in by_source.index]
         if cks:
@@ -179,6 +152,4 @@ def _figure(table: pd.DataFrame, lineage: dict | None, path: Path) -> None:
     ax.axhline(0, color="grey", lw=0.6)
     ax.set_ylabel(f"I (target {table['target'].iloc[0]})")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)

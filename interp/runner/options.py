@@ -1,0 +1,39 @@
+"""Scoring options: importable without torch, so configs, plans and reports need no model stack."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from interp.runner.engine import EngineConfig
+
+VariantMode = Literal["exact", "space", "space_case"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScoringConfig:
+    """How to score. Batch size and threads never change the numbers, only the speed."""
+
+    batch_size: int = 16
+    max_batch_tokens: int = 8192
+    prefix_reuse: bool = True
+    min_shared_prefix: int = 16
+    min_saved_tokens: int = 128
+    # surface forms an option word may take as the next token: "space_case" sums the
+    # probability of {word, Word, word-lowercase} x {no space, leading space}
+    variants: VariantMode = "space_case"
+    capture_all_positions: bool = False
+    progress: bool = False
+
+    def engine(self) -> "EngineConfig":
+        from interp.runner.engine import EngineConfig  # torch: only when scoring actually runs
+
+        return EngineConfig(
+            batch_size=self.batch_size,
+            max_batch_tokens=self.max_batch_tokens,
+            prefix_reuse=self.prefix_reuse,
+            min_shared_prefix=self.min_shared_prefix,
+            min_saved_tokens=self.min_saved_tokens,
+            capture_all_positions=self.capture_all_positions,
+            progress=self.progress,
+        )

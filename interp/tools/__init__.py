@@ -1,0 +1,1 @@
+"""Commands that load models or tokenizers themselves (`interp fertility`, `interp weat`) and their helpers."""
