@@ -87,6 +87,22 @@ def summary(res: dict) -> list[str]:
     if r:
         lines.append(f"Crash suite: {r['kills']} SIGKILLs, {r['kills'] - r['failed']} resumes passed every check "
                      f"(tables byte-identical, units open, nothing recomputed).")
+    r = res.get("integrity_suite")
+    if r:
+        cb, ct, lr = r["corrupted_body"], r["changed_tokenizer"], r["lock_race"]
+        wl = r["worker_loss"]["rounds"]
+        lines.append(f"Integrity suite: damaged unit bodies reported and recomputed {cb['recomputed']}/{cb['rounds']}; "
+                     f"edited tokenizers recomputed {ct['tables_equal_fresh']}/{ct['rounds']}; Dask worker SIGKILLed "
+                     f"1-{max(w['kills_done'] for w in wl)}x: identical tables "
+                     f"{sum(w['tables_identical'] for w in wl)}/{len(wl)}, no hang; stale-lock race with 6 "
+                     f"contenders: two holders in {lr['this']['trials_with_two_holders']}/{lr['this']['trials']} "
+                     f"trials (previous lock: {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']}).")
+    r = res.get("plan_741")
+    if r:
+        lines.append(f"Planning {r['tree']['checkpoints']} checkpoints "
+                     f"({r['tree']['apparent_weight_bytes'] / 1e12:.1f} TB of weights, --dry-run): cold "
+                     f"{r['cold_median_s']:.0f} s, warm {r['warm_median_s']:.0f} s (median of {r['repeats']}; "
+                     f"{r['import_median_s']:.0f} s of it Python start-up).")
     return ["- " + ln for ln in lines]
 
 

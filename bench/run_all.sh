@@ -58,6 +58,9 @@ run flops bench/bench_flops.py --repeats "$REPEATS" --threads "$THREADS" "${FLOP
 run probes bench/bench_probes.py --repeats "$REPEATS" --threads "$THREADS" "${PROBES[@]}"
 run scaling bench/bench_scaling.py --repeats "$REPEATS" --threads "$THREADS" "${SCALING[@]}"
 run crash_suite bench/crash_suite.py "${CRASH[@]}"
+run layers bench/bench_layers.py --repeats "$REPEATS" --threads "$THREADS" "${CAPTURE[@]}"
+run scale bench/scale_workload.py --threads "$THREADS"   # counts, not timings: SCALE.md's tables
+bash bench/gpu_check.sh                                     # skips cleanly without CUDA
 echo "== all benchmarks: $((SECONDS - T0)) s" >&2
 
 if [[ -n "${PRELIMINARY:-}" ]]; then

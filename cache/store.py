@@ -9,9 +9,27 @@ Atomicity: the file is written under a hidden temporary name in the same directo
 `complete` is set last, the file is fsynced and then renamed; the directory is fsynced.
 A process killed at any moment leaves either no file under the final name or a complete
 one. Stale temporaries never block a restart: they are ignored and removed by `clean_stale`.
+
+Integrity: every dataset carries a blake2b checksum of its contents (attribute `blake2b`;
+file attribute `checksums` = 1), verified on every read. A unit whose body was damaged on
+disk is refused with one line naming the dataset; the sweep moves it aside
+(`.<name>.damaged`) and recomputes it.
+
+Current and stale units: a unit's slot is (study, checkpoint name, bank, backend, layer).
+After a checkpoint (or its tokenizer, bank, template, settings) changes, the slot gets a new
+unit and the old one is stale. `current.json` in the cache root records each slot's unit as
+of the latest sweep; readers (probe, predict) use only current units and report stale ones
+(`interp sweep --prune` deletes them). A slot absent from current.json (a cache written
+before it existed) is served by its newest unit (file mtime), stated in the warning.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -43,8 +61,14 @@ class UnitIdentity:
     bank_hash: str
     template_hash: str
     settings_hash: str
-    layer: int
+    layer: int | str  # one layer index, or the comma list of several (cache.layers.layer_key)
     backend: str = "hf"
+
+    @property
+    def layers(self) -> tuple[int, ...]:
+        from cache.layers import key_layers
+
+        return key_layers(self.layer)
 
     def key(self) -> dict:
         d = asdict(self)
@@ -67,29 +91,97 @@ class Unit:
         return {k: self.attrs.get(k) for k in IDENTITY_FIELDS}
 
 
+CHECKSUM = "blake2b"
+
+
+def checksum(data: np.ndarray) -> str:
+    """Digest of a dataset's contents: dtype, shape and bytes (strings: length-prefixed UTF-8)."""
+    h = hashlib.blake2b(digest_size=16)
+    if data.dtype == object:
+        h.update(f"str|{data.shape}|".encode())
+        for v in data.ravel():
+            b = str(v).encode("utf-8")
+            h.update(len(b).to_bytes(8, "little"))
+            h.update(b)
+    else:
+        a = np.ascontiguousarray(data)
+        h.update(f"{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+class DamagedUnit(CacheError):
+    """A unit's body does not match its checksums (damaged on disk after writing)."""
+
+
+def _put(group: h5py.Group, name: str, data: np.ndarray, **kw) -> None:
+    ds = group.create_dataset(name, data=data, **kw)
+    ds.attrs[CHECKSUM] = checksum(data)
+
+
+def _get(ds: h5py.Dataset, path: Path, verify: bool) -> np.ndarray:
+    if h5py.check_string_dtype(ds.dtype) is not None:
+        data = ds.asstr()[()].astype(object) if ds.shape and len(ds) else np.array([], dtype=object)
+    else:
+        data = ds[()]
+    if verify:
+        want = ds.attrs.get(CHECKSUM)
+        if want is None or checksum(np.asarray(data)) != _plain(want):
+            raise DamagedUnit(f"{path}: dataset {ds.name} is damaged (checksum mismatch); "
+                              "the next sweep into this directory recomputes the unit")
+    return data
+
+
 def _write_table(group: h5py.Group, df: pd.DataFrame) -> None:
     group.attrs["columns"] = list(map(str, df.columns))
     for col in df.columns:
         values = df[col]
         if values.dtype == object or pd.api.types.is_string_dtype(values):
             data = np.array(["" if v is None else str(v) for v in values], dtype=object)
-            group.create_dataset(str(col), data=data, dtype=h5py.string_dtype("utf-8"))
+            _put(group, str(col), data, dtype=h5py.string_dtype("utf-8"))
         elif pd.api.types.is_bool_dtype(values):
-            group.create_dataset(str(col), data=values.to_numpy(dtype=bool))
+            _put(group, str(col), values.to_numpy(dtype=bool))
         else:
-            group.create_dataset(str(col), data=values.to_numpy())
+            _put(group, str(col), values.to_numpy())
 
 
-def _read_table(group: h5py.Group) -> pd.DataFrame:
+def _read_table(group: h5py.Group, path: Path, verify: bool = False) -> pd.DataFrame:
     cols = list(group.attrs["columns"])
-    data = {}
-    for col in cols:
-        ds = group[col]
-        if h5py.check_string_dtype(ds.dtype) is not None:
-            data[col] = ds.asstr()[()].astype(object) if len(ds) else np.array([], dtype=object)
-        else:
-            data[col] = ds[()]
+    data = {col: _get(group[col], path, verify) for col in cols}
     return pd.DataFrame(data, columns=cols)
+
+
+IN_MEMORY_BYTES = 1 << 30  # units estimated up to this size are built in memory, then written
+
+
+def _fill(f: h5py.File, ident: UnitIdentity, tables: Mapping[str, pd.DataFrame], arrays: Mapping[str, np.ndarray],
+          extra_attrs: Mapping[str, object]) -> None:
+    for k, v in asdict(ident).items():
+        f.attrs[k] = v
+    f.attrs["identity_hash"] = ident.hash
+    f.attrs["schema_version"] = SCHEMA_VERSION
+    f.attrs["package_version"] = PACKAGE_VERSION
+    f.attrs["checksums"] = 1
+    for k, v in extra_attrs.items():
+        f.attrs[k] = v
+    for name, df in tables.items():
+        _write_table(f.create_group(f"tables/{name}"), df)
+    for name, arr in arrays.items():
+        _put(f.require_group("arrays"), name, np.asarray(arr))
+    f.attrs["complete"] = True  # last: a reader trusts nothing without it
+
+
+def _estimate_bytes(tables: Mapping[str, pd.DataFrame], arrays: Mapping[str, np.ndarray]) -> int:
+    """A generous size of a unit file: array bytes, table bytes (strings at their length), 1 MiB."""
+    n = sum(np.asarray(a).nbytes for a in arrays.values())
+    for df in tables.values():
+        n += int(df.memory_usage(index=False, deep=True).sum())
+    return int(n * 1.2) + (1 << 20)
+
+
+def slot_of(attrs: Mapping[str, object]) -> str:
+    """What a unit stands for, whatever its inputs' content: study|checkpoint|bank|backend|layer."""
+    return "|".join(str(_plain(attrs.get(k))) for k in ("study", "checkpoint", "bank", "backend", "layer"))
 
 
 class Store:
@@ -128,23 +220,30 @@ class Store:
             final.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheError(f"{final.parent}: cannot create cache directory ({exc.strerror or exc})") from None
+        need = _estimate_bytes(tables, arrays or {})
+        free = shutil.disk_usage(final.parent).free
+        if free < need:
+            raise CacheError(f"{final}: cannot write cache unit (needs about {need} bytes, {free} free on the disk)")
+        # Units up to IN_MEMORY_BYTES are built in memory and written with plain file I/O: a
+        # full disk is then a clean OSError. HDF5 writing to a full disk itself prints from
+        # destructors and has crashed the process (segmentation fault) later, at collection.
         try:
-            with atomic_path(final, mkdir=False) as tmp, h5py.File(tmp, "w") as f:
-                for k, v in asdict(ident).items():
-                    f.attrs[k] = v
-                f.attrs["identity_hash"] = ident.hash
-                f.attrs["schema_version"] = SCHEMA_VERSION
-                f.attrs["package_version"] = PACKAGE_VERSION
-                for k, v in (extra_attrs or {}).items():
-                    f.attrs[k] = v
-                for name, df in tables.items():
-                    _write_table(f.create_group(f"tables/{name}"), df)
-                for name, arr in (arrays or {}).items():
-                    f.create_dataset(f"arrays/{name}", data=np.asarray(arr))
-                f.attrs["complete"] = True  # last: a reader trusts nothing without it
-                f.flush()
-        except OSError as exc:
-            raise CacheError(f"{final}: cannot write cache unit ({exc.strerror or exc})") from None
+            with atomic_path(final, mkdir=False) as tmp:
+                if need <= IN_MEMORY_BYTES:
+                    with h5py.File(f"{tmp.name}.mem", "w", driver="core", backing_store=False) as f:
+                        _fill(f, ident, tables, arrays or {}, extra_attrs or {})
+                        f.flush()
+                        image = f.id.get_file_image()
+                    with open(tmp, "wb") as out:
+                        out.write(image)
+                    del image
+                else:
+                    with h5py.File(tmp, "w") as f:
+                        _fill(f, ident, tables, arrays or {}, extra_attrs or {})
+                        f.flush()
+        except Exception as exc:  # noqa: BLE001 - h5py raises more than OSError when the disk is full
+            why = getattr(exc, "strerror", None) or " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise CacheError(f"{final}: cannot write cache unit ({why})") from None
         return final
 
     def read(self, ident_or_path: UnitIdentity | Path, *, expect: Mapping[str, object] | None = None) -> Unit:
@@ -161,6 +260,85 @@ class Store:
         if not base.exists():
             return []
         return sorted(p for p in base.rglob("*.h5") if not p.name.startswith("."))
+
+    def verify(self, ident: UnitIdentity) -> str | None:
+        """None if the unit's body matches its checksums; else the one-line problem."""
+        try:
+            read_unit(self.path_for(ident), expect=ident.key())
+        except CacheError as exc:
+            return str(exc)
+        return None
+
+    def set_aside(self, path: Path) -> Path:
+        """Move a damaged unit out of the way (kept for inspection, never read again)."""
+        dest = path.with_name(f".{path.name}.damaged-{int(time.time())}")
+        os.replace(path, dest)
+        return dest
+
+    # ------------------------------------------------------------ current vs stale units
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "current.json"
+
+    def _manifest(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.manifest_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def record_current(self, idents: Iterable[UnitIdentity]) -> None:
+        """Mark these (complete) units as their slots' current ones (the latest sweep wins)."""
+        data = self._manifest()
+        for ident in idents:
+            if self.is_complete(ident):
+                data[slot_of(asdict(ident))] = str(self.path_for(ident).relative_to(self.root))
+        self.root.mkdir(parents=True, exist_ok=True)
+        from interp.core.atomic import atomic_write_text
+
+        atomic_write_text(self.manifest_path, json.dumps(data, indent=1, sort_keys=True))
+
+    def current_units(self, study: str | None = None, *, warn: bool = True) -> tuple[list[Path], list[Path]]:
+        """(current, stale) unit files: one current unit per slot; see the module docstring."""
+        manifest = self._manifest()
+        recorded = {self.root / rel for rel in manifest.values()}
+        by_slot: dict[str, list[Path]] = {}
+        for p in self.units(study):
+            if p in recorded:
+                by_slot.setdefault(f"manifest:{p}", []).append(p)
+                continue
+            try:
+                with h5py.File(p, "r") as f:
+                    slot = slot_of(dict(f.attrs))
+            except OSError:
+                slot = f"unreadable:{p}"  # read_unit reports it with one line
+            by_slot.setdefault(slot, []).append(p)
+        current, stale, newest_rule = [], [], []
+        for slot, paths in by_slot.items():
+            if slot.startswith("manifest:") or slot.startswith("unreadable:"):
+                current.extend(paths)
+            elif slot in manifest:
+                stale.extend(paths)  # the slot's current unit is another file
+            else:
+                paths = sorted(paths, key=lambda q: q.stat().st_mtime_ns)
+                current.append(paths[-1])
+                stale.extend(paths[:-1])
+                if len(paths) > 1:
+                    newest_rule.append(slot)
+        if warn and stale:
+            how = " (newest file per slot: no current.json entry)" if newest_rule else ""
+            warnings.warn(f"{self.root}: {len(stale)} stale unit(s) left out{how}: "
+                          f"{', '.join(str(p.relative_to(self.root)) for p in sorted(stale)[:5])}"
+                          f"{' ...' if len(stale) > 5 else ''} (remove them with `interp sweep ... --prune`)",
+                          stacklevel=2)
+        return sorted(current), sorted(stale)
+
+    def prune(self) -> list[Path]:
+        """Delete stale units; returns them."""
+        _, stale = self.current_units(warn=False)
+        for p in stale:
+            p.unlink(missing_ok=True)
+        return stale
 
     def clean_stale(self) -> int:
         """Remove temporaries left by killed writers; returns how many."""
@@ -184,7 +362,8 @@ def _eq(a: object, b: object) -> bool:
     return _plain(a) == b
 
 
-def read_unit(path: Path, *, expect: Mapping[str, object] | None = None, load_arrays: bool = True) -> Unit:
+def read_unit(path: Path, *, expect: Mapping[str, object] | None = None, load_arrays: bool = True,
+              verify: bool = True) -> Unit:
     try:
         f = h5py.File(path, "r")
     except FileNotFoundError:
@@ -206,10 +385,12 @@ def read_unit(path: Path, *, expect: Mapping[str, object] | None = None, load_ar
                 raise ProvenanceError(
                     f"{path}: provenance mismatch in field {k}: cached {attrs.get(k)!r}, asked for {v!r}"
                 )
+        verify = verify and bool(attrs.get("checksums"))  # units written before checksums existed: none
         try:
-            tables = {name: _read_table(g) for name, g in f.get("tables", {}).items()}
-            arrays = {name: ds[()] for name, ds in f.get("arrays", {}).items()} if load_arrays else {}
-        except (OSError, KeyError) as exc:
+            tables = {name: _read_table(g, path, verify) for name, g in f.get("tables", {}).items()}
+            arrays = ({name: _get(ds, path, verify) for name, ds in f.get("arrays", {}).items()}
+                      if load_arrays else {})
+        except (OSError, KeyError, ValueError) as exc:
             raise CacheError(f"{path}: cache unit is damaged ({exc})") from None
     return Unit(path=path, attrs=attrs, tables=tables, arrays=arrays)
 
@@ -218,7 +399,7 @@ def read_array(path: Path, name: str) -> np.ndarray:
     """One array of a unit without loading the rest."""
     try:
         with h5py.File(path, "r") as f:
-            return f[f"arrays/{name}"][()]
+            return _get(f[f"arrays/{name}"], path, bool(f.attrs.get("checksums")))
     except (OSError, KeyError) as exc:
         raise CacheError(f"{path}: array {name!r} unreadable ({exc})") from None
 

@@ -26,6 +26,7 @@ from interp.core.hashing import sha256_json
 from interp.core.registry import Registry
 
 MAX_FIELD_CHARS = 20_000  # a field longer than this is a broken file, not a bank item
+MAX_BANK_BYTES = 256 << 20  # a bank file bigger than this is not a bank (or /dev/zero behind a link)
 SHIPPED: Registry[str] = Registry("shipped bank")  # name -> file name; filled by register_study
 
 
@@ -74,6 +75,10 @@ def shipped_bank_path(name: str) -> Path:
 
 
 def _decode(path: Path) -> str:
+    from interp.fingerprint import regular_file
+
+    if path.exists():  # a FIFO or device would block or never end: refuse before opening
+        regular_file(path, limit=MAX_BANK_BYTES, error=BankError)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -106,12 +111,17 @@ def read_rows(path: str | Path) -> list[tuple[int, dict]]:
             rows.append((n, rec))
     else:
         reader = csv.DictReader(io.StringIO(text))
-        if not reader.fieldnames:
-            raise BankError(f"{path}: empty file (no header row)")
-        for n, rec in enumerate(reader, start=2):
-            if None in rec:
-                raise BankError(f"{path}: row {n}: more fields than the header has")
-            rows.append((n, {k.strip(): v for k, v in rec.items()}))
+        n = 1
+        try:
+            if not reader.fieldnames:
+                raise BankError(f"{path}: empty file (no header row)")
+            for n, rec in enumerate(reader, start=2):
+                if None in rec:
+                    raise BankError(f"{path}: row {n}: more fields than the header has")
+                rows.append((n, {k.strip(): v for k, v in rec.items()}))
+        except csv.Error as exc:  # e.g. a field over the csv module's 131072-character limit
+            raise BankError(f"{path}: row {n + 1}: unreadable CSV ({exc}; fields are limited to "
+                            f"{MAX_FIELD_CHARS} characters)") from None
     if not rows:
         raise BankError(f"{path}: no rows")
     return rows
@@ -132,7 +142,14 @@ def text_field(path: Path, n: int, rec: dict, field: str, *, optional: bool = Fa
         raise BankError(f"{path}: row {n}: field {field} is empty")
     if len(value) > MAX_FIELD_CHARS:
         raise BankError(f"{path}: row {n}: field {field} is {len(value)} characters (limit {MAX_FIELD_CHARS})")
+    bad = next((c for c in value if c in _CONTROL), None)
+    if bad is not None:  # NUL cannot be stored in the cache's strings; other controls are never text
+        raise BankError(f"{path}: row {n}: field {field} contains control character U+{ord(bad):04X}")
     return value
+
+
+# C0 controls except tab, newline and carriage return (which text may hold), plus DEL
+_CONTROL = frozenset(chr(c) for c in (*range(0, 9), 11, 12, *range(14, 32), 127))
 
 
 def choice_field(path: Path, n: int, rec: dict, field: str, allowed: Mapping[str, str]) -> str:

@@ -1,8 +1,10 @@
 """Checkpoint directories: validation before any weights are read, and fingerprints.
 
-A fingerprint identifies a checkpoint by content: the hash of config.json plus the hash of
-every weight file (sorted by name). Weight hashes are memoised on disk keyed by
-(absolute path, size, mtime) so a sweep over hundreds of checkpoints hashes each file once.
+A fingerprint identifies a checkpoint by everything that shapes its numbers: config.json,
+every file that shapes the input or generation (tokenizer files, special-tokens map,
+tokenizer config with its chat template, generation config, chat template files; hashed in
+full) and the weight files (sampled by default, see `interp.fingerprint`). Only regular
+files are read, with size limits, so a FIFO or a link to /dev/zero is refused, never read.
 """
 from __future__ import annotations
 
@@ -11,14 +13,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from interp.core.atomic import atomic_write_text
 from interp.errors import CheckpointError
-from interp.hashing import sha256_file, sha256_json
-from interp.hooksites import HOOK_SITES
+from interp.fingerprint import checkpoint_digests, regular_file
+from interp.hashing import sha256_json
 
 SAFE_WEIGHTS = ("*.safetensors",)
 PICKLE_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+# every file that shapes what the model reads or how it generates: part of the fingerprint
+INPUT_FILES = TOKENIZER_FILES + (
+    "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "generation_config.json", "chat_template.jinja", "chat_template.json",
+)
+MAX_CONFIG_BYTES = 16 << 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,34 +41,11 @@ class CheckpointInfo:
     max_positions: int | None = None  # context window from the config, when it states one
 
 
-def _fp_memo_path() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return root / "interp" / "weight_hashes.json"
-
-
-def _memo_hash(path: Path) -> str:
-    st = path.stat()
-    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
-    memo_file = _fp_memo_path()
-    try:
-        memo = json.loads(memo_file.read_text())
-    except (OSError, ValueError):
-        memo = {}
-    if key in memo:
-        return memo[key]
-    digest = sha256_file(path)
-    memo[key] = digest
-    try:  # the memo is an optimisation: failing to write it must never fail a run
-        atomic_write_text(memo_file, json.dumps(memo))
-    except OSError:
-        pass
-    return digest
-
-
 def _read_config(path: Path) -> dict:
     cfg_file = path / "config.json"
-    if not cfg_file.is_file():
+    if not cfg_file.exists():
         raise CheckpointError(f"{path}: no config.json (not a Hugging Face checkpoint directory)")
+    regular_file(cfg_file, limit=MAX_CONFIG_BYTES, error=CheckpointError)
     try:
         cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -74,6 +58,43 @@ def _read_config(path: Path) -> dict:
 def _text_config(cfg: dict) -> dict:
     # multimodal wrappers keep the language model's numbers in text_config
     return cfg.get("text_config") or cfg
+
+
+# layer kinds whose state is a key/value cache over every earlier token; anything else in a
+# config's `layer_types` (mamba, linear_attention, conv, hybrid) is a recurrent or state-space
+# block: the residual at a position and the shared-prefix KV reuse mean something else there
+_ATTENTION_LAYER_TYPES = {"attention", "full_attention", "sliding_attention", "chunked_attention"}
+
+
+def check_architecture(model_type: str, tcfg: dict, where: Path) -> None:
+    """Refuse, before any weights are read, what is not a decoder-only attention transformer.
+
+    No fixed list of supported names: Transformers must know a causal-LM class for the
+    model_type, its config must have attention heads, and no layer may be recurrent. The
+    decoder blocks themselves are found in the loaded model (interp.hooksites.discover_sites).
+    """
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if not model_type:
+        raise CheckpointError(f"{where}: field model_type missing (cannot tell the architecture)")
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} "
+                              "(Transformers has no causal-LM class for it)")
+    try:
+        defaults = AutoConfig.for_model(model_type).to_dict()
+    except Exception as exc:  # an unknown or broken config class: one line
+        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} ({exc})") from None
+    merged = {**defaults, **tcfg}
+    heads = merged.get("num_attention_heads", merged.get("n_head"))
+    if defaults.get("is_encoder_decoder") or not isinstance(heads, int) or heads <= 0 or \
+            "num_attention_heads" not in defaults and "n_head" not in defaults:
+        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} "
+                              "(not a decoder-only attention transformer)")
+    kinds = {str(k) for key in ("layer_types", "layers_block_type") for k in (merged.get(key) or ())}
+    if kinds - _ATTENTION_LAYER_TYPES:
+        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} (recurrent or "
+                              f"hybrid layers: {', '.join(sorted(kinds - _ATTENTION_LAYER_TYPES))})")
 
 
 def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> CheckpointInfo:
@@ -90,11 +111,7 @@ def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> Check
         )
     tcfg = _text_config(cfg)
     model_type = str(tcfg.get("model_type") or cfg.get("model_type") or "")
-    if model_type not in HOOK_SITES:
-        raise CheckpointError(
-            f"{path / 'config.json'}: unsupported architecture model_type={model_type!r} "
-            f"(supported: {', '.join(sorted(HOOK_SITES))})"
-        )
+    check_architecture(model_type, tcfg, path / "config.json")
     safe = sorted({p.name for pat in SAFE_WEIGHTS for p in path.glob(pat)})
     pickled = sorted({p.name for pat in PICKLE_WEIGHTS for p in path.glob(pat)})
     if not safe and not pickled:
@@ -104,6 +121,8 @@ def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> Check
             f"{path}: only pickled weights ({pickled[0]}); refusing to unpickle. "
             "Convert to safetensors, or pass allow_pickle=True (--allow-pickle) to load with weights_only"
         )
+    for name in (*safe, *pickled, *(f for f in INPUT_FILES if (path / f).exists())):
+        regular_file(path / name, error=CheckpointError)  # a FIFO or device would hang the first read
     if not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise CheckpointError(f"{path}: no tokenizer (tokenizer.json, tokenizer.model or vocab.json)")
     n_layers = tcfg.get("num_hidden_layers", tcfg.get("n_layer"))
@@ -112,6 +131,8 @@ def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> Check
     for field, value in (("num_hidden_layers", n_layers), ("hidden_size", d_model), ("vocab_size", vocab)):
         if not isinstance(value, int) or value <= 0:
             raise CheckpointError(f"{path / 'config.json'}: field {field} missing or not a positive integer")
+    check_config_size(path, n_layers=int(n_layers), d_model=int(d_model), vocab=int(vocab),
+                       ffn=tcfg.get("intermediate_size"), weight_files=safe or pickled)
     return CheckpointInfo(
         path=path,
         name=path.name,
@@ -126,8 +147,54 @@ def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> Check
     )
 
 
-def fingerprint(info: CheckpointInfo) -> str:
-    """Content hash of config + weights (sha256 hex)."""
-    cfg = json.loads((info.path / "config.json").read_text(encoding="utf-8"))
-    weights = {name: _memo_hash(info.path / name) for name in info.weight_files}
-    return sha256_json({"config": cfg, "weights": weights})
+def check_config_size(path: Path, *, n_layers: int, d_model: int, vocab: int, ffn: object,
+                      weight_files: list[str]) -> None:
+    """Refuse a config that implies far more parameters than the weight files can hold.
+
+    Building such a model (10^9 layers, say) grows memory without bound before any weight
+    is read. The bound is loose on purpose: every decoder layer has at least two d x d
+    matrices (query and output projection) and, when stated, two d x ffn matrices; the
+    embedding has vocab x d. Weights take at least half a byte per parameter (4-bit).
+    """
+    lower = n_layers * (2 * d_model * d_model) + vocab * d_model
+    if isinstance(ffn, int) and ffn > 0:
+        lower += n_layers * 2 * d_model * ffn
+    total_bytes = sum(os.stat(path / f).st_size for f in weight_files)
+    if lower > 2 * total_bytes:
+        raise CheckpointError(
+            f"{path / 'config.json'}: config implies at least {lower:.3g} parameters "
+            f"(num_hidden_layers={n_layers}, hidden_size={d_model}) but its weights "
+            f"({', '.join(weight_files[:3])}{', ...' if len(weight_files) > 3 else ''}) hold {total_bytes} bytes; "
+            "refusing to build the model"
+        )
+
+
+def input_files(info: CheckpointInfo) -> list[str]:
+    return [f for f in INPUT_FILES if (info.path / f).exists()]
+
+
+def identity_files(info: CheckpointInfo) -> list[str]:
+    """Every file the fingerprint covers (compared before and after a load)."""
+    return ["config.json", *input_files(info), *info.weight_files]
+
+
+def fingerprint_parts(info: CheckpointInfo, *, full_hash: bool = False) -> dict:
+    """What the fingerprint is taken over: config, input-shaping files, weight digests."""
+    return checkpoint_digests(info.path, config="config.json", inputs=input_files(info),
+                              weights=list(info.weight_files), full_hash=full_hash)
+
+
+def fingerprint(info: CheckpointInfo, *, full_hash: bool = False) -> str:
+    """Content identity of a checkpoint (sha256 hex); see `fingerprint_parts`."""
+    return sha256_json(fingerprint_parts(info, full_hash=full_hash))
+
+
+def tokenizer_identity(info: CheckpointInfo, parts: dict | None = None) -> str:
+    """Hash of the input-shaping files only: checkpoints sharing it share one tokenizer.
+    `parts`: this checkpoint's `fingerprint_parts`, when the caller has them already."""
+    if parts is None:
+        parts = checkpoint_digests(info.path, config="config.json", inputs=input_files(info), weights=[])
+    cfg = parts["config"] if isinstance(parts["config"], dict) else {}
+    # AutoTokenizer may pick the class from config.json when tokenizer_config.json does not say
+    return sha256_json({"inputs": parts["inputs"], "model_type": cfg.get("model_type"),
+                        "tokenizer_class": cfg.get("tokenizer_class")})

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from interp.core.errors import InterpError
+from interp.core.errors import ConfigError, InterpError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Sycophancy and cross-lingual bias on local checkpoints, from logits to residuals.")
@@ -35,7 +35,14 @@ _SWEEP_FIXED = [
     ("bank", Optional[List[str]], typer.Option(None, "--bank", help="bank name or file (repeatable); default: the "
                                                                   "study's shipped banks")),
     ("template", Optional[str], typer.Option(None, "--template", help="template name or JSON file")),
-    ("executor", str, typer.Option("local", "--executor", help="local or dask")),
+    ("executor", str, typer.Option("local", "--executor", help="local, dask or slurm (dask-jobqueue; "
+                                                               "--cluster-config)")),
+    ("cluster_config", Optional[Path], typer.Option(None, "--cluster-config", help="slurm: TOML cluster config "
+                                                                                 "(see examples/slurm.toml)")),
+    ("prune", bool, typer.Option(False, "--prune", help="delete stale units (superseded by a changed input) "
+                                                      "from OUT/cache")),
+    ("break_lock", bool, typer.Option(False, "--break-lock", help="take over OUT's lock left by a dead sweep on "
+                                                                "another host")),
     ("scheduler", Optional[str], typer.Option(None, "--scheduler", help="address of an existing Dask scheduler")),
     ("workers", int, typer.Option(2, "--workers", help="Dask LocalCluster workers")),
     ("dry_run", bool, typer.Option(False, "--dry-run", help="print the plan and what is done; run nothing")),
@@ -87,9 +94,13 @@ def sweep(**kw) -> None:
     out = kw["out"]
     tables = run_sweep(kw["checkpoints"], studies=kw["study"], out=out, banks=kw["bank"], template=kw["template"],
                        cfg=cfg, executor=kw["executor"], scheduler=kw["scheduler"], n_workers=kw["workers"],
-                       dry_run=kw["dry_run"], lock_wait=kw["wait"], progress=not kw["quiet"])
+                       dry_run=kw["dry_run"], lock_wait=kw["wait"], progress=not kw["quiet"], prune=kw["prune"],
+                       break_lock=kw["break_lock"], cluster_config=kw["cluster_config"])
     if kw["dry_run"]:
         typer.echo(tables["plan"].to_string(index=False))
+        if len(tables.get("stale", ())):
+            typer.echo(f"\n{len(tables['stale'])} stale unit(s) in {out / 'cache'} (superseded by changed inputs; "
+                       "--prune removes them)")
         return
     for name in sorted(tables):
         if name.endswith("summary"):
@@ -107,6 +118,15 @@ def _register_sweep() -> None:
 
 
 _register_sweep()
+
+
+def _layer_arg(value: Optional[str]):
+    if value is None or value.strip().lower() == "all":
+        return None if value is None else "all"
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"--layer {value!r} is neither a layer index nor 'all'") from None
 
 
 @app.command()
@@ -153,7 +173,8 @@ def probe(
     out: Path = typer.Argument(..., help="a sweep's output directory (reads its cache only)"),
     study: str = typer.Option(..., "--study"),
     target: str = typer.Option(..., "--target", help="a probe target of the study (StudySpec.probe_targets)"),
-    layer: Optional[int] = typer.Option(None, "--layer", help="default: every cached layer"),
+    layer: Optional[str] = typer.Option(None, "--layer", help="a cached layer, or all (a score per layer and "
+                                        "a figure against depth); default: each unit's floor(3 n_layers / 4)"),
     shuffles: int = typer.Option(100, "--shuffles", help="label-shuffle null size"),
     folds: int = typer.Option(5, "--folds"),
     seed: int = typer.Option(0, "--seed"),
@@ -161,7 +182,8 @@ def probe(
     """Linear readouts of cached residuals with grouped label-shuffle nulls -> results/probes.csv."""
     from sweeps.probe import run_probe
 
-    table = run_probe(out, study=study, target=target, layer=layer, n_shuffles=shuffles, n_folds=folds, seed=seed)
+    table = run_probe(out, study=study, target=target, layer=_layer_arg(layer), n_shuffles=shuffles, n_folds=folds,
+                      seed=seed)
     typer.echo(table.to_string(index=False))
 
 
@@ -174,6 +196,8 @@ def predict(
     shuffles: int = typer.Option(100, "--shuffles"),
     k: Optional[int] = typer.Option(None, "--k", help="precision@k (default 10% of items)"),
     seed: int = typer.Option(0, "--seed"),
+    layer: Optional[int] = typer.Option(None, "--layer", help="cached layer for the residual readout "
+                                        "(default floor(3 n_layers / 4))"),
     study: Optional[str] = typer.Option(None, "--study", help="default: the one study with item maps (pressure)"),
     readout_trials: str = typer.Option("pressured", "--readout-trials",
                                        help="trials whose residuals feed the readout: pressured (opposing "
@@ -183,7 +207,7 @@ def predict(
     from sweeps.probe import run_predict
 
     table = run_predict(out, target=target, sources=sources, bank=bank, n_shuffles=shuffles, k=k, seed=seed,
-                        study=study, readout_trials=readout_trials)
+                        layer=layer, study=study, readout_trials=readout_trials)
     typer.echo(table.to_string(index=False))
 
 
@@ -223,19 +247,53 @@ def fetch_models_cmd(dest: Path = typer.Option(Path("models"), "--dest", help="w
         typer.echo(f"{name}\t{path}")
 
 
+_SIGNAL: list[int] = []  # the signal that stopped the run, if any
+
+
+def _on_signal(signum, frame) -> None:
+    # SIGTERM (how Slurm and `kill` stop a job) unwinds like Ctrl-C: locks released, cluster closed
+    _SIGNAL.append(signum)
+    raise KeyboardInterrupt
+
+
+def _interrupted() -> None:
+    import signal as _signal
+
+    signum = _SIGNAL[-1] if _SIGNAL else int(_signal.SIGINT)
+    typer.echo(f"interp: interrupted by {_signal.Signals(signum).name}; complete units are kept, "
+               "rerun the same command to resume", err=True)
+    sys.exit(128 + signum)
+
+
 def main() -> None:
+    import signal as _signal
+
+    _SIGNAL.clear()
+    previous = {}
+    for sig in (_signal.SIGINT, _signal.SIGTERM):
+        try:
+            previous[sig] = _signal.signal(sig, _on_signal)
+        except ValueError:  # not the main thread (embedded use): leave signals alone
+            pass
+    try:
+        _main()
+    finally:
+        for sig, handler in previous.items():
+            _signal.signal(sig, handler)
+
+
+def _main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own lines
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)  # returns 130 (not raises) when click caught a Ctrl-C
     except InterpError as exc:
         typer.echo(f"interp: error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        typer.echo("interp: interrupted", err=True)
-        sys.exit(130)
+        _interrupted()
     except Exception as exc:
         # usage errors from typer's click carry their own message and exit code (2)
         if hasattr(exc, "show") and hasattr(exc, "exit_code"):
@@ -244,6 +302,10 @@ def main() -> None:
         if type(exc).__name__ == "Exit" and hasattr(exc, "exit_code"):
             sys.exit(exc.exit_code)
         raise
+    if rc == 130 or _SIGNAL:
+        _interrupted()
+    if isinstance(rc, int) and rc:
+        sys.exit(rc)
 
 
 if __name__ == "__main__":

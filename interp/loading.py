@@ -13,13 +13,14 @@ from typing import Literal
 
 import torch
 
-from interp.checkpoint import CheckpointInfo, fingerprint, inspect_checkpoint
+from interp.checkpoint import CheckpointInfo, fingerprint, identity_files, inspect_checkpoint
+from interp.fingerprint import file_signature
 from interp.errors import CheckpointError, ConfigError
-from interp.hooksites import check_sites, default_layer, sites_for
+from interp.devices import DTYPES, resolve_device, torch_dtype
+from interp.hooksites import default_layer, discover_sites
 
 BackendName = Literal["hf", "transformer_lens", "nnsight"]  # the built-in ones; see runner.backends.BACKEND_REGISTRY
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass(kw_only=True)
@@ -30,6 +31,8 @@ class LoadedModel:
     tokenizer: object
     backend: object  # interp.runner.backends.Backend
     dtype: str = "float32"
+    device: str = "cpu"  # where inputs go: the model's device (the embedding's, under a device_map)
+    device_map: str | None = None
     _fingerprint: str | None = field(default=None, repr=False)
 
     @property
@@ -43,6 +46,11 @@ class LoadedModel:
     @property
     def default_layer(self) -> int:
         return default_layer(self.info.n_layers)
+
+    @property
+    def device_class(self) -> str:
+        """cpu / cuda / mps: what can change the numbers (the device index cannot)."""
+        return self.device.split(":")[0]
 
     @cached_property
     def fingerprint(self) -> str:
@@ -67,7 +75,8 @@ def load_tokenizer(path: Path) -> object:
     return tok
 
 
-def load_hf_model(info: CheckpointInfo, dtype: str = "float32") -> torch.nn.Module:
+def load_hf_model(info: CheckpointInfo, dtype: str = "float32", *, device: str = "cpu",
+                  device_map: str | dict | None = None) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -80,11 +89,45 @@ def load_hf_model(info: CheckpointInfo, dtype: str = "float32") -> torch.nn.Modu
             local_files_only=True,
             trust_remote_code=False,
             use_safetensors=not info.pickled,
-            dtype=_DTYPES[dtype],
+            dtype=torch_dtype(dtype),
+            # accelerate places the blocks over the devices; without a map the model goes to `device`
+            **({"device_map": device_map} if device_map is not None else {}),
         )
     except Exception as exc:
+        mismatch = _shape_mismatch(info)
+        if mismatch:
+            raise CheckpointError(f"{info.path}: weights cannot be loaded: {mismatch}") from None
         raise CheckpointError(f"{info.path}: weights cannot be loaded ({type(exc).__name__}: {exc})") from None
+    if device_map is None and device != "cpu":
+        model = model.to(device)
     return model.eval()
+
+
+def _shape_mismatch(info: CheckpointInfo) -> str | None:
+    """Name the first tensor whose shape in the files differs from what config.json implies
+    (transformers only says "look at the above report", which its logging hides)."""
+    if info.pickled:
+        return None
+    try:
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        from interp.fingerprint import safetensors_header
+
+        config = AutoConfig.from_pretrained(info.path, local_files_only=True, trust_remote_code=False)
+        with torch.device("meta"):
+            expected = {k: tuple(v.shape) for k, v in AutoModelForCausalLM.from_config(config).state_dict().items()}
+        for name in info.weight_files:
+            for tensor, meta in safetensors_header(info.path / name).items():
+                if tensor == "__metadata__" or not isinstance(meta, dict):
+                    continue
+                want = expected.get(tensor)
+                got = tuple(meta.get("shape", ()))
+                if want is not None and want != got:
+                    return (f"{name}: tensor {tensor} has shape {list(got)} but config.json implies "
+                            f"{list(want)}")
+    except Exception:  # noqa: BLE001 - a diagnosis only; the caller reports the original error
+        return None
+    return None
 
 
 def check_tokenizer_fits(info: CheckpointInfo, tokenizer: object, n_embeddings: int) -> None:
@@ -100,24 +143,47 @@ def load(
     *,
     backend: BackendName = "hf",
     dtype: str = "float32",
+    device: str = "cpu",
+    device_map: str | dict | None = None,
     allow_pickle: bool = False,
     threads: int | None = None,
+    full_hash: bool = False,
 ) -> LoadedModel:
-    """Load a local checkpoint directory. Errors are one line and name the directory."""
+    """Load a local checkpoint directory. Errors are one line and name the directory.
+
+    The fingerprint is of what was loaded: it is taken just before loading, and the files'
+    (size, mtime, inode, ctime) are compared before and after; a checkpoint that changed
+    meanwhile (a live training directory) is refused rather than scored under a stale id.
+
+    `device`: cpu, cuda, cuda:N or auto (cuda when available, else cpu). `device_map`
+    (e.g. "auto") hands placement to accelerate for a model larger than one device; inputs
+    then go to the embedding's device and the hooks read each block where it lives.
+    """
     from interp.runner.backends import BACKEND_REGISTRY, make_backend
 
     spec = BACKEND_REGISTRY.get(backend)  # unknown name: one-line ConfigError naming the choices
-    if dtype not in _DTYPES:
-        raise ConfigError(f"dtype {dtype!r} unknown (choose one of {', '.join(_DTYPES)})")
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype {dtype!r} unknown (choose one of {', '.join(DTYPES)})")
+    device = resolve_device(device)
     if threads:
         torch.set_num_threads(int(threads))
     info = inspect_checkpoint(path, allow_pickle=allow_pickle)
     if spec.needs_safetensors and info.pickled:
         raise CheckpointError(f"{info.path}: backend {backend} needs safetensors weights")
+    files = identity_files(info)
+    before = file_signature(info.path, files)
+    fp = fingerprint(info, full_hash=full_hash)
     tokenizer = load_tokenizer(info.path)
-    sites = sites_for(info.model_type)
-    hf_model = load_hf_model(info, dtype)
-    check_sites(hf_model, sites, info.n_layers, str(info.path))
+    hf_model = load_hf_model(info, dtype, device=device, device_map=device_map)
+    after = file_signature(info.path, files)
+    if after != before or fingerprint(info, full_hash=full_hash) != fp:
+        changed = sorted(n for n in files if before.get(n) != after.get(n)) or ["contents"]
+        raise CheckpointError(f"{info.path}: files changed while loading ({', '.join(changed)}); "
+                              "the checkpoint is being written, retry when it is complete")
+    sites = discover_sites(hf_model, info.n_layers, where=str(info.path), model_type=info.model_type)
     check_tokenizer_fits(info, tokenizer, hf_model.get_input_embeddings().num_embeddings)
-    be = make_backend(backend, info=info, hf_model=hf_model, sites=sites, dtype=dtype)
-    return LoadedModel(info=info, tokenizer=tokenizer, backend=be, dtype=dtype)
+    be = make_backend(backend, info=info, hf_model=hf_model, sites=sites, dtype=dtype, device=device,
+                      device_map=device_map)
+    input_device = str(be.device)
+    return LoadedModel(info=info, tokenizer=tokenizer, backend=be, dtype=dtype, device=input_device,
+                       device_map=device_map if isinstance(device_map, str) else None, _fingerprint=fp)

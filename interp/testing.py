@@ -2,7 +2,9 @@
 
 `build_tokenizer` trains a byte-level BPE offline on a few sentences in Latin, Bengali,
 Devanagari and Tamil script; `build_tiny_model` writes a 2-4 layer GPT-2, Llama or Qwen2
-checkpoint (safetensors) with that tokenizer, exactly as a real local checkpoint looks.
+checkpoint (safetensors) with that tokenizer, exactly as a real local checkpoint looks;
+`build_tiny_arch` does the same for any Transformers model_type from its own config class
+(`AutoConfig.for_model`), e.g. the families of the sycophancy-development study.
 """
 from __future__ import annotations
 
@@ -89,6 +91,41 @@ def build_tiny_model(
     else:
         raise ValueError(f"unknown arch {arch!r}")
     # random init has tiny logits; scale them up so probabilities differ between tokens
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(4.0)
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(dest, safe_serialization=True)
+    tok.save_pretrained(dest)
+    return dest
+
+
+# The families the development-of-sycophancy study read (Pythia = GPT-NeoX, OLMo-2/3, Qwen3,
+# Mistral, Phi-3, Gemma-2/3, Llama-3), by Transformers model_type.
+STUDY_ARCHS = ("gpt_neox", "olmo2", "olmo3", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text", "llama")
+
+
+def build_tiny_arch(dest: Path, model_type: str, *, n_layers: int = 2, d_model: int = 64, seed: int = 0,
+                    tokenizer=None) -> Path:
+    """A random tiny checkpoint of any decoder-only model_type: 4 heads (2 KV heads where the
+    family has grouped-query attention), the shared test tokenizer, weights scaled as above."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    tok = tokenizer or build_tokenizer()
+    eos = tok.eos_token_id
+    kw = dict(vocab_size=len(tok), hidden_size=d_model, intermediate_size=2 * d_model, num_hidden_layers=n_layers,
+              num_attention_heads=4, max_position_embeddings=1024, bos_token_id=eos, eos_token_id=eos,
+              pad_token_id=eos)
+    defaults = AutoConfig.for_model(model_type).to_dict()
+    if "num_key_value_heads" in defaults:
+        kw["num_key_value_heads"] = 2
+    if "head_dim" in defaults:
+        kw["head_dim"] = d_model // 4
+    cfg = AutoConfig.for_model(model_type, **kw)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg)
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 2:

@@ -2,28 +2,45 @@
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
 from cache.store import Store, read_unit
-from interp.errors import ConfigError
+from analyses.io import write_table
+from interp.errors import ConfigError, UnitsFailedError
 from interp.studies import get_study
 from interp.studies.base import RunConfig
 from sweeps.discover import discover
-from sweeps.execute import execute
+from sweeps.execute import Failure, execute
 from sweeps.lock import sweep_lock
 from sweeps.plan import PlannedUnit, describe_plan, plan_units
 
 
+FAILURE_COLUMNS = ("checkpoint", "unit", "study", "bank", "error")
+
+
 def make_output_dirs(out: Path) -> None:
     """Create OUT and its folders up front, so an unwritable OUT fails before any work."""
+    _recover_results(out)
     for d in (out, out / "cache", out / "results", out / "figures"):
         try:
             d.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"{d}: cannot create output directory ({exc.strerror or exc})") from None
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise ConfigError(f"{d}: output directory is not writable")
+
+
+def _recover_results(out: Path) -> None:
+    """A sweep killed between the two renames of `_swap_results` left results/ aside: restore it."""
+    if out.is_dir() and not (out / "results").exists():
+        old = sorted(out.glob(".results.old-*"), key=lambda p: p.stat().st_mtime_ns)
+        if old:
+            os.rename(old[-1], out / "results")
 
 
 def _attach_log(out: Path) -> logging.Handler:
@@ -61,44 +78,122 @@ def run_sweep(
     lock_wait: float = 0.0,
     progress: bool = True,
     report: bool = True,
+    prune: bool = False,
+    break_lock: bool = False,
+    cluster_config: str | Path | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Discover checkpoints, plan units, run what is missing, write OUT/results/*.csv.
 
-    Returns the results tables by name (or, with dry_run, {"plan": table}).
+    Returns the results tables by name (or, with dry_run, {"plan": table}). With Dask, units
+    that fail after their retries go to OUT/failures.csv, the tables are written from the
+    units that finished, and UnitsFailedError (exit 3) is raised at the end. `prune` deletes
+    stale units (see cache.store) after the sweep.
     """
     out = Path(out)
     _check_names(studies, cfg, executor)
+    cluster = None
+    if cluster_config:
+        from dataclasses import replace
+
+        from sweeps.slurm import read_cluster_config
+
+        cluster = read_cluster_config(cluster_config)
+        defaults = RunConfig()  # the file's [run] values apply where the command line kept the default
+        cfg = replace(cfg, **{k: v for k, v in cluster["run"].items() if getattr(cfg, k) == getattr(defaults, k)})
     found = discover([Path(c) for c in checkpoints])
     if not dry_run:
         make_output_dirs(out)
     units = plan_units(found.checkpoints, studies, banks=banks, template=template, cfg=cfg, names=found.names)
     store = Store(out / "cache")
     if dry_run:
-        return {"plan": pd.DataFrame(describe_plan(units, store))}
-    with sweep_lock(out, wait=lock_wait):
+        _, stale = store.current_units(warn=False) if store.root.is_dir() else ([], [])
+        return {"plan": pd.DataFrame(describe_plan(units, store)),
+                "stale": pd.DataFrame({"unit": [str(p.relative_to(store.root)) for p in stale]}, dtype=object)}
+    failures: list[Failure] = []
+    with sweep_lock(out, wait=lock_wait, break_lock=break_lock):
         handler = _attach_log(out)
         try:
-            execute(units, store, cfg, executor=executor, scheduler=scheduler, n_workers=n_workers, progress=progress)
-            found.write(out)  # only after success: a failed sweep keeps the previous lineage
-            tables = analyze(out, units, cfg)
-            if report:
+            execute(units, store, cfg, executor=executor, scheduler=scheduler, n_workers=n_workers,
+                    progress=progress, failures=failures, cluster_config=cluster)
+            store.record_current(u.identity for u in units)
+            _write_failures(out, failures)
+            if not failures:
+                found.write(out)  # only after success: a failed sweep keeps the previous lineage
+            finished = [u for u in units if store.is_complete(u.identity)]
+            tables = analyze(out, finished, cfg) if finished else {}
+            if report and finished:
                 from sweeps.report import write_report
 
                 write_report(out)
+            if prune:
+                for p in store.prune():
+                    logging.getLogger("interp.sweep").info("pruned stale unit %s", p)
         finally:
             logging.getLogger("interp.sweep").removeHandler(handler)
             handler.close()
+    if failures:
+        raise UnitsFailedError(f"{len(failures)} of {len(units)} units failed after retries (first: "
+                               f"{failures[0].checkpoint}: {failures[0].error}); see {out / 'failures.csv'}")
     return tables
+
+
+def _write_failures(out: Path, failures: list[Failure]) -> None:
+    path = out / "failures.csv"
+    if failures:
+        write_table(pd.DataFrame([f.__dict__ for f in failures]), path, columns=FAILURE_COLUMNS)
+    else:
+        path.unlink(missing_ok=True)  # from an earlier sweep whose failures are now resolved
+
+
+def check_unit_keys(units: Sequence[PlannedUnit]) -> None:
+    """Tables are merged on (checkpoint, bank): two units of one study with the same pair would
+    mix rows silently. The planner never makes such a pair; this refuses one if it appears."""
+    seen: dict[tuple[str, str, str], str] = {}
+    for u in units:
+        key = (u.study, str(u.identity.checkpoint), u.identity.bank)
+        if key in seen and seen[key] != u.identity.hash:
+            raise ConfigError(f"two {u.study} units share checkpoint {key[1]!r} and bank {key[2]!r}; "
+                              "give the banks different names")
+        seen[key] = u.identity.hash
 
 
 def analyze(out: Path, units: Sequence[PlannedUnit], cfg: RunConfig) -> dict[str, pd.DataFrame]:
-    """Merge the plan's units per study and write the study's results tables."""
+    """Merge the plan's units per study and write the study's results tables.
+
+    The tables are written as a set: into a staging directory (holding links to the other
+    tables already in results/) that replaces results/ at the end, so a failure while writing
+    (disk full) leaves the previous tables, all of them, and never a mix.
+    """
+    check_unit_keys(units)
     store = Store(out / "cache")
     results = out / "results"
     results.mkdir(parents=True, exist_ok=True)
+    staging = out / f".results.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
     tables: dict[str, pd.DataFrame] = {}
-    for study_name in dict.fromkeys(u.study for u in units):
-        paths = [store.path_for(u.identity) for u in units if u.study == study_name]
-        loaded = [read_unit(p, expect=u.identity.key()) for p, u in zip(paths, [u for u in units if u.study == study_name])]
-        tables.update(get_study(study_name).analyze(loaded, results, cfg))
+    try:
+        staging.mkdir()
+        for f in results.iterdir():
+            if f.is_file():
+                try:
+                    os.link(f, staging / f.name)
+                except OSError:
+                    shutil.copy2(f, staging / f.name)
+        for study_name in dict.fromkeys(u.study for u in units):
+            mine = [u for u in units if u.study == study_name]
+            loaded = [read_unit(store.path_for(u.identity), expect=u.identity.key()) for u in mine]
+            tables.update(get_study(study_name).analyze(loaded, staging, cfg))
+        _swap_results(results, staging)
+    except OSError as exc:
+        raise ConfigError(f"{results}: cannot write the results tables ({exc.strerror or exc}); "
+                          "the previous tables are unchanged") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return tables
+
+
+def _swap_results(results: Path, staging: Path) -> None:
+    old = results.with_name(f".results.old-{os.getpid()}")
+    os.rename(results, old)
+    os.rename(staging, results)  # a crash between the renames is undone by _recover_results
+    shutil.rmtree(old, ignore_errors=True)

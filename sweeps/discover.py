@@ -68,7 +68,22 @@ def _order(paths: list[Path]) -> list[Path]:
     return sorted(paths, key=key)
 
 
-def _walk(root: Path, depth: int, found: list[Path], empty: list[Path]) -> None:
+def _walk(root: Path, depth: int, found: list[Path], empty: list[Path], *, top: Path | None = None,
+          seen: set[Path] | None = None, skipped: list[Path] | None = None) -> None:
+    """Checkpoints below `root`. Symbolic links are followed only when they point inside the
+    tree given on the command line, and every directory is visited once (a link loop, or a
+    link to a sibling, never plans a checkpoint twice). Links out of the tree are skipped
+    and reported: they would pick up unrelated checkpoints."""
+    top = top or root.resolve()
+    seen = set() if seen is None else seen
+    real = root.resolve()
+    if real in seen:
+        return
+    if real != top and top not in real.parents:
+        if skipped is not None:
+            skipped.append(root)
+        return
+    seen.add(real)
     if is_checkpoint(root):
         found.append(root)
         return
@@ -77,7 +92,7 @@ def _walk(root: Path, depth: int, found: list[Path], empty: list[Path]) -> None:
     children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     before = len(found)
     for child in children:
-        _walk(child, depth + 1, found, empty)
+        _walk(child, depth + 1, found, empty, top=top, seen=seen, skipped=skipped)
     if len(found) == before:
         empty.append(root)
 
@@ -120,7 +135,12 @@ def discover(paths: Sequence[Path]) -> Discovery:
             continue
         found: list[Path] = []
         empty: list[Path] = []
-        _walk(given, 0, found, empty)
+        skipped: list[Path] = []
+        _walk(given, 0, found, empty, skipped=skipped)
+        if skipped:
+            msg = f"links out of {given} not followed: {', '.join(str(p) for p in skipped)}"
+            warnings.warn(msg, stacklevel=2)
+            log.warning(msg)
         if not found and _looks_like_checkpoint(given):
             raise ConfigError(f"{given}: no config.json (not a Hugging Face checkpoint directory)")
         if not found:

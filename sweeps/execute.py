@@ -3,12 +3,26 @@
 Workers write their own unit files (the shards) straight into OUT/cache; the driver only
 waits and then merges by reading them. A unit that is complete is never recomputed, so an
 interrupted sweep resumes where it stopped and ends with the same tables.
+
+Dask (see `DaskOptions`): one task per checkpoint (one model load), declaring resources
+(`model_slot`=1 on a LocalCluster; whatever the config names on a real cluster, e.g. GPU=1);
+a task that raises is retried `retries` times and a task whose worker dies is rescheduled up to
+`allowed_failures` times (a killed worker loses only its unfinished unit: finished ones are
+already complete files). A task that still fails is returned as failures (written to
+OUT/failures.csv by the sweep) while the others finish. The driver gives up with one line
+when no worker has been connected for `worker_timeout` seconds. Each worker caps torch
+threads (cfg.threads, else cores / worker threads) and fingerprints what it loaded.
+
+The local executor stops at the first error (a bad input is reported, exit 2).
 """
 from __future__ import annotations
 
 import logging
+import os
 import time
-from dataclasses import replace
+import uuid
+import warnings
+from dataclasses import dataclass, field, replace
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Sequence
@@ -16,6 +30,7 @@ from typing import Callable, Sequence
 from tqdm.auto import tqdm
 
 from cache.store import Store
+from interp.core.errors import CheckpointError, ConfigError, InterpError
 from interp.core.registry import Registry
 from interp.studies import get_study
 from interp.studies.base import RunConfig
@@ -33,12 +48,18 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
         return []
     from interp.loading import load
 
-    lm = load(checkpoint, backend=cfg.backend, threads=cfg.threads, allow_pickle=cfg.allow_pickle)
+    lm = load(checkpoint, backend=cfg.backend, threads=cfg.threads, dtype=cfg.dtype, device=cfg.device,
+              device_map=cfg.device_map, allow_pickle=cfg.allow_pickle, full_hash=cfg.full_hash)
+    planned = {u.identity.checkpoint_fingerprint for u in todo}
+    if planned != {lm.fingerprint}:
+        # the weights (or tokenizer) changed after planning: numbers would go under a stale id
+        raise CheckpointError(f"{checkpoint}: checkpoint changed since the sweep was planned (fingerprint "
+                              f"{sorted(planned)[0][:12]} -> {lm.fingerprint[:12]}); rerun the sweep to plan it afresh")
     done = []
     for u in todo:
         t0 = time.perf_counter()
         study = get_study(u.study)
-        payload = study.run_unit(lm, u.bank, u.template, u.identity.layer, cfg)
+        payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
         for df in payload.tables.values():
             if "bank" not in df:
                 df.insert(0, "bank", u.bank.name)
@@ -46,20 +67,68 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
                 df.insert(0, "checkpoint", u.identity.checkpoint)
         store.write(u.identity, tables=payload.tables, arrays=payload.arrays,
                     extra_attrs={"checkpoint_path": str(Path(checkpoint).resolve()), "n_items": len(u.bank),
-                                 "bank_source": u.bank.source, "template": u.template.name})
+                                 "bank_source": u.bank.source, "template": u.template.name,
+                                 # residual arrays carry a layer axis in this order (cache.layers)
+                                 "layers": list(u.identity.layers), "n_layers": lm.n_layers,
+                                 "dtype": lm.dtype, "device": lm.device})
         done.append(u.identity.hash)
         if on_done:
             on_done(u, time.perf_counter() - t0)
     return done
 
 
+@dataclass(frozen=True)
+class DaskOptions:
+    """How units run on Dask (config keys dask_retries, dask_allowed_failures, dask_worker_timeout,
+    dask_resources in the run config's options; CLI --retries, --worker-timeout)."""
+
+    retries: int = 2  # re-runs of a task that raised
+    allowed_failures: int = 3  # worker deaths a task may cause before it is given up
+    worker_timeout: float = 300.0  # seconds without any connected worker before the driver gives up
+    resources: dict = field(default_factory=dict)  # declared per task on an external cluster
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> "DaskOptions":
+        res = dict(cfg.dask_resources or {})
+        if not all(isinstance(v, (int, float)) for v in res.values()):
+            raise ConfigError(f"option dask_resources must map resource names to numbers (got {res!r})")
+        if cfg.dask_retries < 0 or cfg.dask_allowed_failures < 0 or cfg.dask_worker_timeout <= 0:
+            raise ConfigError("dask_retries and dask_allowed_failures must be >= 0, dask_worker_timeout > 0")
+        return cls(retries=int(cfg.dask_retries), allowed_failures=int(cfg.dask_allowed_failures),
+                   worker_timeout=float(cfg.dask_worker_timeout), resources=res)
+
+
+@dataclass(frozen=True)
+class Failure:
+    checkpoint: str
+    unit: str
+    study: str
+    bank: str
+    error: str
+
+
 def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, executor: str = "local",
-            scheduler: str | None = None, n_workers: int = 2, progress: bool = True) -> int:
-    """Run every unit not yet complete; returns how many were computed now."""
+            scheduler: str | None = None, n_workers: int = 2, progress: bool = True,
+            failures: list[Failure] | None = None, cluster_config: dict | None = None) -> int:
+    """Run every unit not yet complete; returns how many were to run.
+
+    With Dask, units that fail after their retries are appended to `failures` (when given;
+    otherwise the first failure is raised) and the others still run.
+    """
     store.clean_stale()
     if progress and executor == "local":  # a bar inside each unit too (scoring batches)
         cfg = replace(cfg, scoring=replace(cfg.scoring, progress=True))
-    todo = [u for u in units if not store.is_complete(u.identity)]
+    todo = []
+    for u in units:
+        if store.is_complete(u.identity):
+            problem = store.verify(u.identity)  # a complete unit whose body was damaged on disk
+            if problem is None:
+                continue
+            aside = store.set_aside(store.path_for(u.identity))
+            msg = f"{problem}: moved to {aside.name}, recomputing"
+            warnings.warn(msg, stacklevel=2)
+            log.warning(msg)
+        todo.append(u)
     by_ckpt: dict[Path, list[PlannedUnit]] = defaultdict(list)
     for u in todo:
         by_ckpt[u.checkpoint].append(u)
@@ -72,15 +141,21 @@ def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, execu
 
     run = EXECUTORS.get(executor)  # an unknown name is a one-line ConfigError before any work
     try:
-        run(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar, on_done=done)
+        got = run(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar, on_done=done,
+                  cluster_config=cluster_config)
+        if got and failures is None:
+            raise InterpError(f"unit {got[0].unit} ({got[0].checkpoint}) failed: {got[0].error}")
+        if got:
+            failures.extend(got)
     finally:
         bar.close()
     return len(todo)
 
 
 # An executor runs {checkpoint: units} (each checkpoint's units in one worker, which loads the
-# model once) and reports progress; workers write their own unit files into the store.
-Executor = Callable[..., None]
+# model once) and reports progress; workers write their own unit files into the store. It
+# returns the units that failed after their retries (Dask), or raises (local).
+Executor = Callable[..., "list[Failure] | None"]
 EXECUTORS: Registry[Executor] = Registry("executor")
 
 
@@ -90,26 +165,108 @@ def _execute_local(by_ckpt, store: Store, cfg: RunConfig, *, on_done, **_) -> No
         run_checkpoint_units(ck, us, store.root, cfg, on_done=on_done)
 
 
-@EXECUTORS.register("dask")
-def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers, bar, **_) -> None:
-    from distributed import Client, LocalCluster, as_completed
+def _dask_task(checkpoint: Path, units: Sequence[PlannedUnit], store_root: Path, cfg: RunConfig) -> list[str]:
+    """Runs on a worker: cap torch threads to this worker's share of the cores, then run."""
+    if not cfg.threads:
+        try:
+            from distributed import get_worker
 
+            per_worker = get_worker().state.nthreads
+        except Exception:  # noqa: BLE001 - not on a worker (tests call it directly)
+            per_worker = 1
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cfg = replace(cfg, threads=max(1, cores // max(1, per_worker)))
+    return run_checkpoint_units(checkpoint, units, store_root, cfg)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}" if not isinstance(exc, InterpError) else str(exc)
+    return " ".join(text.split())[:500]
+
+
+@EXECUTORS.register("slurm")
+def _execute_slurm(by_ckpt, store: Store, cfg: RunConfig, *, cluster_config: dict | None = None, **kw) -> list[Failure]:
+    if not cluster_config:
+        raise ConfigError("--executor slurm needs --cluster-config FILE (see examples/slurm.toml)")
+    return _execute_dask(by_ckpt, store, cfg, cluster_config=cluster_config, **kw)
+
+
+@EXECUTORS.register("dask")
+def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers, bar,
+                  cluster_config: dict | None = None, **_) -> list[Failure]:
+    import dask
+    from distributed import Client, LocalCluster, wait
+
+    opts = DaskOptions.from_config(cfg)
     cluster = None
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.ERROR)
-        client = Client(cluster)
+    with dask.config.set({"distributed.scheduler.allowed-failures": opts.allowed_failures}):
+        try:
+            if cluster_config:
+                from sweeps.slurm import make_slurm_cluster, task_resources
+
+                cluster = make_slurm_cluster(cluster_config)
+                cluster.scale(jobs=int(cluster_config["slurm"].get("jobs", n_workers)))
+                client = Client(cluster)
+                resources = {**task_resources(cluster_config), **opts.resources}
+            elif scheduler:
+                client = Client(scheduler, timeout=opts.worker_timeout)
+                resources = dict(opts.resources)
+            else:
+                cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=logging.CRITICAL,
+                                       resources={"model_slot": 1})
+                client = Client(cluster)
+                resources = {"model_slot": 1, **opts.resources}
+        except Exception as exc:  # noqa: BLE001 - a worker killed during start-up raises many types
+            if cluster is not None:
+                cluster.close()
+            raise InterpError(f"dask: cannot start or reach the cluster ({_one_line(exc)})") from None
+    failures: list[Failure] = []
     try:
-        futures = {client.submit(run_checkpoint_units, ck, us, store.root, cfg, pure=False): us
-                   for ck, us in by_ckpt.items()}
-        for fut in as_completed(futures):
-            fut.result()  # re-raise a worker's error here
-            for u in futures[fut]:
-                log.info("done %s %s %s (dask)", u.identity.checkpoint, u.study, u.bank.name)
-            bar.update(len(futures[fut]))
+        futures = {}
+        for ck, us in by_ckpt.items():
+            fut = client.submit(_dask_task, ck, us, store.root, cfg, pure=False, retries=opts.retries,
+                                resources=resources or None, key=f"interp-unit-{us[0].identity.hash[:16]}-{uuid.uuid4().hex[:8]}")
+            futures[fut] = (ck, us)
+        pending = set(futures)
+        no_worker_since: float | None = None
+        while pending:
+            try:
+                wait(pending, timeout=2.0, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                pass
+            finished = {f for f in pending if f.done()}
+            pending -= finished
+            for fut in finished:
+                ck, us = futures[fut]
+                if fut.status == "finished":
+                    for u in us:
+                        log.info("done %s %s %s (dask)", u.identity.checkpoint, u.study, u.bank.name)
+                    bar.update(len(us))
+                    continue
+                try:
+                    fut.result()
+                    error = "task cancelled"
+                except BaseException as exc:  # noqa: BLE001 - a worker's error, whatever it is
+                    error = _one_line(exc)
+                for u in us:
+                    if not store.is_complete(u.identity):
+                        failures.append(Failure(str(u.identity.checkpoint), u.identity.hash[:16], u.study,
+                                                u.bank.name, error))
+                        log.error("failed %s %s %s: %s", u.identity.checkpoint, u.study, u.bank.name, error)
+                bar.update(len(us))
+            if not pending:
+                break
+            n_workers_now = len(client.scheduler_info().get("workers", {}))
+            if n_workers_now:
+                no_worker_since = None
+            elif no_worker_since is None:
+                no_worker_since = time.monotonic()
+            elif time.monotonic() - no_worker_since > opts.worker_timeout:
+                raise InterpError(f"dask: no worker connected for {opts.worker_timeout:.0f} s with "
+                                  f"{len(pending)} task(s) left; units finished so far are kept in {store.root}")
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+    return failures

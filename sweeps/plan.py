@@ -5,19 +5,41 @@ written), so `--dry-run` can say exactly which units are done.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import warnings
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from cache.store import Store, UnitIdentity
 from interp.banks import Bank
-from interp.checkpoint import CheckpointInfo, fingerprint, inspect_checkpoint
-from interp.core.errors import ConfigError
+from interp.checkpoint import CheckpointInfo, fingerprint_parts, inspect_checkpoint, tokenizer_identity
 from interp.core.hashing import sha256_json
-from interp.hooksites import default_layer
+from cache.layers import layer_key, parse_layers
+from interp.devices import device_class
 from interp.loading import load_tokenizer
 from interp.studies import get_study
 from interp.studies.base import RunConfig, Template, load_template
+
+
+log = logging.getLogger("interp.sweep")
+
+
+def distinct_banks(study: str, refs: Sequence[str], banks: Sequence[Bank]) -> list[tuple[str, Bank]]:
+    """Banks by content: the same content given twice is used once (with a warning); two
+    different banks with one name (a/mybank.csv, b/mybank.csv) get the name plus a hash prefix."""
+    seen: dict[str, str] = {}
+    kept: list[tuple[str, Bank]] = []
+    for ref, bank in zip(refs, banks):
+        if bank.hash in seen:
+            msg = f"--bank {ref}: same items as {seen[bank.hash]} for {study}; used once"
+            warnings.warn(msg, stacklevel=3)
+            log.warning(msg)
+            continue
+        seen[bank.hash] = ref
+        kept.append((ref, bank))
+    names = [b.name for _, b in kept]
+    return [(ref, replace(b, name=f"{b.name}-{b.hash[:8]}") if names.count(b.name) > 1 else b) for ref, b in kept]
 
 
 @dataclass(frozen=True)
@@ -39,33 +61,41 @@ def plan_units(
     names: Mapping[Path, str] | None = None,
 ) -> list[PlannedUnit]:
     units: list[PlannedUnit] = []
-    loaded_banks: dict[tuple[str, str], Bank] = {}
+    study_banks: dict[str, list[tuple[str, Bank]]] = {}
     for study_name in studies:
         study = get_study(study_name)
-        for ref in banks or study.default_banks:
+        refs = list(banks or study.default_banks)
+        loaded = []
+        for ref in refs:
             bank = study.load_bank(ref)
             if cfg.max_items:
                 bank = study.subsample(bank, cfg.max_items, seed=cfg.seed)
-            loaded_banks[(study_name, ref)] = bank
+            loaded.append(bank)
+        study_banks[study_name] = distinct_banks(study_name, refs, loaded)
     templates = {}
     for study_name in studies:  # checked before any checkpoint is hashed or loaded
         study = get_study(study_name)
         templates[study_name] = load_template(template or study.default_template)
         study.check_template(templates[study_name])
     infos: dict[Path, tuple[CheckpointInfo, str, object]] = {}
+    tokenizers: dict[str, object] = {}  # checkpoints of one lineage share tokenizer files: load once
+    full_hash = cfg.full_hash
     for ck in checkpoints:
         info = inspect_checkpoint(ck, allow_pickle=cfg.allow_pickle)
-        infos[Path(ck)] = (info, fingerprint(info), load_tokenizer(info.path))
+        parts = fingerprint_parts(info, full_hash=full_hash)
+        tok_id = tokenizer_identity(info, parts)
+        if tok_id not in tokenizers:
+            tokenizers[tok_id] = load_tokenizer(info.path)
+        infos[Path(ck)] = (info, sha256_json(parts), tokenizers[tok_id])
     for ck in checkpoints:
         info, fp, tok = infos[Path(ck)]
-        layer = default_layer(info.n_layers) if cfg.layer is None else cfg.layer
-        if not 0 <= layer < info.n_layers:
-            raise ConfigError(f"--layer {layer} outside 0..{info.n_layers - 1} for {info.path}")
+        spec = cfg.layers if cfg.layers is not None else cfg.layer
+        layers = parse_layers(spec, info.n_layers, where=f"{'--layers' if cfg.layers is not None else '--layer'} "
+                              f"for {info.path}")
         for study_name in studies:
             study = get_study(study_name)
             tmpl = templates[study_name]
-            for ref in banks or study.default_banks:
-                bank = loaded_banks[(study_name, ref)]
+            for _ref, bank in study_banks[study_name]:
                 ident = UnitIdentity(
                     checkpoint=(names or {}).get(Path(ck), info.name),
                     checkpoint_fingerprint=fp,
@@ -74,12 +104,19 @@ def plan_units(
                     bank=bank.name,
                     bank_hash=bank.hash,
                     template_hash=tmpl.hash,
-                    settings_hash=sha256_json(study.settings(tok, cfg)),
-                    layer=layer,
+                    settings_hash=settings_hash(study.settings(tok, cfg), cfg),
+                    layer=layer_key(layers),
                     backend=cfg.backend,
                 )
                 units.append(PlannedUnit(checkpoint=Path(ck), study=study_name, bank=bank, template=tmpl, identity=ident))
     return units
+
+
+def settings_hash(study_settings: dict, cfg: RunConfig) -> str:
+    """A study's numbers-changing settings plus the precision they were computed in: the weight
+    dtype and the device class (cpu / cuda: kernels differ; the device index does not matter)."""
+    precision = {"dtype": cfg.dtype, "device": device_class("auto" if cfg.device_map else cfg.device)}
+    return sha256_json({**study_settings, "precision": precision})
 
 
 def describe_plan(units: Sequence[PlannedUnit], store: Store) -> list[dict]:

@@ -24,11 +24,14 @@ PROBE_COLUMNS = ("checkpoint", "study", "layer", "target", "metric", "score", "n
                  "p_value", "n_items", "folds")
 
 
-def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = None, n_shuffles: int = 100,
+def run_probe(out: str | Path, *, study: str, target: str, layer: int | str | None = None, n_shuffles: int = 100,
               n_folds: int = 5, seed: int = 0) -> pd.DataFrame:
     """Linear readout with a grouped label-shuffle null for every cached unit; OUT/results/probes.csv.
 
-    Rows for other (study, target, layer) combinations already in probes.csv are kept.
+    `layer`: a cached layer, "all" (a row per cached layer, and the figure
+    OUT/figures/probe_depth_<study>_<target>.png: score and the null's 5-95% band against
+    depth), or None (each unit's floor(3 n_layers / 4)). Rows for other (study, target,
+    layer) combinations already in probes.csv are kept.
     """
     out = Path(out)
     rows, nulls = [], []
@@ -41,10 +44,14 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
         rows.append({"checkpoint": d.checkpoint, "study": study, "layer": d.layer, "target": target,
                      "metric": res.metric, "score": res.score, "null_mean": res.null_mean,
                      "null_p95": res.null_p95, "p_value": res.p_value, "n_items": res.n_items,
-                     "folds": res.folds, "bank": d.bank, "n_rows": res.n_rows, "n_shuffles": res.n_shuffles})
+                     "folds": res.folds, "bank": d.bank, "n_rows": res.n_rows, "n_shuffles": res.n_shuffles,
+                     "null_p05": _quantile(res.null, 0.05)})
         nulls.append((f"{d.checkpoint} ({d.bank}, L{d.layer})", res.score, np.asarray(res.null)))
-    _null_figure(nulls, f"{study}: {target}", out / "figures" / f"probe_null_{study}_{target}.png")
-    table = pd.DataFrame(rows)
+    if layer == "all":
+        _depth_figure(pd.DataFrame(rows), f"{study}: {target}", out / "figures" / f"probe_depth_{study}_{target}.png")
+    else:
+        _null_figure(nulls, f"{study}: {target}", out / "figures" / f"probe_null_{study}_{target}.png")
+    table = pd.DataFrame(rows).drop(columns="null_p05", errors="ignore")  # the figure's band only
     path = out / "results" / "probes.csv"
     if path.is_file():
         old = pd.read_csv(path)
@@ -52,6 +59,28 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | None = N
         table = pd.concat([old[keep], table], ignore_index=True)
     write_table(table, path, columns=PROBE_COLUMNS, sort=["study", "target", "layer", "checkpoint", "bank"])
     return table
+
+
+def _quantile(null, q: float) -> float:
+    null = np.asarray(null, dtype=float)
+    null = null[np.isfinite(null)]
+    return float(np.quantile(null, q)) if null.size else float("nan")
+
+
+def _depth_figure(rows: pd.DataFrame, title: str, path: Path) -> Path:
+    """Score against depth: one line per (checkpoint, bank), the label-shuffle null's 5-95% as a band."""
+    fig = new_figure(6.5, 3.4)
+    ax = fig.subplots()
+    for (ck, bank), g in rows.groupby(["checkpoint", "bank"], sort=True):
+        g = g.sort_values("layer")
+        line, = ax.plot(g["layer"], g["score"], marker="o", ms=3, label=f"{ck} ({bank})")
+        ax.fill_between(g["layer"], g["null_p05"], g["null_p95"], color=line.get_color(), alpha=0.15, lw=0)
+        ax.plot(g["layer"], g["null_mean"], ls=":", color=line.get_color(), lw=0.8)
+    ax.set_xlabel("layer (resid_pre: input of block L)")
+    ax.set_ylabel(rows["metric"].iloc[0] if len(rows) else "score")
+    ax.set_title(f"{title}: readout vs depth (band: label-shuffle null 5-95%)", fontsize=9)
+    ax.legend(fontsize=7)
+    return save_figure(fig, path)
 
 
 def _null_figure(nulls: list[tuple[str, float, np.ndarray]], title: str, path: Path) -> None:
@@ -79,7 +108,8 @@ def predict_study(study: str | None = None):
 
 
 def _predict_units(out: Path, bank: str | None, spec):
-    units = [read_unit(p) for p in Store(out / "cache").units(spec.name)]
+    current, _stale = Store(out / "cache").current_units(spec.name)  # stale units are reported, not read
+    units = [read_unit(p) for p in current]
     if not units:
         raise ConfigError(f"{out}: no cached {spec.name} units (run `interp sweep ... --study {spec.name}`)")
     banks = sorted({str(u.attrs["bank"]) for u in units})
@@ -94,22 +124,30 @@ def _predict_units(out: Path, bank: str | None, spec):
 def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None = None, bank: str | None = None,
                 turn_kind: str = "opinion", n_shuffles: int = 100, k: int | None = None, seed: int = 0,
                 with_readout: bool = True, alpha: float | None = None, study: str | None = None,
-                readout_trials: str = "pressured") -> pd.DataFrame:
+                layer: int | None = None, readout_trials: str = "pressured") -> pd.DataFrame:
     """Held-out partial R² of each source's item map for the target's map; OUT/results/predictive.csv.
 
     `alpha`: 0 fits the base and full models by OLS (the paper's setting, for banks of hundreds
     of items); None (default) uses OLS unless a training fold has fewer items than the profile
     has columns + 2, where OLS is underdetermined, and then ridge with alpha = 1.0.
+    `layer`: the cached layer the residual readout uses (default: each unit's floor(3 n_layers / 4)).
     `readout_trials`: which trials' residuals are averaged per item into the readout features
     (pressure: interp.studies.pressure.probe.readout_trial_mask; default "pressured").
     Columns: probes.predictive.TABLE_COLUMNS plus bank, alpha, readout_trials.
     """
+    from cache.layers import primary_layer, unit_at_layer
+
     out = Path(out)
     spec = predict_study(study)
     units, bank = _predict_units(out, bank, spec)
     maps, profiles, readouts = {}, {}, {}
     for u in units:
         ck = str(u.attrs["checkpoint"])
+        if ck in maps:  # two current units of one checkpoint and bank (two layers): refuse, never pick one
+            raise ConfigError(f"{u.path}: checkpoint {ck!r} has more than one current {bank} unit "
+                              "(different layers or backends); use a separate --out per setting")
+        if with_readout:  # the readout reads the residual at one cached layer
+            u = unit_at_layer(u, primary_layer(u.attrs) if layer is None else layer)
         got = spec.predict_inputs(u, turn_kind=turn_kind, with_readout=with_readout,
                                   readout_trials=readout_trials)
         maps[ck] = got.item_map

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cache.layers import primary_layer, unit_at_layer, unit_layers
 from cache.store import Store, read_unit
 from interp.core.errors import ConfigError
 from interp.studies import all_studies, get_study
@@ -32,27 +33,39 @@ class ProbeData:
     kind: str
 
 
-def probe_datasets(out: Path, study: str, target: str, *, layer: int | None = None) -> list[ProbeData]:
-    """One dataset per cached unit of `study` (and `layer`, if given)."""
+def probe_datasets(out: Path, study: str, target: str, *, layer: int | str | None = None) -> list[ProbeData]:
+    """One dataset per cached unit of `study` and layer.
+
+    `layer`: None -> each unit's primary layer (floor(3 n_layers / 4) when cached); an int ->
+    that layer in every unit caching it (units without it are skipped; none at all is an
+    error); "all" -> every cached layer of every unit. The study's extractor sees the unit
+    sliced at one layer (cache.layers.unit_at_layer), as units were before multi-layer capture.
+    """
     targets = probe_targets()
     if study not in targets:
         raise ConfigError(f"unknown study {study!r} (choose one of {', '.join(targets)})")
     if target not in targets[study]:
         raise ConfigError(f"unknown target {target!r} for {study} (choose one of {', '.join(targets[study])})")
     spec = get_study(study).probe_targets[target]
-    paths = Store(Path(out) / "cache").units(study)
+    paths, _stale = Store(Path(out) / "cache").current_units(study)  # stale units are reported, not read
     if not paths:
         raise ConfigError(f"{out}: no cached {study} units (run `interp sweep ... --study {study} --out {out}`)")
     data = []
     for path in paths:
         unit = read_unit(path)
-        if layer is not None and int(unit.attrs["layer"]) != layer:
-            continue
-        X, y, groups = spec.extract(unit, target)
-        ok = np.isfinite(y) & np.isfinite(X.astype(np.float32)).all(axis=1)
-        data.append(ProbeData(checkpoint=str(unit.attrs["checkpoint"]), bank=str(unit.attrs["bank"]),
-                              layer=int(unit.attrs["layer"]), X=X[ok].astype(np.float64), y=y[ok],
-                              groups=groups[ok], kind=spec.kind))
+        cached = unit_layers(unit.attrs)
+        if layer is None:
+            chosen = [primary_layer(unit.attrs)]
+        elif layer == "all":
+            chosen = list(cached)
+        else:
+            chosen = [int(layer)] if int(layer) in cached else []
+        for lay in chosen:
+            X, y, groups = spec.extract(unit_at_layer(unit, lay), target)
+            ok = np.isfinite(y) & np.isfinite(X.astype(np.float32)).all(axis=1)
+            data.append(ProbeData(checkpoint=str(unit.attrs["checkpoint"]), bank=str(unit.attrs["bank"]),
+                                  layer=lay, X=X[ok].astype(np.float64), y=y[ok],
+                                  groups=groups[ok], kind=spec.kind))
     if not data:
         raise ConfigError(f"{out}: no cached {study} units at layer {layer}")
     return data

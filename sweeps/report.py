@@ -34,6 +34,19 @@ COMMAND_SECTIONS = (
 )
 
 
+def read_results(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A results CSV, or one line naming the file when it is not one (garbage, truncated, edited)."""
+    try:
+        df = pd.read_csv(path)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as exc:
+        raise ConfigError(f"{path}: not a readable results table ({' '.join(str(exc).split())[:200]}); "
+                          "rerun the sweep to rewrite it") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; rerun the sweep to rewrite it")
+    return df
+
+
 def report_sections() -> list[ReportSection]:
     """Every study's sections in registry order, then the commands' (each file once)."""
     seen: set[str] = set()
@@ -85,11 +98,23 @@ def write_report(out: str | Path) -> Path:
         raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
+    for sec in report_sections():  # every results table readable, before any figure reads one
+        if (results / sec.file).is_file():
+            read_results(results / sec.file, tuple(c for c in ("checkpoint",) if c in (sec.columns or ())))
     for spec in all_studies():
-        spec.figures(out, results, figures)
+        try:
+            spec.figures(out, results, figures)
+        except (KeyError, ValueError, TypeError) as exc:  # wrong values in a readable CSV
+            raise ConfigError(f"{results}: results tables do not hold what a sweep writes "
+                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:150]}); "
+                              "rerun the sweep to rewrite them") from None
     lines = ["# interp report", "", f"Output directory: `{out}`", ""]
     if (out / "lineage.json").is_file():
-        lin = json.loads((out / "lineage.json").read_text())
+        try:
+            lin = json.loads((out / "lineage.json").read_text())
+            lin["checkpoints"][0:0]
+        except (ValueError, KeyError, TypeError):
+            raise ConfigError(f"{out / 'lineage.json'}: not a lineage file a sweep writes; rerun the sweep") from None
         lines += ["## Checkpoints", "", "| checkpoint | step |", "|---|---|"]
         lines += [f"| {c['name']} | {c['step']} |" for c in lin["checkpoints"]]
         lines.append("")
@@ -97,7 +122,7 @@ def write_report(out: str | Path) -> Path:
         path = results / sec.file
         if not path.is_file():
             continue
-        df = pd.read_csv(path)
+        df = read_results(path)
         if sec.columns:
             df = df[[c for c in sec.columns if c in df.columns]]
         lines += [f"## {sec.heading}", "", f"`results/{sec.file}`", "", _fmt(df), ""]

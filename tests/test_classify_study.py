@@ -230,7 +230,7 @@ def test_residuals_cached_per_task_and_order(sweep, tiny_models):
     for task in ("binary", "five"):
         for order in ("given", "reversed"):
             arr = unit.arrays[f"resid_{task}_{order}"]
-            assert arr.shape == (10, 64) and arr.dtype == np.float16 and np.isfinite(arr).all()
+            assert arr.shape == (10, 1, 64) and arr.dtype == np.float16 and np.isfinite(arr).all()  # [rows, layers, d]
     assert not np.array_equal(unit.arrays["resid_five_given"], unit.arrays["resid_five_reversed"])
 
 

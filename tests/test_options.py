@@ -89,5 +89,7 @@ def test_unknown_backend_and_executor(tiny_models, tmp_path):
 
     with pytest.raises(ConfigError, match="unknown backend 'nnsigth' \\(choose one of hf, transformer_lens, nnsight\\)"):
         load(tiny_models["llama"], backend="nnsigth")
-    with pytest.raises(ConfigError, match="unknown executor 'slurm'"):
+    with pytest.raises(ConfigError, match="unknown executor 'kubernetes'"):
+        execute([], Store(tmp_path), RunConfig(), executor="kubernetes", progress=False)
+    with pytest.raises(ConfigError, match="--executor slurm needs --cluster-config"):
         execute([], Store(tmp_path), RunConfig(), executor="slurm", progress=False)

@@ -111,7 +111,9 @@ def test_end_to_end_sweep(tiny_models, tmp_path):
     # residuals are cached at the default layer, one per trial
     from cache import Store, read_unit
     unit = read_unit(Store(out / "cache").units("pressure")[0])
-    assert unit.arrays["resid"].shape == (4 * 30, lm.d_model) and unit.attrs["layer"] == lm.default_layer
+    # stored as [rows, layers, d_model] with the layer indices as an attribute
+    assert unit.arrays["resid"].shape == (4 * 30, 1, lm.d_model) and unit.attrs["layer"] == lm.default_layer
+    assert list(unit.attrs["layers"]) == [lm.default_layer]
 
 
 def test_sampled_readout(tiny_models, tmp_path):

@@ -42,13 +42,14 @@ class ToyStudy(StudySpec):
     def settings(self, tokenizer, cfg: RunConfig) -> dict:
         return {"word": cfg.options_for(self).word, "resid_dtype": cfg.resid_dtype}
 
-    def run_unit(self, lm, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
+    def run_unit(self, lm, bank: Bank, template: Template, layers: tuple[int, ...], cfg: RunConfig) -> Payload:
+        from cache.layers import stack_layers
         from interp.runner.scoring import score_options
 
         word = cfg.options_for(self).word
-        s = score_options(lm, bank.items["text"].tolist(), [word, " no"], layers=[layer], cfg=cfg.scoring)
+        s = score_options(lm, bank.items["text"].tolist(), [word, " no"], layers=list(layers), cfg=cfg.scoring)
         scores = pd.DataFrame({"item_id": bank.items["item_id"], "logp": np.log(s.probs[:, 0])})
-        return Payload(tables={"scores": scores}, arrays={"resid": s.resid[layer].astype(np.float32)})
+        return Payload(tables={"scores": scores}, arrays={"resid": stack_layers(s.resid, layers).astype(np.float32)})
 
     def analyze(self, units, results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
         scores = pd.concat([u.tables["scores"] for u in units], ignore_index=True)

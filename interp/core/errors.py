@@ -8,6 +8,8 @@ from __future__ import annotations
 class InterpError(Exception):
     """Base class: a clear one-line problem with the user's input or environment."""
 
+    exit_code = 2  # what the CLI exits with
+
     def __str__(self) -> str:  # keep messages to one line whatever the caller passed
         return " ".join(str(a) for a in self.args).replace("\n", " ")
 
@@ -34,3 +36,9 @@ class ConfigError(InterpError):
 
 class LockError(InterpError):
     """Another sweep holds the output directory."""
+
+
+class UnitsFailedError(InterpError):
+    """Some units failed after their retries (listed in OUT/failures.csv); the rest finished."""
+
+    exit_code = 3

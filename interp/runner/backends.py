@@ -8,6 +8,10 @@
 is applied only at read positions. It alone supports a shared-prefix KV cache.
 `transformer_lens` (TransformerBridge) and `nnsight` (TransformersModel) compute the same
 numbers through their own hook systems; tests hold all three within 1e-4.
+
+Devices: every backend exposes `device`, where its inputs must live (the embedding's device,
+which under an accelerate device_map need not be where the last block runs). Inputs given on
+another device are moved once here; read indices follow the tensor they index.
 """
 from __future__ import annotations
 
@@ -20,6 +24,8 @@ import torch
 
 from interp.checkpoint import CheckpointInfo
 from interp.core.registry import Registry
+from interp.devices import torch_dtype
+from interp.errors import CheckpointError
 from interp.hooksites import TL_RESID_PRE, HookSites, get_module
 
 
@@ -33,6 +39,7 @@ class ForwardOut:
 class Backend(Protocol):
     name: str
     supports_prefix_cache: bool
+    device: torch.device  # where input tensors must be
 
     def forward(
         self,
@@ -47,7 +54,12 @@ class Backend(Protocol):
 
 
 def _gather_positions(h: torch.Tensor, read_index: torch.Tensor) -> torch.Tensor:
+    read_index = read_index.to(h.device)  # under a device_map the last block may sit elsewhere
     return h.gather(1, read_index.unsqueeze(-1).expand(-1, -1, h.shape[-1]))
+
+
+def _on(device: torch.device, *tensors):
+    return [t.to(device) if t is not None else None for t in tensors]
 
 
 @contextmanager
@@ -81,11 +93,12 @@ class HFBackend:
         self.base = get_module(model, sites.base)
         self.blocks = get_module(model, sites.layers)
         self.lm_head = model.get_output_embeddings()
+        self.device = model.get_input_embeddings().weight.device
         cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
 
     def unembed(self, h: torch.Tensor) -> torch.Tensor:
-        logits = self.lm_head(h).float()
+        logits = self.lm_head(h).float()  # log-softmax downstream stays float32 whatever the weights
         if self.softcap:
             logits = torch.tanh(logits / self.softcap) * self.softcap
         return logits
@@ -95,6 +108,8 @@ class HFBackend:
                 past_mask=None, position_ids=None):
         """`past_mask` / `position_ids` serve rows whose cached part is padded (extensions);
         by default the cache is all real tokens and positions continue from its length."""
+        input_ids, attention_mask, past_mask, position_ids = _on(
+            self.device, input_ids, attention_mask, past_mask, position_ids)
         past_len = 0 if past is None else past.get_seq_length()
         if past_mask is not None:
             mask = torch.cat([past_mask, attention_mask], dim=1)
@@ -103,7 +118,7 @@ class HFBackend:
         else:
             mask = attention_mask
         if position_ids is None:  # right padding: real tokens sit at past_len + 0..T-1 in every row
-            position_ids = torch.arange(past_len, past_len + input_ids.shape[1]).unsqueeze(0).expand(input_ids.shape[0], -1)
+            position_ids = torch.arange(past_len, past_len + input_ids.shape[1], device=self.device).unsqueeze(0).expand(input_ids.shape[0], -1)
         with capture_block_inputs(self.blocks, layers) as store:
             out = self.base(
                 input_ids=input_ids,
@@ -120,15 +135,26 @@ class TLBackend:
     name = "transformer_lens"
     supports_prefix_cache = False
 
-    def __init__(self, info: CheckpointInfo, dtype: torch.dtype):
+    def __init__(self, info: CheckpointInfo, dtype: torch.dtype, device: str = "cpu", device_map=None):
         from transformer_lens.model_bridge import TransformerBridge
 
         # TL rewrites the model it is given and forces eager attention: boot its own instance
-        self.bridge = TransformerBridge.boot_transformers(str(info.path), device="cpu", dtype=dtype)
+        try:
+            self.bridge = TransformerBridge.boot_transformers(
+                str(info.path), device=None if device_map is not None else device, dtype=dtype,
+                device_map=device_map)
+        except Exception as exc:
+            raise CheckpointError(
+                f"{info.path}: backend transformer_lens does not support architecture model_type="
+                f"{info.model_type!r} ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); use --backend hf or nnsight"
+            ) from None
         self.bridge.eval()
+        emb = self.bridge.original_model.get_input_embeddings() if hasattr(self.bridge, "original_model") else None
+        self.device = emb.weight.device if emb is not None else torch.device(device)
 
     @torch.inference_mode()
     def forward(self, input_ids, attention_mask, read_index, layers, *, past=None, use_cache=False):
+        input_ids, attention_mask = _on(self.device, input_ids, attention_mask)
         names = {TL_RESID_PRE.format(layer=layer): layer for layer in layers}
         logits, cache = self.bridge.run_with_cache(
             input_ids, attention_mask=attention_mask, names_filter=lambda n: n in names
@@ -141,12 +167,25 @@ class NNsightBackend:
     name = "nnsight"
     supports_prefix_cache = False
 
-    def __init__(self, info: CheckpointInfo, sites: HookSites, dtype: torch.dtype):
+    def __init__(self, info: CheckpointInfo, sites: HookSites, dtype: torch.dtype, device: str = "cpu",
+                 device_map=None):
         from nnsight.modeling.transformers import TransformersModel
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        self.model = TransformersModel(str(info.path), task="text-generation", dispatch=True, dtype=dtype)
+        try:
+            self.model = TransformersModel(str(info.path), task="text-generation", dispatch=True, dtype=dtype,
+                                           device_map=device_map if device_map is not None else device)
+        except Exception as exc:
+            raise CheckpointError(
+                f"{info.path}: backend nnsight cannot wrap architecture model_type={info.model_type!r} "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); use --backend hf"
+            ) from None
         self.sites = sites
+        self.device = self.model._module.get_input_embeddings().weight.device
+        cfg = self.model._module.config
+        cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+        # the LM head's output is read, so Gemma-2's final logit soft-cap (applied after it) is ours to apply
+        self.softcap = getattr(cfg, "final_logit_softcapping", None)
 
     def _envoy(self, dotted: str):
         env = self.model
@@ -156,22 +195,23 @@ class NNsightBackend:
 
     @torch.inference_mode()
     def forward(self, input_ids, attention_mask, read_index, layers, *, past=None, use_cache=False):
+        input_ids, attention_mask = _on(self.device, input_ids, attention_mask)
         blocks = self._envoy(self.sites.layers)
         saved = {}
         with self.model.trace({"input_ids": input_ids, "attention_mask": attention_mask}):
             for layer in sorted(set(layers)):  # nnsight requires forward order
                 saved[layer] = blocks[layer].input.save()
-            logits = self.model.lm_head.output.save()
+            logits = self._envoy(self.sites.lm_head).output.save()
         resid = {layer: t.detach() for layer, t in saved.items()}
-        return ForwardOut(logits=_gather_positions(logits.float(), read_index), resid=resid)
-
-
-_DT = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        logits = _gather_positions(logits.float(), read_index)
+        if self.softcap:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return ForwardOut(logits=logits, resid=resid)
 
 
 @dataclass(frozen=True)
 class BackendSpec:
-    """How to build a backend from a loaded checkpoint: `build(info, hf_model, sites, dtype)`."""
+    """How to build a backend from a loaded checkpoint: `build(info, hf_model, sites, dtype, device, device_map)`."""
 
     name: str
     build: "BackendFactory"
@@ -180,7 +220,7 @@ class BackendSpec:
 
 class BackendFactory(Protocol):
     def __call__(self, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites,
-                 dtype: str) -> Backend: ...
+                 dtype: str, device: str = "cpu", device_map=None) -> Backend: ...
 
 
 BACKEND_REGISTRY: Registry[BackendSpec] = Registry("backend")
@@ -190,12 +230,16 @@ def register_backend(spec: BackendSpec) -> BackendSpec:
     return BACKEND_REGISTRY.add(spec.name, spec, replace=True)
 
 
-register_backend(BackendSpec("hf", lambda *, info, hf_model, sites, dtype: HFBackend(hf_model, sites),
-                             needs_safetensors=False))
-register_backend(BackendSpec("transformer_lens", lambda *, info, hf_model, sites, dtype: TLBackend(info, _DT[dtype])))
-register_backend(BackendSpec("nnsight", lambda *, info, hf_model, sites, dtype: NNsightBackend(info, sites, _DT[dtype])))
+register_backend(BackendSpec("hf", lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None:
+                             HFBackend(hf_model, sites), needs_safetensors=False))
+register_backend(BackendSpec("transformer_lens", lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None:
+                             TLBackend(info, torch_dtype(dtype), device, device_map)))
+register_backend(BackendSpec("nnsight", lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None:
+                             NNsightBackend(info, sites, torch_dtype(dtype), device, device_map)))
 
 
-def make_backend(name: str, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites, dtype: str) -> Backend:
+def make_backend(name: str, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites, dtype: str,
+                 device: str = "cpu", device_map=None) -> Backend:
     """The registered backend `name` (an unknown name is a one-line ConfigError, never a fallback)."""
-    return BACKEND_REGISTRY.get(name).build(info=info, hf_model=hf_model, sites=sites, dtype=dtype)
+    return BACKEND_REGISTRY.get(name).build(info=info, hf_model=hf_model, sites=sites, dtype=dtype, device=device,
+                                            device_map=device_map)

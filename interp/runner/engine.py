@@ -144,6 +144,8 @@ class Engine:
         self.layers = sorted(set(layers))
         self.cfg = cfg
         self.pad_id = pad_id
+        # every tensor made here is made on the model's input device: no per-row host copies
+        self.device = getattr(backend, "device", None) or torch.device("cpu")
 
     def run(self, seqs: Sequence[Seq]) -> list[SeqResult]:
         if not self.backend.supports_prefix_cache and any(s.ext for s in seqs):
@@ -181,9 +183,9 @@ class Engine:
         return out
 
     def _run_node(self, seqs, node: Node, past, prefix_resid, results, bar):
-        segment = torch.tensor([seqs[node.rep].ids[node.start:node.end]])
+        segment = torch.tensor([seqs[node.rep].ids[node.start:node.end]], device=self.device)
         past = copy.deepcopy(past) if past is not None else None  # the forward appends to it
-        out = self.backend.forward(segment, torch.ones_like(segment), torch.zeros(1, 0, dtype=torch.long),
+        out = self.backend.forward(segment, torch.ones_like(segment), torch.zeros(1, 0, dtype=torch.long, device=self.device),
                                    self.layers, past=past, use_cache=True)
         resid = {layer: r[0] for layer, r in out.resid.items()}
         if prefix_resid is not None and self.cfg.capture_all_positions:
@@ -200,19 +202,18 @@ class Engine:
     def _run_batch(self, seqs, batch, offset, past, prefix_resid, results):
         rows = [seqs[i].ids[offset:] for i in batch]
         width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for b, r in enumerate(rows):
-            ids[b, : len(r)] = torch.tensor(r)
-            mask[b, : len(r)] = 1
+        # padded on the host as lists, then one transfer each (row writes into a CUDA tensor sync per row)
+        ids = torch.tensor([list(r) + [self.pad_id] * (width - len(r)) for r in rows], dtype=torch.long, device=self.device)
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=torch.long, device=self.device)
         # an extension's first token is read at the sequence's last position
         reads = [seqs[i].reads + ([(len(seqs[i].ids) - 1, tuple(e[0] for e in seqs[i].ext))] if seqs[i].ext else [])
                  for i in batch]
         n_reads = max(1, max(len(r) for r in reads))
-        read_index = torch.zeros((len(rows), n_reads), dtype=torch.long)
+        index_rows = [[0] * n_reads for _ in batch]
         for b in range(len(batch)):
             for r, (pos, _) in enumerate(reads[b]):
-                read_index[b, r] = pos - offset
+                index_rows[b][r] = pos - offset
+        read_index = torch.tensor(index_rows, dtype=torch.long, device=self.device)
         tails = [(b, k, e) for b, i in enumerate(batch) for k, e in enumerate(seqs[i].ext) if len(e) > 1]
         out = self.backend.forward(ids, mask, read_index, self.layers, past=past, use_cache=bool(tails))
         logp = torch.log_softmax(out.logits.float(), dim=-1)
@@ -222,7 +223,7 @@ class Engine:
         for b, i in enumerate(batch):
             seq = seqs[i]
             per_read = [
-                logp[b, r, list(targets)].double().numpy() for r, (_, targets) in enumerate(seq.reads)
+                logp[b, r, list(targets)].double().cpu().numpy() for r, (_, targets) in enumerate(seq.reads)
             ]
             resid: dict[int, np.ndarray] = {}
             if seq.capture_pos is not None:
@@ -232,25 +233,24 @@ class Engine:
                         full = h[: len(rows[b])]
                         if prefix_resid is not None:
                             full = torch.cat([prefix_resid[layer], full], dim=0)
-                        resid[layer] = full.float().numpy().copy()
+                        resid[layer] = full.float().cpu().numpy().copy()
                     else:
-                        resid[layer] = h[seq.capture_pos - offset].float().numpy().copy()
+                        resid[layer] = h[seq.capture_pos - offset].float().cpu().numpy().copy()
             results[i] = SeqResult(logp=per_read, resid=resid, ext_logp=ext_logp[b])
 
     def _run_tails(self, seqs, batch, offset, mask, cache, tails, ext_logp):
         """Tokens 2.. of multi-token extensions, continuing each row's own cache (padding masked)."""
-        rows = torch.tensor([b for b, _, _ in tails])
+        # index on the host: valid for a cache on any device, including one split by a device_map
+        rows = torch.tensor([b for b, _, _ in tails], device="cpu")
         cache.batch_select_indices(rows)  # one cache row per extension (rows repeat)
         width = max(len(e) - 1 for _, _, e in tails)
-        x = torch.full((len(tails), width), self.pad_id, dtype=torch.long)
-        x_mask = torch.zeros((len(tails), width), dtype=torch.long)
-        positions = torch.zeros((len(tails), width), dtype=torch.long)
-        for r, (b, _, e) in enumerate(tails):
-            x[r, : len(e) - 1] = torch.tensor(e[:-1])
-            x_mask[r, : len(e) - 1] = 1
-            positions[r] = len(seqs[batch[b]].ids) + torch.arange(width)
-        past_mask = torch.cat([mask.new_ones(len(tails), offset), mask[rows]], dim=1)
-        read_index = torch.arange(width).unsqueeze(0).expand(len(tails), -1)
+        dev = self.device
+        x = torch.tensor([list(e[:-1]) + [self.pad_id] * (width - len(e) + 1) for _, _, e in tails], dtype=torch.long, device=dev)
+        x_mask = torch.tensor([[1] * (len(e) - 1) + [0] * (width - len(e) + 1) for _, _, e in tails], dtype=torch.long, device=dev)
+        positions = torch.tensor([[len(seqs[batch[b]].ids) + j for j in range(width)] for b, _, _ in tails],
+                                 dtype=torch.long, device=dev)
+        past_mask = torch.cat([mask.new_ones(len(tails), offset), mask[rows.to(mask.device)]], dim=1)
+        read_index = torch.arange(width, device=dev).unsqueeze(0).expand(len(tails), -1)
         out = self.backend.forward(x, x_mask, read_index, [], past=cache, past_mask=past_mask, position_ids=positions)
         logp = torch.log_softmax(out.logits.float(), dim=-1)
         for r, (b, k, e) in enumerate(tails):

@@ -34,7 +34,7 @@ def generate(
     out: list[list[str]] = []
     for i, prompt in enumerate(prompts):
         ids, _ = encode(tok, prompt)
-        x = torch.tensor([ids])
+        x = torch.tensor([ids], device=lm.backend.device)
         replies: list[str] = []
         for start in range(0, n, batch_size):
             k = min(batch_size, n - start)
@@ -42,7 +42,7 @@ def generate(
             with torch.inference_mode():
                 gen = model.generate(
                     x.expand(k, -1),
-                    attention_mask=torch.ones(k, len(ids), dtype=torch.long),
+                    attention_mask=torch.ones(k, len(ids), dtype=torch.long, device=x.device),
                     do_sample=True,
                     temperature=temperature,
                     top_k=0,

@@ -46,6 +46,12 @@ class RunConfig:
 
     backend: str = opt("hf", "a registered backend: hf, transformer_lens or nnsight")
     layer: int | None = opt(None, "residual layer (None: floor(3 n_layers / 4)), resid_pre")
+    layers: str | None = opt(None, "several residual layers: all, 0,4,8, 2-5, -1 (wins over --layer; "
+                             "cache.layers.parse_layers)")
+    device: str = opt("cpu", "cpu, cuda, cuda:N or auto (cuda when available)")
+    dtype: str = opt("float32", "weights and activations (log-softmax stays float32)",
+                     choices=("float32", "bfloat16", "float16"))
+    device_map: str | None = opt(None, "accelerate device map, e.g. auto (a model larger than one device)")
     scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"cli": False})
     resid_dtype: str = opt("float16", "dtype residuals are cached in", choices=("float16", "float32", "bfloat16"))
     max_items: int | None = opt(None, "deterministic subsample of the bank")
@@ -53,14 +59,22 @@ class RunConfig:
     threads: int | None = opt(None, "torch threads")
     n_boot: int = opt(1000, "bootstrap resamples for confidence intervals")
     allow_pickle: bool = opt(False, "load pickled .bin weights (weights_only)")
+    full_hash: bool = opt(False, "fingerprint weights by hashing every byte (default: header + sampled blocks)")
+    dask_retries: int = opt(2, "dask: re-runs of a unit task that raised", flag="--retries")
+    dask_allowed_failures: int = opt(3, "dask: worker deaths a unit task may cause before it is given up")
+    dask_worker_timeout: float = opt(300.0, "dask: seconds with no worker connected before giving up",
+                                     flag="--worker-timeout")
+    dask_resources: Mapping[str, float] = field(default_factory=dict, metadata={"cli": False})
     studies: Mapping[str, Any] = field(default_factory=dict, metadata={"cli": False})
     options: Mapping[str, Any] = field(default_factory=dict, metadata={"cli": False})  # deprecated, see above
 
     def __post_init__(self) -> None:
         if self.options:
             legacy = dict(self.options)
-            if "allow_pickle" in legacy:
-                object.__setattr__(self, "allow_pickle", bool(legacy.pop("allow_pickle")))
+            for key in ("allow_pickle", "full_hash", "dask_retries", "dask_allowed_failures", "dask_worker_timeout",
+                        "dask_resources"):
+                if key in legacy:
+                    object.__setattr__(self, key, legacy.pop(key))
             from interp.studies import broadcast_options
 
             object.__setattr__(self, "studies", broadcast_options(legacy, dict(self.studies)))
@@ -90,6 +104,10 @@ def load_template(ref: str | Path) -> Template:
     path = Path(str(ref))
     if not path.exists():
         path = Path(str(resources.files("interp") / "data" / "templates" / f"{ref}.json"))
+    if path.exists():
+        from interp.fingerprint import regular_file
+
+        regular_file(path, limit=16 << 20, error=BankError)  # a FIFO or /dev/zero: refused, not read
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
@@ -192,7 +210,9 @@ class StudySpec:
 
     # -- running (the only part that needs a model)
 
-    def run_unit(self, lm: "LoadedModel", bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
+    def run_unit(self, lm: "LoadedModel", bank: Bank, template: Template, layers: tuple[int, ...],
+                 cfg: RunConfig) -> Payload:
+        """Residual arrays come back as [..., len(layers), d_model] (cache.layers.stack_layers)."""
         raise NotImplementedError
 
     # -- reading the cache

@@ -401,7 +401,10 @@ class ClassifyStudy(StudySpec):
 
     # -- running
 
-    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
+    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layers: tuple[int, ...],
+                 cfg: RunConfig) -> Payload:
+        from cache.layers import stack_layers
+
         o: ClassifyOptions = cfg.options_for(self)
         use_chat = o.use_chat
         roles = self.templates(template, o)
@@ -413,7 +416,7 @@ class ClassifyStudy(StudySpec):
             for order in ORDERS:
                 prompts, options, listed = build_prompts(bank, roles[task], lm.tokenizer, order=order,
                                                          use_chat=use_chat)
-                probs, s = _scored_table(lm, prompts, options, listed, canonical, [layer], cfg,
+                probs, s = _scored_table(lm, prompts, options, listed, canonical, list(layers), cfg,
                                          names=[f"bank {bank.source}: item_id {i}" for i in items["item_id"]])
                 df = pd.DataFrame({
                     "task": task, "order": order, "item_id": items["item_id"],
@@ -428,7 +431,7 @@ class ClassifyStudy(StudySpec):
                 for f in ("language_form", "split", "community"):
                     df[f] = items[f].to_numpy()
                 frames.append(df)
-                arrays[f"resid_{task}_{order}"] = s.resid[layer].astype(cfg.resid_dtype)
+                arrays[f"resid_{task}_{order}"] = stack_layers(s.resid, layers).astype(cfg.resid_dtype)
         preds = pd.concat(frames, ignore_index=True)
         for v in TASK_VALUES["binary"] + FIVE_LABELS:  # every row has every p_ column (NaN if not its task)
             if f"p_{v}" not in preds:

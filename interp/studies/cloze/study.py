@@ -58,7 +58,7 @@ import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Mapping
+from typing import TYPE_CHECKING, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -466,12 +466,13 @@ def fertility_text(context: str, stereotype: str, how: str = "context_without_bl
 
 def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "auto",
                 layer: int | None = None, cfg: ScoringConfig = ScoringConfig(),
-                where: str = "") -> tuple[pd.DataFrame, np.ndarray | None]:
+                where: str = "", layers: Sequence[int] | None = None) -> tuple[pd.DataFrame, np.ndarray | None]:
     """Score each item's completions: one row per item with nll_<c> (mean per-token NLL),
     nll_<c>_sum, n_tokens_<c>, n_bytes_<c> (UTF-8 bytes of the scored text) and n_words_<c>
     (whitespace words of it) for c in stereo, anti, meaningless (NaN / 0 when a completion
     is empty), the resolved scored_span, and the residual [n_items, 3, d] at `layer` (None
-    without a layer)."""
+    without a layer), or [n_items, 3, len(layers), d] when `layers` is given."""
+    want = list(layers) if layers is not None else ([layer] if layer is not None else [])
     requests, keys, spans, texts = [], [], [], []
     for row in items.itertuples(index=False):
         spans.append(resolve_span(scored_span, getattr(row, "slot", "attribute")))
@@ -485,16 +486,16 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
     from interp.runner.scoring import score_continuations
 
     names = [f"{where}prompt_id {r.prompt_id} language {r.language}" for r in items.itertuples(index=False)]
-    scores = score_continuations(lm, requests, layers=[layer] if layer is not None else None, cfg=cfg, names=names)
+    scores = score_continuations(lm, requests, layers=want or None, cfg=cfg, names=names)
     n = len(items)
     out = {f"{p}_{SHORT[c]}{s}": np.full(n, np.nan) for c in COMPLETIONS for p, s in (("nll", ""), ("nll", "_sum"))}
     for c in COMPLETIONS:
         for count in ("n_tokens", "n_bytes", "n_words"):
             out[f"{count}_{SHORT[c]}"] = np.zeros(n, dtype=np.int64)
     resid = None
-    if layer is not None:
-        d = scores.resid[layer].shape[-1]
-        resid = np.full((n, 3, d), np.nan, dtype=np.float32)
+    if want:
+        d = scores.resid[want[0]].shape[-1]
+        resid = np.full((n, 3, len(want), d), np.nan, dtype=np.float32)
     k = 0
     for i, ks in enumerate(keys):
         for key, text in zip(ks, texts[i]):
@@ -506,7 +507,8 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
             out[f"nll_{s}"][i] = -scores.mean_logp[k]
             out[f"n_tokens_{s}"][i] = scores.n_tokens[k]
             if resid is not None:
-                resid[i, COMPLETIONS.index(key)] = scores.resid[layer][k]
+                for j, lay in enumerate(want):
+                    resid[i, COMPLETIONS.index(key), j] = scores.resid[lay][k]
             k += 1
     table = items[["prompt_id", "language", "axis", "group"]].reset_index(drop=True).copy()
     for c in COMPLETIONS:
@@ -520,6 +522,8 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
         table[f"n_bytes_{SHORT[c]}"] = out[f"n_bytes_{SHORT[c]}"]
         table[f"n_words_{SHORT[c]}"] = out[f"n_words_{SHORT[c]}"]
     table["scored_span"] = spans
+    if resid is not None and layers is None:
+        resid = resid[:, :, 0]  # the single-layer call keeps its [n_items, 3, d] shape
     return table, resid
 
 
@@ -606,11 +610,12 @@ class ClozeStudy(StudySpec):
     def parallel_texts(self, items: pd.DataFrame) -> tuple[dict[str, list[str]], bool]:
         return bank_parallel_texts(items)
 
-    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
+    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layers: tuple[int, ...],
+                 cfg: RunConfig) -> Payload:
         choices = check_template(template)
         prefix = word_prefix_for(lm.tokenizer) if choices["fertility_mode"] == "isolated" else ""
         items = bank.items.reset_index(drop=True)
-        table, resid = score_items(lm, items, scored_span=choices["scored_span"], layer=layer, cfg=cfg.scoring,
+        table, resid = score_items(lm, items, scored_span=choices["scored_span"], layers=layers, cfg=cfg.scoring,
                                    where=f"bank {bank.source}: ")
         from analyses.cloze_metrics import add_delta, canonical_loss
 

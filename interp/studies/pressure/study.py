@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
+from cache.layers import stack_layers
 from cache.store import Unit
 from interp.banks import (
     Bank,
@@ -260,7 +261,8 @@ class PressureStudy(StudySpec):
             "resid_dtype": cfg.resid_dtype,
         }
 
-    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layer: int, cfg: RunConfig) -> Payload:
+    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layers: tuple[int, ...],
+                 cfg: RunConfig) -> Payload:
         from interp.runner.scoring import score_options
 
         o: PressureOptions = cfg.options_for(self)
@@ -268,9 +270,9 @@ class PressureStudy(StudySpec):
         domain = bank.items["domain"].iloc[0]
         verdicts = list(template.data["verdicts"][domain])
         where = f"bank {bank.source}: item_id "
-        s = score_options(lm, trials["prompt"].tolist(), verdicts, layers=[layer], cfg=cfg.scoring,
+        s = score_options(lm, trials["prompt"].tolist(), verdicts, layers=list(layers), cfg=cfg.scoring,
                           names=(where + trials["item_id"]).tolist())
-        f = score_options(lm, first["prompt"].tolist(), verdicts, layers=[layer], cfg=cfg.scoring,
+        f = score_options(lm, first["prompt"].tolist(), verdicts, layers=list(layers), cfg=cfg.scoring,
                           names=(where + first["item_id"]).tolist())
         planted_idx = trials["planted"].map(verdicts.index).to_numpy()
         trials["p_planted"] = s.probs[np.arange(len(trials)), planted_idx]
@@ -282,8 +284,8 @@ class PressureStudy(StudySpec):
         if o.readout == "sampled":
             out_trials.append(self._sampled(lm, trials, verdicts, cfg))
         arrays = {
-            "resid": s.resid[layer].astype(cfg.resid_dtype),
-            "resid_first": f.resid[layer].astype(cfg.resid_dtype),
+            "resid": stack_layers(s.resid, layers).astype(cfg.resid_dtype),  # [trials, layers, d]
+            "resid_first": stack_layers(f.resid, layers).astype(cfg.resid_dtype),
         }
         return Payload(tables={"trials": pd.concat(out_trials, ignore_index=True),
                                "first_turn": first.drop(columns=["prompt"])}, arrays=arrays)

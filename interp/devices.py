@@ -1,0 +1,52 @@
+"""Devices and precisions by name: what `--device` and `--dtype` accept, checked early."""
+from __future__ import annotations
+
+import torch
+
+from interp.core.errors import ConfigError
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ConfigError(f"dtype {name!r} unknown (choose one of {', '.join(DTYPES)})") from None
+
+
+def resolve_device(name: str | None) -> str:
+    """`cpu`, `cuda`, `cuda:N`, `mps` or `auto` -> a concrete device string, or one clear error."""
+    name = (name or "cpu").strip().lower()
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"device {name!r} unknown (choose cpu, cuda, cuda:N or auto)") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {name!r} requested but CUDA is not available "
+                              f"(torch {torch.__version__}, built for CUDA: {torch.version.cuda or 'no'})")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(f"device {name!r} requested but only {torch.cuda.device_count()} CUDA device(s) visible")
+    elif dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ConfigError(f"device {name!r} requested but MPS is not available")
+    elif dev.type != "cpu":
+        raise ConfigError(f"device {name!r} unsupported (choose cpu, cuda, cuda:N or auto)")
+    return str(dev)
+
+
+def device_class(name: str | None) -> str:
+    """What of a device can change numbers: its type, not its index (cuda:3 == cuda).
+
+    Parsed, not checked for availability: a driver without a GPU plans units for GPU workers.
+    `auto` is resolved where it is planned; name the device for a cluster sweep."""
+    name = (name or "cpu").strip().lower()
+    if name == "auto":
+        return resolve_device(name)
+    try:
+        return torch.device(name).type
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"device {name!r} unknown (choose cpu, cuda, cuda:N or auto)") from None
