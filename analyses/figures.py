@@ -38,3 +38,18 @@ def lineage_order(checkpoints: list[str], lineage: dict | None) -> list[tuple[st
     rest = [c for c in checkpoints if c not in listed]
     out = seqs or [("base", base)]
     return out + ([("other", rest)] if rest else [])
+
+
+# groups lineage_order returns that are not a lineage: their checkpoints are unrelated models
+UNRELATED = ("checkpoints", "other")
+
+
+def trajectory_groups(checkpoints: list[str], lineage: dict | None) -> list[tuple[str, list[str], bool]]:
+    """[(label, checkpoints in order, joined by a line?)]: only a lineage's checkpoints are joined,
+    so two unrelated models are never drawn as if one grew into the other."""
+    out = []
+    for route, cks in lineage_order(checkpoints, lineage):
+        cks = [k for k in cks if k in checkpoints]
+        if cks:
+            out.append((route, cks, route not in UNRELATED and len(cks) > 1))
+    return out

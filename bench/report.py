@@ -48,6 +48,12 @@ def summary(res: dict) -> list[str]:
                 lines.append(f"Runner vs lm-eval HFLM, {w} ({x['requests']} requests): "
                              f"**{x['speedup_runner_vs_lm_eval']['median']:.1f}x** faster; max |Δ log-likelihood| "
                              f"**{x['max_abs_dll']:.1e}** ({x['different_tokens']} requests tokenized differently).")
+    r = res.get("lm_eval_model")
+    if r:
+        lines.append(f"lm-eval `--model interp` vs `--model hf` ({r['requests']} requests of {len(r['tasks'])} local "
+                     f"tasks, {r['model']}): **{r['speedup_interp_vs_hf']['median']:.2f}x** the speed of hf (median; "
+                     f"{r['speedup_interp_vs_hf']['min']:.2f}x on minimums; below 1 = slower); max |Δ log-likelihood| "
+                     f"**{r['max_abs_dll']:.1e}**, is_greedy flags differing: {r['greedy_flags_different']}.")
     r = res.get("residual_capture")
     if r:
         names = list(r["settings"])

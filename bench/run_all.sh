@@ -27,6 +27,7 @@ if [[ $QUICK == 1 ]]; then
   REPEATS=${QUICK_REPEATS:-2}
   NAIVE=(--items 2)            # the naive loop needs >= 2 items to represent the whole bank
   LMEVAL=(--items 1 --cloze-prompts 2)
+  LMMODEL=(--items 2)
   CAPTURE=(--items 1)
   FLOPS=(--items 2 --variants exact,space_case)
   PROBES=(--checkpoints 4 --items 240)
@@ -35,6 +36,7 @@ if [[ $QUICK == 1 ]]; then
 else
   NAIVE=(--items 2)
   LMEVAL=(--items 2 --cloze-prompts 8)
+  LMMODEL=(--items 8)
   CAPTURE=(--items 2)
   FLOPS=(--items 2 --variants exact,space_case)
   PROBES=(--checkpoints 20 --items 240 --conditions 16 --d-model 576)
@@ -53,6 +55,7 @@ run() {
 T0=$SECONDS
 run runner_vs_naive bench/bench_runner_vs_naive.py --repeats "$REPEATS" --threads "$THREADS" "${NAIVE[@]}"
 run vs_lm_eval bench/bench_vs_lm_eval.py --repeats "$REPEATS" --threads "$THREADS" "${LMEVAL[@]}"
+run lm_eval_model bench/bench_lm_eval_model.py --repeats "$REPEATS" --threads "$THREADS" "${LMMODEL[@]}"
 run residual_capture bench/bench_residual_capture.py --repeats "$REPEATS" --threads "$THREADS" "${CAPTURE[@]}"
 run flops bench/bench_flops.py --repeats "$REPEATS" --threads "$THREADS" "${FLOPS[@]}"
 run probes bench/bench_probes.py --repeats "$REPEATS" --threads "$THREADS" "${PROBES[@]}"

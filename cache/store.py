@@ -38,6 +38,7 @@ import h5py
 import numpy as np
 import pandas as pd
 
+from cache.layout import annotate_array
 from interp.core.atomic import atomic_path
 from interp.core.errors import CacheError, ProvenanceError
 from interp.core.hashing import sha256_json
@@ -89,6 +90,17 @@ class Unit:
     @property
     def identity(self) -> dict:
         return {k: self.attrs.get(k) for k in IDENTITY_FIELDS}
+
+    # views for other tools live in cache.views (pandas, xarray, torch); see CACHE.md
+    def activations(self, layer: int | None = None, *, array: str | None = None, as_: str = "numpy"):
+        from cache.views import activations
+
+        return activations(self, layer, array=array, as_=as_)
+
+    def to_xarray(self, array: str | None = None):
+        from cache.views import to_xarray
+
+        return to_xarray(self, array)
 
 
 CHECKSUM = "blake2b"
@@ -168,6 +180,9 @@ def _fill(f: h5py.File, ident: UnitIdentity, tables: Mapping[str, pd.DataFrame],
         _write_table(f.create_group(f"tables/{name}"), df)
     for name, arr in arrays.items():
         _put(f.require_group("arrays"), name, np.asarray(arr))
+        # axis names, aligned table rows, TransformerLens hook names (CACHE.md)
+        annotate_array(f[f"arrays/{name}"], study=ident.study, name=name, layer=ident.layer,
+                       layers=f.attrs.get("layers"))
     f.attrs["complete"] = True  # last: a reader trusts nothing without it
 
 

@@ -142,11 +142,18 @@ def report(out: Path = typer.Argument(..., help="a sweep's output directory")) -
 def fertility(
     tokenizers: List[Path] = typer.Argument(..., help="checkpoint or tokenizer directories (or tokenizer.json)"),
     out: Path = typer.Option(..., "--out"),
-    parallel: Optional[List[Path]] = typer.Option(None, "--parallel", help="line-aligned FLORES-layout files"),
+    parallel: Optional[List[Path]] = typer.Option(None, "--parallel", help="line-aligned FLORES-layout file; "
+                                                  "the flag repeats: --parallel x.dev --parallel y.dev"),
     bank: str = typer.Option("cloze", "--bank", help="cloze bank whose translations are the parallel text"),
 ) -> None:
     """Tokenizer fertility per language: tokens per word, split-word share, parity vs English."""
+    from interp.core.errors import ConfigError
     from interp.tools.fertility import run_fertility
+
+    for t in tokenizers:  # `--parallel x.dev y.dev` leaves y.dev here: say how the flag works
+        if t.is_file() and t.suffix != ".json":
+            raise ConfigError(f"{t} is a file, not a tokenizer directory or tokenizer.json; --parallel takes one "
+                              f"file per flag (repeat it: --parallel FILE1 --parallel {t})")
 
     table = run_fertility(tokenizers, parallel=parallel or (), out=out, bank=bank)
     typer.echo(table.to_string(index=False))
@@ -185,6 +192,34 @@ def probe(
     table = run_probe(out, study=study, target=target, layer=_layer_arg(layer), n_shuffles=shuffles, n_folds=folds,
                       seed=seed)
     typer.echo(table.to_string(index=False))
+
+
+@app.command()
+def steer(
+    out: Path = typer.Argument(..., help="a sweep's output directory with cached units (and probe weights)"),
+    study: str = typer.Option("pressure", "--study", help="study to rerun under steering (pressure)"),
+    direction: str = typer.Option(..., "--direction", help="probe:<target> (weights saved by `interp probe`) or a .npy/.npz file"),
+    layer: int = typer.Option(..., "--layer", help="steer at resid_pre of this layer (blocks.L.hook_resid_pre)"),
+    alpha: str = typer.Option("-4..4", "--alpha", help="LO..HI (integer steps), LO..HI:STEP or a comma list"),
+    positions: str = typer.Option("read", "--positions", help="read (the verdict's read position) or all"),
+    units: str = typer.Option("sd", "--units", help="sd: alpha in SDs of the cached projection; raw: unit vector"),
+    checkpoint: Optional[List[str]] = typer.Option(None, "--checkpoint", help="cached checkpoint name (repeatable; default all)"),
+    bank: Optional[List[str]] = typer.Option(None, "--bank", help="cached bank (repeatable; default all)"),
+    threads: Optional[int] = typer.Option(None, "--threads"),
+    n_boot: Optional[int] = typer.Option(None, "--n-boot", help="bootstrap resamples for the CIs (1000)"),
+    quiet: bool = typer.Option(False, "--quiet"),
+) -> None:
+    """Rerun a study adding alpha x direction at resid_pre -> results/steer_<study>.csv and a figure."""
+    from sweeps.steer import parse_alphas, run_steer
+
+    cfg = _config(None, threads=threads, n_boot=n_boot)
+    table = run_steer(out, study=study, direction=direction, layer=layer, alphas=parse_alphas(alpha),
+                      positions=positions, units=units, checkpoints=checkpoint, banks=bank, cfg=cfg,
+                      progress=not quiet)
+    cols = [c for c in ("checkpoint", "bank", "readout", "alpha", "delta", "delta_lo", "delta_hi", "s_op", "s_op_lo",
+                        "s_op_hi") if c in table]
+    typer.echo(table[cols].to_string(index=False))
+    typer.echo(f"\n{out / 'results' / f'steer_{study}.csv'}; figure {out / 'figures' / f'steer_{study}.png'}")
 
 
 @app.command()

@@ -12,6 +12,7 @@ import pandas as pd
 from cache.store import Store, read_unit
 from analyses.io import write_table
 from interp.errors import ConfigError, UnitsFailedError
+from interp.loading import LoadedModel
 from interp.studies import get_study
 from interp.studies.base import RunConfig
 from sweeps.discover import discover
@@ -64,7 +65,7 @@ def _check_names(studies: Sequence[str], cfg: RunConfig, executor: str) -> None:
 
 
 def run_sweep(
-    checkpoints: Sequence[str | Path],
+    checkpoints: Sequence[str | Path | LoadedModel],
     *,
     studies: Sequence[str],
     out: str | Path,
@@ -81,8 +82,13 @@ def run_sweep(
     prune: bool = False,
     break_lock: bool = False,
     cluster_config: str | Path | None = None,
+    allow_unfingerprinted: bool = False,
 ) -> dict[str, pd.DataFrame]:
     """Discover checkpoints, plan units, run what is missing, write OUT/results/*.csv.
+
+    `checkpoints` may also hold models already in memory (`interp.wrap(...)`); their units
+    carry a `wrapped:` content fingerprint instead of a directory one, and merging them with
+    directory-fingerprinted units of the same study is refused unless `allow_unfingerprinted`.
 
     Returns the results tables by name (or, with dry_run, {"plan": table}). With Dask, units
     that fail after their retries go to OUT/failures.csv, the tables are written from the
@@ -100,10 +106,14 @@ def run_sweep(
         cluster = read_cluster_config(cluster_config)
         defaults = RunConfig()  # the file's [run] values apply where the command line kept the default
         cfg = replace(cfg, **{k: v for k, v in cluster["run"].items() if getattr(cfg, k) == getattr(defaults, k)})
-    found = discover([Path(c) for c in checkpoints])
+    in_memory = [c for c in checkpoints if isinstance(c, LoadedModel)]
+    found = discover([Path(c) for c in checkpoints if not isinstance(c, LoadedModel)]) \
+        if len(in_memory) < len(checkpoints) else None
     if not dry_run:
         make_output_dirs(out)
-    units = plan_units(found.checkpoints, studies, banks=banks, template=template, cfg=cfg, names=found.names)
+    units = plan_units([*(found.checkpoints if found else []), *in_memory], studies, banks=banks, template=template,
+                       cfg=cfg, names=found.names if found else None)
+    check_fingerprint_kinds(units, allow=allow_unfingerprinted)
     store = Store(out / "cache")
     if dry_run:
         _, stale = store.current_units(warn=False) if store.root.is_dir() else ([], [])
@@ -117,7 +127,7 @@ def run_sweep(
                     progress=progress, failures=failures, cluster_config=cluster)
             store.record_current(u.identity for u in units)
             _write_failures(out, failures)
-            if not failures:
+            if not failures and found:
                 found.write(out)  # only after success: a failed sweep keeps the previous lineage
             finished = [u for u in units if store.is_complete(u.identity)]
             tables = analyze(out, finished, cfg) if finished else {}
@@ -135,6 +145,19 @@ def run_sweep(
         raise UnitsFailedError(f"{len(failures)} of {len(units)} units failed after retries (first: "
                                f"{failures[0].checkpoint}: {failures[0].error}); see {out / 'failures.csv'}")
     return tables
+
+
+def check_fingerprint_kinds(units: Sequence[PlannedUnit], *, allow: bool) -> None:
+    """Refuse to merge in-memory (`wrapped:`) and directory-fingerprinted units of one study."""
+    from interp.wrapping import is_wrapped_fingerprint
+
+    for study in dict.fromkeys(u.study for u in units):
+        kinds = {is_wrapped_fingerprint(u.identity.checkpoint_fingerprint) for u in units if u.study == study}
+        if len(kinds) > 1 and not allow:
+            wrapped = sorted({u.identity.checkpoint for u in units if u.study == study
+                              and is_wrapped_fingerprint(u.identity.checkpoint_fingerprint)})
+            raise ConfigError(f"study {study}: in-memory model(s) {', '.join(wrapped)} have no directory fingerprint; "
+                              "refusing to merge them with checkpoint directories (pass allow_unfingerprinted=True)")
 
 
 def _write_failures(out: Path, failures: list[Failure]) -> None:

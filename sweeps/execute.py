@@ -48,8 +48,8 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
         return []
     from interp.loading import load
 
-    lm = load(checkpoint, backend=cfg.backend, threads=cfg.threads, dtype=cfg.dtype, device=cfg.device,
-              device_map=cfg.device_map, allow_pickle=cfg.allow_pickle, full_hash=cfg.full_hash)
+    lm = todo[0].model or load(checkpoint, backend=cfg.backend, threads=cfg.threads, dtype=cfg.dtype, device=cfg.device,
+                               device_map=cfg.device_map, allow_pickle=cfg.allow_pickle, full_hash=cfg.full_hash)
     planned = {u.identity.checkpoint_fingerprint for u in todo}
     if planned != {lm.fingerprint}:
         # the weights (or tokenizer) changed after planning: numbers would go under a stale id
@@ -59,14 +59,24 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
     for u in todo:
         t0 = time.perf_counter()
         study = get_study(u.study)
-        payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
+        steer = cfg.steering
+        if steer:  # add alpha x direction at resid_pre while the unit is scored (interp.runner.steering)
+            from interp.runner.steering import Steering, steering, steering_json
+
+            spec = Steering.from_options(steer)
+            with steering(lm, spec):
+                payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
+        else:
+            payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
         for df in payload.tables.values():
             if "bank" not in df:
                 df.insert(0, "bank", u.bank.name)
             if "checkpoint" not in df:
                 df.insert(0, "checkpoint", u.identity.checkpoint)
         store.write(u.identity, tables=payload.tables, arrays=payload.arrays,
-                    extra_attrs={"checkpoint_path": str(Path(checkpoint).resolve()), "n_items": len(u.bank),
+                    extra_attrs={"checkpoint_path": "in-memory" if u.model is not None else str(Path(checkpoint).resolve()),
+                                 "n_items": len(u.bank),
+                                 **({"steering": steering_json(spec)} if steer else {}),
                                  "bank_source": u.bank.source, "template": u.template.name,
                                  # residual arrays carry a layer axis in this order (cache.layers)
                                  "layers": list(u.identity.layers), "n_layers": lm.n_layers,
@@ -141,6 +151,8 @@ def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, execu
 
     run = EXECUTORS.get(executor)  # an unknown name is a one-line ConfigError before any work
     try:
+        if executor != "local" and any(u.model is not None for u in todo):
+            raise ConfigError("in-memory models (interp.wrap) run with executor='local' only")
         got = run(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar, on_done=done,
                   cluster_config=cluster_config)
         if got and failures is None:

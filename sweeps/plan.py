@@ -17,7 +17,7 @@ from interp.checkpoint import CheckpointInfo, fingerprint_parts, inspect_checkpo
 from interp.core.hashing import sha256_json
 from cache.layers import layer_key, parse_layers
 from interp.devices import device_class
-from interp.loading import load_tokenizer
+from interp.loading import LoadedModel, load_tokenizer
 from interp.studies import get_study
 from interp.studies.base import RunConfig, Template, load_template
 
@@ -49,6 +49,17 @@ class PlannedUnit:
     bank: Bank
     template: Template
     identity: UnitIdentity
+    model: object | None = None  # a LoadedModel passed in memory (interp.wrap); None: load `checkpoint`
+
+
+def unit_settings(study, tokenizer, cfg: RunConfig) -> dict:
+    """The study's numbers-changing settings, plus steering when the run steers (part of the identity)."""
+    settings = study.settings(tokenizer, cfg)
+    if cfg.steering:
+        from interp.runner.steering import Steering
+
+        settings = {**settings, "steering": Steering.from_options(cfg.steering).identity()}
+    return settings
 
 
 def plan_units(
@@ -80,7 +91,12 @@ def plan_units(
     infos: dict[Path, tuple[CheckpointInfo, str, object]] = {}
     tokenizers: dict[str, object] = {}  # checkpoints of one lineage share tokenizer files: load once
     full_hash = cfg.full_hash
+    models: dict[Path, LoadedModel] = {}  # in-memory models (interp.wrap) by their pseudo-path
     for ck in checkpoints:
+        if isinstance(ck, LoadedModel):
+            models[ck.info.path] = ck
+            infos[ck.info.path] = (ck.info, ck.fingerprint, ck.tokenizer)
+            continue
         info = inspect_checkpoint(ck, allow_pickle=cfg.allow_pickle)
         parts = fingerprint_parts(info, full_hash=full_hash)
         tok_id = tokenizer_identity(info, parts)
@@ -88,7 +104,8 @@ def plan_units(
             tokenizers[tok_id] = load_tokenizer(info.path)
         infos[Path(ck)] = (info, sha256_json(parts), tokenizers[tok_id])
     for ck in checkpoints:
-        info, fp, tok = infos[Path(ck)]
+        ck = ck.info.path if isinstance(ck, LoadedModel) else Path(ck)
+        info, fp, tok = infos[ck]
         spec = cfg.layers if cfg.layers is not None else cfg.layer
         layers = parse_layers(spec, info.n_layers, where=f"{'--layers' if cfg.layers is not None else '--layer'} "
                               f"for {info.path}")
@@ -104,11 +121,12 @@ def plan_units(
                     bank=bank.name,
                     bank_hash=bank.hash,
                     template_hash=tmpl.hash,
-                    settings_hash=settings_hash(study.settings(tok, cfg), cfg),
+                    settings_hash=settings_hash(unit_settings(study, tok, cfg), cfg),
                     layer=layer_key(layers),
-                    backend=cfg.backend,
+                    backend=models[ck].backend.name if ck in models else cfg.backend,
                 )
-                units.append(PlannedUnit(checkpoint=Path(ck), study=study_name, bank=bank, template=tmpl, identity=ident))
+                units.append(PlannedUnit(checkpoint=ck, study=study_name, bank=bank, template=tmpl, identity=ident,
+                                         model=models.get(ck)))
     return units
 
 

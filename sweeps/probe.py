@@ -11,9 +11,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analyses.figures import lineage_order, new_figure, save_figure
+from analyses.figures import UNRELATED, lineage_order, new_figure, save_figure
 from analyses.io import write_table
 from cache.store import Store, read_unit
+from interp.core.atomic import atomic_write
 from interp.core.errors import ConfigError
 from interp.studies import all_studies, get_study
 from probes.predictive import TABLE_COLUMNS, predictive_table
@@ -47,6 +48,7 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | str | No
                      "folds": res.folds, "bank": d.bank, "n_rows": res.n_rows, "n_shuffles": res.n_shuffles,
                      "null_p05": _quantile(res.null, 0.05)})
         nulls.append((f"{d.checkpoint} ({d.bank}, L{d.layer})", res.score, np.asarray(res.null)))
+        save_probe_weights(out, d, study=study, target=target, seed=seed, n_folds=n_folds)
     if layer == "all":
         _depth_figure(pd.DataFrame(rows), f"{study}: {target}", out / "figures" / f"probe_depth_{study}_{target}.png")
     else:
@@ -59,6 +61,32 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | str | No
         table = pd.concat([old[keep], table], ignore_index=True)
     write_table(table, path, columns=PROBE_COLUMNS, sort=["study", "target", "layer", "checkpoint", "bank"])
     return table
+
+
+def save_probe_weights(out: Path, d, *, study: str, target: str, seed: int = 0, n_folds: int = 5) -> Path:
+    """Refit the readout on all rows and save its weights for steering and reuse:
+    OUT/results/probe_weights/<study>_<target>_L<layer>_<checkpoint>_<bank>.npz.
+
+    `direction` is the weight vector in raw residual space (the standardized coefficients
+    divided by the feature scale), so `resid @ direction` ranks rows as the readout does;
+    `coef`, `intercept`, `mean`, `scale` reproduce the pipeline exactly.
+    """
+    from probes.readouts import LinearReadout
+
+    est = LinearReadout(d.kind, n_folds=n_folds, seed=seed).fit(d.X, d.y)
+    scaler = est.pipeline_.named_steps["scale"]
+    scale = np.where(scaler.scale_ == 0, 1.0, scaler.scale_)
+    safe = d.checkpoint.replace("/", "--")
+    path = out / "results" / "probe_weights" / f"{study}_{target}_L{d.layer}_{safe}_{d.bank}.npz"
+    arrays = dict(direction=est.coef_ / scale, coef=est.coef_, intercept=np.float64(est.intercept_),
+                  mean=scaler.mean_, scale=scale, checkpoint=d.checkpoint, bank=d.bank, study=study, target=target,
+                  layer=np.int64(d.layer), kind=d.kind, n_rows=np.int64(len(d.y)))
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a path
+            np.savez(f, **arrays)
+
+    return atomic_write(path, write)  # a reader never sees half a file
 
 
 def _quantile(null, q: float) -> float:
@@ -183,9 +211,12 @@ def _figure(table: pd.DataFrame, lineage: dict | None, path: Path) -> None:
     ax = fig.subplots()
     for route, cks in lineage_order(list(by_source.index), lineage):
         cks = [c for c in cks if c in by_source.index]
-        if cks:
-            ax.plot(range(len(cks)), by_source.loc[cks, "I"], marker="o", label=f"{route}: I")
-            ax.plot(range(len(cks)), by_source.loc[cks, "null_mean"], ls=":", color="grey")
+        if cks:  # a line only along one lineage; unrelated checkpoints are points
+            joined = route not in UNRELATED
+            ax.plot(range(len(cks)), by_source.loc[cks, "I"], marker="o", ls="-" if joined else "none",
+                    label=f"{route}: I")
+            ax.plot(range(len(cks)), by_source.loc[cks, "null_mean"], ls=":" if joined else "none", marker=".",
+                    color="grey")
             ax.set_xticks(range(len(cks)), cks, rotation=45, ha="right", fontsize=7)
     ax.axhline(0, color="grey", lw=0.6)
     ax.set_ylabel(f"I (target {table['target'].iloc[0]})")

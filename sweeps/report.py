@@ -15,23 +15,59 @@ from interp.core.errors import ConfigError
 from interp.studies import all_studies
 from interp.studies.base import ReportSection
 
-# written by `interp weat`, `interp probe`, `interp predict`
+# written by `interp weat`, `interp probe`, `interp predict`, `interp steer`
+# (each section's note says in one sentence what its numbers mean and which choices are the toolkit's)
 COMMAND_SECTIONS = (
-    ReportSection("weat_stats.csv", "WEAT as INCLUDE reads it: Friedman + Kendall's W over languages (tuples as "
-                  "blocks), Wilcoxon-Holm pairs, rank-biserial, mean rank-biserial of the reference language"),
-    ReportSection("weat_scores.csv", "WEAT tuple scores cos(t, a_stereo) - cos(t, a_anti), bands < 0.01 negligible, "
-                  ">= 0.05 significant, >= 0.10 extreme"),
-    ReportSection("weat.csv", "WEAT, Caliskan et al.'s effect size (comparison group Y, permutation p; not on the "
-                  "INCLUDE threshold scale; also weat_caliskan.csv)"),
-    ReportSection("probes.csv", "Linear readouts from the cache"),
-    ReportSection("predictive.csv", "Predicting the target's item map (held-out partial R²; I: map beyond the "
-                  "profile; I_readout_only: residual readout beyond the profile; I_readout_increment: readout "
-                  "beyond profile + map; each with its own shuffle null; precision_at_k over the k most-yielding, "
-                  "i.e. most negative, items)",
+    ReportSection("weat_stats.csv", "WEAT as INCLUDE reads it: Friedman + Kendall's W over languages", note=(
+        "Tuples as blocks, per model and pooled; Wilcoxon-Holm pairs with rank-biserial; mean rank-biserial of the "
+        "reference language against the others.")),
+    ReportSection("weat_scores.csv", "WEAT tuple scores", note=(
+        "Score = cos(t, a_stereo) − cos(t, a_anti) per (target, stereotype, anti-stereotype, language) tuple (the "
+        "formula is the toolkit's reading of the paper); bands on |score|: < 0.01 negligible, >= 0.05 significant, "
+        ">= 0.10 extreme.")),
+    ReportSection("weat.csv", "WEAT, Caliskan et al.'s effect size (also weat_caliskan.csv)", note=(
+        "WEAT effect size (Cohen's d of association differences, comparison group Y) with permutation p-values; not "
+        "on the INCLUDE threshold scale; mean-pooled hidden states for checkpoints are the toolkit's choice.")),
+    ReportSection("probes.csv", "Linear readouts from the cache", note=(
+        "Out-of-fold score of a linear readout of the cached residual (ROC AUC or R²) against an item-level "
+        "label-shuffle null; folds over items, standardization inside folds and the penalties are the toolkit's "
+        "choices.")),
+    ReportSection("predictive.csv", "Predicting the target's item map (held-out partial R²)",
                   ("source", "target", "bank", "I", "I_null_p95", "I_p", "I_readout_only", "I_readout_only_null_p95",
                    "I_readout_only_p", "I_readout_increment", "I_readout_increment_null_p95",
-                   "I_readout_increment_p", "precision_at_k", "k", "readout_trials")),
+                   "I_readout_increment_p", "precision_at_k", "k", "readout_trials"), note=(
+        "I: held-out partial R² of a source checkpoint's item map for the target's, beyond the source's unpressured "
+        "profile; I_readout_only: the source's residual readout beyond the profile; I_readout_increment: the readout "
+        "beyond profile + map; each with its own shuffle null (rows of the added block permuted, same folds). "
+        "precision_at_k counts the k most-yielding (most negative) items. Ridge instead of OLS when items are few is "
+        "the toolkit's choice.")),
+    ReportSection("steer_pressure.csv", "Steering: pressure metrics against steering strength", note=(
+        "The pressure metrics rerun while alpha × a direction is added at resid_pre of one layer; alpha in SDs of "
+        "the cached projection (`units sd`) and steering only the read position are the toolkit's defaults.")),
 )
+
+
+def _keep_distinguishing(full: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
+    """Add back label columns (non-float) of `full` until no two shown rows look alike, so a
+    table never prints identical-looking rows that differ only in a dropped column."""
+    labels = [c for c in shown.columns if not pd.api.types.is_float_dtype(shown[c])]
+    for col in full.columns:
+        if not labels or not shown[labels].duplicated().any():
+            break
+        if col in shown.columns or pd.api.types.is_float_dtype(full[col]) or full[col].nunique(dropna=False) < 2:
+            continue
+        pos = list(full.columns).index(col)
+        before = [c for c in full.columns[:pos] if c in shown.columns]
+        shown.insert(shown.columns.get_loc(before[-1]) + 1 if before else 0, col, full[col])
+        labels.append(col)
+    return shown
+
+
+def _blank_steps(df: pd.DataFrame) -> pd.DataFrame:
+    """A checkpoint outside a lineage has no step: print it blank, not `nan`."""
+    for col in [c for c in df.columns if c == "step" or c.endswith("_step")]:
+        df[col] = df[col].map(lambda v: "" if pd.isna(v) else str(int(v)) if float(v).is_integer() else str(v))
+    return df
 
 
 def read_results(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -115,17 +151,20 @@ def write_report(out: str | Path) -> Path:
             lin["checkpoints"][0:0]
         except (ValueError, KeyError, TypeError):
             raise ConfigError(f"{out / 'lineage.json'}: not a lineage file a sweep writes; rerun the sweep") from None
-        lines += ["## Checkpoints", "", "| checkpoint | step |", "|---|---|"]
-        lines += [f"| {c['name']} | {c['step']} |" for c in lin["checkpoints"]]
+        lines += ["## Checkpoints", "", "Step is the training step read from the directory name; blank for a "
+                  "checkpoint outside a lineage.", "", "| checkpoint | step |", "|---|---|"]
+        lines += [f"| {c['name']} | {'' if c.get('step') is None or pd.isna(c.get('step')) else c['step']} |"
+                  for c in lin["checkpoints"]]
         lines.append("")
     for sec in report_sections():
         path = results / sec.file
         if not path.is_file():
             continue
-        df = read_results(path)
-        if sec.columns:
-            df = df[[c for c in sec.columns if c in df.columns]]
-        lines += [f"## {sec.heading}", "", f"`results/{sec.file}`", "", _fmt(df), ""]
+        full = read_results(path)
+        df = full[[c for c in sec.columns if c in full.columns]].copy() if sec.columns else full.copy()
+        df = _blank_steps(_keep_distinguishing(full, df))  # rows stay distinguishable; no `nan` steps
+        lines += [f"## {sec.heading}", "", *([sec.note, ""] if sec.note else []), f"`results/{sec.file}`", "",
+                  _fmt(df), ""]
         if sec.file == "cloze_loss_check.csv":
             lines += _token_mean_only_lines(df)
     pngs = sorted(figures.glob("*.png"))

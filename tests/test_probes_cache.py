@@ -73,3 +73,18 @@ def test_bad_requests_are_clear(swept):
         run_probe(swept, study="cloze", target="delta")
     with pytest.raises(ConfigError, match="has no cached pressure unit"):
         run_predict(swept, target="ghost")
+
+
+def test_probe_saves_weights_that_reproduce_the_readout(swept):
+    from sweeps.probe import run_probe
+    from sweeps.probe_data import probe_datasets
+    from probes.readouts import LinearReadout
+
+    run_probe(swept, study="pressure", target="planted", n_shuffles=0)
+    d = [x for x in probe_datasets(swept, "pressure", "planted") if x.checkpoint == "sft/final"][0]
+    (path,) = (swept / "results" / "probe_weights").glob("pressure_planted_L1_sft--final_moral*.npz")
+    w = np.load(path)
+    assert str(w["checkpoint"]) == "sft/final" and int(w["layer"]) == 1 and w["direction"].shape == (32,)
+    ref = LinearReadout("logistic").fit(d.X, d.y).decision_function(d.X)
+    raw = d.X @ w["direction"] - (w["mean"] / w["scale"]) @ w["coef"] + w["intercept"]
+    np.testing.assert_allclose(raw, ref, atol=1e-8)

@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from interp.runner.backends import Backend
+from interp.runner.steering import read_positions
 
 
 @dataclass
@@ -215,7 +216,10 @@ class Engine:
                 index_rows[b][r] = pos - offset
         read_index = torch.tensor(index_rows, dtype=torch.long, device=self.device)
         tails = [(b, k, e) for b, i in enumerate(batch) for k, e in enumerate(seqs[i].ext) if len(e) > 1]
-        out = self.backend.forward(ids, mask, read_index, self.layers, past=past, use_cache=bool(tails))
+        # --- steering hook point (interp.runner.steering): each row's first read position in this forward
+        first_read = torch.tensor([seqs[i].reads[0][0] - offset if seqs[i].reads else -1 for i in batch])
+        with read_positions(first_read):
+            out = self.backend.forward(ids, mask, read_index, self.layers, past=past, use_cache=bool(tails))
         logp = torch.log_softmax(out.logits.float(), dim=-1)
         ext_logp = [[float(logp[b, len(reads[b]) - 1, e[0]]) for e in seqs[i].ext] for b, i in enumerate(batch)]
         if tails:

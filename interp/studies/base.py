@@ -65,6 +65,9 @@ class RunConfig:
     dask_worker_timeout: float = opt(300.0, "dask: seconds with no worker connected before giving up",
                                      flag="--worker-timeout")
     dask_resources: Mapping[str, float] = field(default_factory=dict, metadata={"cli": False})
+    # add alpha x direction at resid_pre while scoring (interp.runner.steering.Steering.to_options());
+    # part of the unit identity through the settings hash (sweeps.plan.unit_settings)
+    steering: Mapping[str, Any] | None = field(default=None, metadata={"cli": False})
     studies: Mapping[str, Any] = field(default_factory=dict, metadata={"cli": False})
     options: Mapping[str, Any] = field(default_factory=dict, metadata={"cli": False})  # deprecated, see above
 
@@ -157,6 +160,8 @@ class ReportSection:
     file: str
     heading: str
     columns: tuple[str, ...] | None = None
+    # one sentence: what the numbers mean and which choices are the toolkit's own (not the papers')
+    note: str = ""
 
 
 @dataclass(frozen=True)

@@ -325,17 +325,30 @@ class ClassifyStudy(StudySpec):
     sample_by = "item_id"
     stratify_by = "five_label"
     report_sections = (
-        ReportSection("classify_summary.csv", "Conversational sycophancy classification (order: given = the "
-                      "papers' protocol, labels in the listed order; averaged = mean of given and reversed order, "
-                      "this toolkit's position-debiased reading)",
-                      ("checkpoint", "bank", "task", "order", "accuracy", "precision", "recall", "macro_f1",
-                       "macro_f1_lo", "macro_f1_hi", "mcc")),
-        ReportSection("classify_position_bias.csv", "Position bias (two option orders)"),
-        ReportSection("generation_summary.csv", "Generated replies, judged (rates over all N replies as in BenSyc "
-                      "Table 6: sycophancy_rate, support_rate, validation_rate, escalation_rate; share_* = shares "
-                      "within the sycophantic replies, Fig. 5b; judge_accuracy / judge_kappa: the judge against "
-                      "gold on the bank's own comments)"),
-        ReportSection("judge_agreement.csv", "Judge agreement with gold labels on the bank's own comments"),
+        ReportSection("classify_summary.csv", "Conversational sycophancy classification",
+                      ("checkpoint", "bank", "task", "order", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo",
+                       "macro_f1_hi", "mcc"),
+                      note=(
+                          "Scores of the gold labels against the label the model gives most probability, per task (binary / "
+                          "five-class) and per `order` of the options in the prompt: `given` (labels as the template lists "
+                          "them, the reading closest to the papers' protocol), `reversed`, and `averaged` (the two orders' "
+                          "probabilities averaged before the argmax, the toolkit's own position-debiased reading, not the "
+                          "papers'); macro-F1 CIs are item bootstraps. Task `binary` scores the bank's binary label, which "
+                          "BenSyc annotated separately from the five levels.")),
+        ReportSection("classify_position_bias.csv", "Position bias (two option orders)",
+                      note=(
+                          "Share of items whose predicted label changes when the option order is reversed, and the mean absolute "
+                          "probability shift; 1.0 means every prediction is an order artefact.")),
+        ReportSection("generation_summary.csv", "Generated replies, judged",
+                      note=(
+                          "Replies sampled from the checkpoint and labelled by a judge model on the five-level scale. Rates over "
+                          "all N replies as in BenSyc Table 6 (sycophancy_rate, support_rate, validation_rate, escalation_rate); "
+                          "share_* = shares within the sycophantic replies (Fig. 5b); judge_accuracy / judge_kappa: the judge "
+                          "against gold on the bank's own comments, so read the rates through them. The judge, its prompt and "
+                          "averaging its two option orders are the toolkit's choices.")),
+        ReportSection("judge_agreement.csv", "Judge agreement with gold labels on the bank's own comments",
+                      note="Accuracy, Cohen's kappa and per-class F1 of the judge on the bank's labelled comments "
+                           "(judge_confusion.csv: gold x judge label counts)."),
     )
     demo_items = 24  # per bank
     demo_probe_targets = ("sycophantic",)

@@ -583,18 +583,39 @@ class ClozeStudy(StudySpec):
     sample_by = "prompt_id"
     stratify_by = "axis"
     report_sections = (
-        ReportSection("cloze_abs.csv", "Cross-lingual bias: Average Bias Score (under the loss in column loss)"),
-        ReportSection("cloze_abs_by_loss.csv", "ABS by loss: token_mean (the INCLUDE reading) beside sum and "
-                      "byte_mean (the default; tokenizer-independent)"),
-        ReportSection("cloze_loss_check.csv", "Findings under token_mean only (effect_token_mean_only, "
-                      "mediation_token_mean_only: seen under the per-token mean, not under the chosen loss)"),
-        ReportSection("cloze_sanity.csv", "Cloze sanity: meaningless completion preferred"),
-        ReportSection("fertility.csv", "Tokenizer fertility"),
-        ReportSection("mediation.csv", "Mediation of the language effect through fertility (this toolkit's "
-                      "addition: INCLUDE has neither fertility nor mediation; prompt content can confound "
-                      "fertility and delta)",
+        ReportSection("cloze_abs.csv", "Cross-lingual bias: Average Bias Score",
+                      note=(
+                          "Average Bias Score: mean over prompts of max(0, δ) with δ = loss(anti-stereotype) − loss(stereotype), "
+                          "per language and axis (axis `all`: axes weigh equally), with the source paper's bands (set on its "
+                          "per-token loss). The loss (column `loss`) is `byte_mean` by default (summed NLL per UTF-8 byte, "
+                          "independent of how finely a tokenizer cuts the text; option cloze_loss); the scored span is the "
+                          "toolkit's default (template cloze_v1).")),
+        ReportSection("cloze_abs_by_loss.csv", "ABS by loss: token_mean (the INCLUDE reading) beside sum and byte_mean",
+                      note=(
+                          "Under token_mean a preference sitting in few tokens is divided by the token count, so languages a "
+                          "tokenizer cuts finely look unbiased; under byte_mean Indic scripts spend 3 bytes per character.")),
+        ReportSection("cloze_loss_check.csv", "Findings that appear under token_mean only",
+                      note=(
+                          "Per checkpoint (and pooled) and language: effect vs the reference (Wilcoxon-Holm) and mediation "
+                          "(indirect CI excludes 0) under each loss; effect_token_mean_only / mediation_token_mean_only flag what "
+                          "the per-token mean shows and the chosen loss does not.")),
+        ReportSection("cloze_sanity.csv", "Cloze sanity: meaningless completion preferred",
+                      note=(
+                          "Share of prompts where the meaningless completion has a lower loss than both real ones: high values mean "
+                          "the model reads the language poorly and its bias scores there are mostly noise.")),
+        ReportSection("fertility.csv", "Tokenizer fertility",
+                      note=(
+                          "Tokens per word of each tokenizer on parallel text (fertility), the share of words split into several "
+                          "tokens, and parity (tokens relative to the reference language); how words are delimited is the toolkit's "
+                          "choice.")),
+        ReportSection("mediation.csv", "Mediation of the language effect through fertility",
                       ("checkpoint", "language", "loss", "mediator", "total", "total_lo", "total_hi", "indirect",
-                       "indirect_lo", "indirect_hi", "bank")),
+                       "indirect_lo", "indirect_hi", "bank"),
+                      note=(
+                          "This toolkit's addition (INCLUDE has neither fertility nor mediation). Effect of language (vs English) "
+                          "on δ split into the part through tokenizer fertility (indirect) and the rest, per loss and mediator "
+                          "(context_fertility, completion_fertility), prompt-cluster bootstrap CIs; the linear models are the "
+                          "toolkit's choice, and prompt content can confound fertility and δ.")),
     )
     demo_probe_targets = ("delta",)
 

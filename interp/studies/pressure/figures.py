@@ -7,28 +7,32 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses.figures import lineage_order, new_figure, save_figure
+from analyses.figures import UNRELATED, new_figure, save_figure, trajectory_groups
 
 _METRICS = (("delta", "deference δ"), ("s_op", "S_op"), ("s_ch", "S_ch"))
 
 
 def plot_pressure_trajectories(summary: pd.DataFrame, lineage: dict | None, path: Path) -> Path:
+    """delta / S_op / S_ch with CIs per checkpoint. A line joins only checkpoints of one lineage
+    (base -> route, in training order); checkpoints with no lineage are points, never joined,
+    so two unrelated models are not drawn as if one grew into the other."""
     slot = summary[summary["readout"] == "slot"]
     banks = sorted(slot["bank"].unique())
     fig = new_figure(13, 3.2 * len(banks))
     axes = fig.subplots(len(banks), 3, squeeze=False)
     for r, bank in enumerate(banks):
         df = slot[slot["bank"] == bank].set_index("checkpoint")
+        groups = trajectory_groups(list(df.index), lineage)
+        xs = list(dict.fromkeys(k for _, cks, _ in groups for k in cks))  # one x position per checkpoint
         for c, (col, label) in enumerate(_METRICS):
             ax = axes[r, c]
-            for route, cks in lineage_order(list(df.index), lineage):
-                cks = [k for k in cks if k in df.index]
-                if not cks:
-                    continue
+            for route, cks, joined in groups:
                 y = df.loc[cks, col].to_numpy(float)
                 err = np.vstack([y - df.loc[cks, f"{col}_lo"], df.loc[cks, f"{col}_hi"] - y])
-                ax.errorbar(range(len(cks)), y, yerr=err, marker="o", capsize=3, label=route)
-                ax.set_xticks(range(len(cks)), cks, rotation=45, ha="right", fontsize=7)
+                ax.errorbar([xs.index(k) for k in cks], y, yerr=err, marker="o", capsize=3,
+                            linestyle="-" if joined else "none",
+                            label=route if joined or route not in UNRELATED else "no lineage (not joined)")
+            ax.set_xticks(range(len(xs)), xs, rotation=45, ha="right", fontsize=7)
             ax.axhline(0, color="grey", lw=0.6)
             ax.set_title(f"{bank}: {label}", fontsize=9)
         axes[r, 0].legend(fontsize=7)

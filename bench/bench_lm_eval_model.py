@@ -1,0 +1,114 @@
+"""lm-eval with `--model interp` vs `--model hf` on the same local tasks (lm_eval 0.4.13).
+
+Tasks: interp.lm_eval_tasks.write_tasks (built from the shipped banks, no download):
+interp_factual and interp_moral (two-choice multiple choice), interp_cloze (three completions in
+six languages, CrowS-Pairs style) and interp_rolling (loglikelihood_rolling). Both models are
+built once (`InterpLM(pretrained=DIR)`, `HFLM(pretrained=DIR, dtype=float32, batch_size=16)`),
+then `lm_eval.simple_evaluate(model=<that object>, tasks=...)` runs the tasks --repeats times,
+the two interleaved, so each timing is the whole evaluation minus model loading. Agreement:
+max |delta| over every request's log-likelihood (and is_greedy flags equal).
+
+Rerun (defaults):
+    python bench/bench_lm_eval_model.py --repeats 3 --threads 2 --items 8
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common
+
+
+def _responses(result: dict) -> dict[str, list]:
+    out = {}
+    for task, samples in result["samples"].items():
+        out[task] = [r[0] for s in sorted(samples, key=lambda s: s["doc_id"]) for r in s["resps"]]
+    return out
+
+
+def main() -> None:
+    p = common.parser(__doc__, repeats=3)
+    p.add_argument("--model", default="smollm2", help="smollm2, gemma3 or a checkpoint directory")
+    p.add_argument("--items", type=int, default=8, help="items per bank (cloze: prompt ids, x6 languages)")
+    p.add_argument("--batch-size", type=int, default=16)
+    args = p.parse_args()
+    common.setup(args.threads)
+    start_load = common.loadavg()
+
+    import numpy as np
+    import torch
+
+    for name in ("lm_eval", "lm-eval", "transformers", "datasets"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    import lm_eval
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    from interp.lm_eval_model import InterpLM
+    from interp.lm_eval_tasks import write_tasks
+
+    path = common.model_path(args.model)
+    task_dir = Path(tempfile.mkdtemp(prefix="interp-lm-eval-tasks-"))
+    tasks = write_tasks(task_dir, max_items=args.items)
+    tm = TaskManager(include_path=str(task_dir))
+    ours = InterpLM(pretrained=str(path), batch_size=args.batch_size, threads=args.threads)
+    ref = HFLM(pretrained=str(path), backend="causal", device="cpu", dtype="float32", batch_size=args.batch_size,
+               trust_remote_code=False)
+    torch.set_num_threads(args.threads)
+
+    def run(model):
+        return lambda: lm_eval.simple_evaluate(model=model, tasks=tasks, task_manager=tm, log_samples=True,
+                                               verbosity="ERROR")
+
+    timing, outs = common.time_interleaved({"hf": run(ref), "interp": run(ours)}, args.repeats)
+    a, b = _responses(outs["interp"]), _responses(outs["hf"])
+    rows, per_task = [], {}
+    max_d, n_req, greedy_diff = 0.0, 0, 0
+    for task in tasks:
+        xs, ys = a[task], b[task]
+        if task == "interp_rolling":
+            d = np.abs(np.array(xs, float) - np.array(ys, float))
+        else:
+            d = np.abs(np.array([x[0] for x in xs]) - np.array([y[0] for y in ys]))
+            greedy_diff += sum(bool(x[1]) != bool(y[1]) for x, y in zip(xs, ys))
+        per_task[task] = {"requests": len(xs), "max_abs_dll": float(d.max())}
+        max_d, n_req = max(max_d, float(d.max())), n_req + len(xs)
+    sp = common.ratio(timing["hf"], timing["interp"])
+    acc = {t: {m: v for m, v in outs["interp"]["results"][t].items() if isinstance(v, float)} for t in tasks}
+    rows = [[f"{len(tasks)} tasks, {n_req} requests", "lm-eval --model hf (HFLM)", common.fmt_time(timing["hf"]), "1.00x"],
+            [f"{len(tasks)} tasks, {n_req} requests", "lm-eval --model interp", common.fmt_time(timing["interp"]),
+             common.fmt_ratio(sp)]]
+    res = {"model": path.name, "tasks": tasks, "requests": n_req, "per_task": per_task, "timing": timing,
+           "speedup_interp_vs_hf": sp, "max_abs_dll": max_d, "greedy_flags_different": greedy_diff,
+           "metrics_interp": acc, "torch_threads": torch.get_num_threads()}
+    res["report"] = {
+        "order": 2.5,
+        "title": f"2b. lm-eval `--model interp` vs `--model hf` ({path.name})",
+        "rerun": f"python bench/bench_lm_eval_model.py --repeats {args.repeats} --threads {args.threads} --items {args.items}",
+        "what": ("Whole `lm_eval.simple_evaluate` runs (model loading excluded) on local tasks built from the shipped "
+                 f"banks ({args.items} items per bank): " + ", ".join(f"{t} ({per_task[t]['requests']} requests)"
+                                                                     for t in tasks) +
+                 f". Both at batch size {args.batch_size}, float32; runs interleaved. Measured on whatever else the "
+                 f"machine was running (1-min load average {start_load[0] if start_load else '?'} at start): the ratio, "
+                 "not the seconds, is the figure."),
+        "tables": [{"columns": ["workload", "model", "time: median (min-max)", "speedup vs hf: median (min/min)"],
+                    "rows": rows}],
+        "findings": [
+            f"max |delta log-likelihood| interp vs hf over all {n_req} requests: {max_d:.2e}; is_greedy flags that "
+            f"differ: {greedy_diff}.",
+            "The interp model is slower than HFLM here, not faster: HFLM scores the one-token choices of a "
+            "multiple-choice question from one forward (its logits cache), while the engine runs each choice as a "
+            "sequence and shares the context only when that saves min_saved_tokens (128) tokens; and reading the "
+            "whole vocabulary at every continuation position for an exact is_greedy cost 27% of a cProfile'd "
+            "interp_cloze run (`greedy=False` skips it). Equality, not speed, is what this model delivers so far.",
+        ],
+    }
+    common.write_results("lm_eval_model", res, threads=args.threads, results_dir=args.results_dir,
+                         started_load=start_load)
+
+
+if __name__ == "__main__":
+    main()

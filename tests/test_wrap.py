@@ -1,0 +1,94 @@
+"""interp.wrap: models already in memory give the same numbers as interp.load on the same weights."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import interp
+from cache import Store, read_unit
+from interp.errors import ConfigError
+from interp.runner.scoring import ScoringConfig, score_continuations, score_options
+from interp.studies.base import RunConfig
+
+PROMPTS = ["User: Is this wrong? Assistant: FINAL:", "The account says I returned the wallet. FINAL:"]
+OPTIONS = ["wrong", "acceptable"]
+CFG = ScoringConfig(prefix_reuse=False)
+
+
+def _hf(path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(path, local_files_only=True), AutoTokenizer.from_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_models):
+    lm = interp.load(tiny_models["llama"])
+    return lm, score_options(lm, PROMPTS, OPTIONS, layers=[2], cfg=CFG)
+
+
+def test_wrap_hf_model_equals_load(tiny_models, reference):
+    lm, ref = reference
+    model, tok = _hf(tiny_models["llama"])
+    wrapped = interp.wrap(model, tok)
+    got = score_options(wrapped, PROMPTS, OPTIONS, layers=[2], cfg=CFG)
+    np.testing.assert_allclose(got.logp, ref.logp, atol=1e-6)
+    np.testing.assert_allclose(got.resid[2], ref.resid[2], atol=1e-6)
+    c_ref = score_continuations(lm, [(PROMPTS[0], [" wrong thing"])], cfg=CFG)
+    c_got = score_continuations(wrapped, [(PROMPTS[0], [" wrong thing"])], cfg=CFG)
+    np.testing.assert_allclose(c_got.sum_logp, c_ref.sum_logp, atol=1e-6)
+    assert wrapped.fingerprint.startswith("wrapped:") and wrapped.n_layers == lm.n_layers
+    assert interp.wrap(_hf(tiny_models["llama"])[0], tok).fingerprint == wrapped.fingerprint  # same weights
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight[0, 0] += 1.0
+    assert interp.wrap(model, tok).fingerprint != wrapped.fingerprint  # changed weights, new identity
+
+
+def test_wrap_transformer_lens_bridge(tiny_models, reference):
+    from transformer_lens.model_bridge import TransformerBridge
+
+    _, ref = reference
+    bridge = TransformerBridge.boot_transformers(str(tiny_models["llama"]), device="cpu")
+    _, tok = _hf(tiny_models["llama"])
+    wrapped = interp.wrap(bridge, tok)
+    assert wrapped.backend.name == "transformer_lens"
+    got = score_options(wrapped, PROMPTS, OPTIONS, layers=[2], cfg=CFG)
+    np.testing.assert_allclose(got.logp, ref.logp, atol=1e-4)
+    np.testing.assert_allclose(got.resid[2], ref.resid[2], atol=1e-4)
+
+
+def test_wrap_nnsight_model(tiny_models, reference):
+    from nnsight.modeling.transformers import TransformersModel
+
+    _, ref = reference
+    model = TransformersModel(str(tiny_models["llama"]), task="text-generation", dispatch=True)
+    wrapped = interp.wrap(model)  # the tokenizer the nnsight model carries
+    assert wrapped.backend.name == "nnsight"
+    got = score_options(wrapped, PROMPTS, OPTIONS, layers=[2], cfg=CFG)
+    np.testing.assert_allclose(got.logp, ref.logp, atol=1e-4)
+    np.testing.assert_allclose(got.resid[2], ref.resid[2], atol=1e-4)
+
+
+def test_wrap_rejects_other_objects():
+    with pytest.raises(ConfigError, match="cannot use a builtins.dict"):
+        interp.wrap({}, None)
+
+
+def test_sweep_on_wrapped_model(tiny_models, tmp_path):
+    from sweeps.api import run_sweep
+
+    path = tiny_models["gpt2"]
+    cfg = RunConfig(max_items=2, n_boot=10)
+    kw = dict(studies=["pressure"], banks=["factual"], cfg=cfg, progress=False, report=False)
+    run_sweep([path], out=tmp_path / "dir", **kw)
+    model, tok = _hf(path)
+    run_sweep([interp.wrap(model, tok, name="gpt2")], out=tmp_path / "mem", **kw)
+    a = pd.read_csv(tmp_path / "dir" / "results" / "pressure_trials.csv")
+    b = pd.read_csv(tmp_path / "mem" / "results" / "pressure_trials.csv")
+    np.testing.assert_allclose(b["p_planted"], a["p_planted"], atol=1e-6)
+    unit = read_unit(Store(tmp_path / "mem" / "cache").units("pressure")[0])
+    assert unit.attrs["checkpoint_fingerprint"].startswith("wrapped:") and unit.attrs["checkpoint_path"] == "in-memory"
+    with pytest.raises(ConfigError, match="no directory fingerprint"):
+        run_sweep([path, interp.wrap(model, tok, name="mem")], out=tmp_path / "mixed", **kw)
+    run_sweep([path, interp.wrap(model, tok, name="mem")], out=tmp_path / "mixed", allow_unfingerprinted=True, **kw)
+    assert set(pd.read_csv(tmp_path / "mixed" / "results" / "pressure_trials.csv")["checkpoint"]) == {"gpt2", "mem"}
