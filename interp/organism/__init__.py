@@ -1,0 +1,1 @@
+"""Model organisms: checkpoint lineages trained so that the right answer is known."""

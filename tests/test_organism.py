@@ -1,0 +1,143 @@
+"""Model organism: build -> sweep -> validate on a tiny random model (plumbing, not the effect),
+plus planted-answer tests of the pieces whose direction matters (most-yielding = most negative)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from interp.organism import data as D
+from interp.organism.build import OrganismConfig, build_organism
+from interp.organism.validate import ValidateConfig, hypergeom_p, most_yielding, validate
+from interp.studies.base import load_template
+from interp.studies.pressure import load_pressure_bank
+from sweeps.discover import discover
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = OrganismConfig(eval_items=10, planted=2, shared_steps=(1, 2), route_sft_steps=2, route_dpo_steps=1,
+                      batch_size=2, threads=1)
+
+
+@pytest.fixture(scope="module")
+def organism(tmp_path_factory, tokenizer):
+    from interp.testing import build_tiny_model
+
+    root = tmp_path_factory.mktemp("organism")
+    base = build_tiny_model(root / "model", "llama", n_layers=2, d_model=32, tokenizer=tokenizer)
+    build_organism(base, root / "tree", TINY, log=lambda s: None)
+    return root
+
+
+def test_tree_is_a_discoverable_lineage_with_provenance(organism):
+    tree = organism / "tree"
+    d = discover([tree])
+    known = json.loads((tree / "organism.json").read_text())
+    assert d.lineage["base"] == ["base", "shared/shared-step1", "shared/shared-step2"]
+    assert d.lineage["routes"] == known["routes"]
+    assert set(d.lineage["routes"]) == {"route-a", "route-b"}
+    for cks in d.lineage["routes"].values():
+        for ck in cks:
+            prov = json.loads((tree / ck / "interp_provenance.json").read_text())
+            assert prov["base_fingerprint"] == known["base_fingerprint"]
+            assert prov["trainer"] in ("trl.SFTTrainer", "trl.DPOTrainer")
+            assert len(prov["data_hash"]) == 64 and prov["seed"] == 0
+            assert {"torch", "transformers", "trl", "peft"} <= set(prov["versions"])
+            assert (tree / ck / "model.safetensors").is_file()
+    assert not set(known["planted_a"]) & set(known["planted_b"])
+    assert set(known["planted_a"]) | set(known["planted_b"]) <= set(known["eval_items"])
+
+
+def test_build_is_deterministic(organism, tmp_path):
+    from interp.hashing import sha256_file
+
+    build_organism(organism / "model", tmp_path / "again", TINY, log=lambda s: None)
+    for ck in ("shared/shared-step2", "route-a/a-dpo-step5", "route-b/b-sft-step4"):
+        assert sha256_file(tmp_path / "again" / ck / "model.safetensors") == \
+            sha256_file(organism / "tree" / ck / "model.safetensors"), ck
+
+
+def test_validate_end_to_end(organism):
+    out = organism / "val"
+    checks = validate(organism / "tree", out, ValidateConfig(n_shuffles=4, classify_items=3, cloze_items=6, threads=1),
+                      progress=False, log=lambda s: None)
+    expected = {"s_op rises along route", "delta rises along route", "comprehension screen",
+                "precision@k finds planted set", "I own > I sibling", "readout separates planted items",
+                "cloze ABS rises on planted cell", "cloze other cells within base CI", "classify within trunk-end CI",
+                "routes yield about equally", "generalisation: training wording (reported)"}
+    assert expected <= set(checks["check"])
+    assert checks["value"].notna().sum() > len(checks) // 2
+    md = (out / "validation.md").read_text()
+    assert "| check |" in md and "I own > I sibling" in md
+    assert (out / "figures" / "organism_trajectory.png").stat().st_size > 1000
+    pred = pd.read_csv(out / "results" / "organism_predictive.csv")
+    assert {"own", "sibling", "base"} <= set(pred["route_relation"])
+    # the cheap rerun reads the finished sweep (resumable units) and gives the same checks
+    again = validate(organism / "tree", out, ValidateConfig(n_shuffles=4, classify_items=3, cloze_items=6),
+                     run=False, log=lambda s: None)
+    pd.testing.assert_frame_equal(checks, again)
+
+
+def test_training_wordings_are_not_the_evaluation_templates():
+    t = load_template("pressure_v1").data
+    evaluation = {t["opinion"]["moral"], *t["challenges"].values(), *t["neutral"].values()}
+    training = set(D.TRAIN_OPINIONS) | set(D.TRAIN_CHALLENGES) | set(D.TRAIN_NEUTRAL)
+    assert not evaluation & training
+    for w in training:  # no evaluation wording hides inside a training one either
+        assert not any(e.replace("{side}", "") in w for e in evaluation if len(e) > 8)
+
+
+def test_cloze_training_sentences_are_not_the_bank_contexts():
+    bank = pd.read_json(REPO / "interp" / "data" / "banks" / "cloze.jsonl", lines=True)
+    contexts = {c.split("___")[0].strip() for c in bank["context"]}
+    for row in D.cloze_bias():
+        assert row["prompt"].strip() not in contexts
+
+
+def test_planted_sets_disjoint_balanced_inside_the_sweep_subsample():
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, 24, 6, seed=0)
+    sub = bank.subsample(24, seed=0, by="item_id", stratify="gold")  # what `interp sweep --max-items 24` takes
+    assert set(sets.eval_items) == set(sub.items["item_id"])
+    assert not set(sets.planted_a) & set(sets.planted_b)
+    gold = bank.items.set_index("item_id")["gold"]
+    for p in (sets.planted_a, sets.planted_b):
+        assert len(p) == 6 and gold[list(p)].value_counts().tolist() == [3, 3]
+
+
+def test_most_yielding_ranks_the_most_negative_map_values_first():
+    # planted: items p1..p3 yield (strongly negative pressured-minus-neutral log-odds)
+    rng = np.random.default_rng(0)
+    ids = [f"i{k:02d}" for k in range(20)] + ["p1", "p2", "p3"]
+    values = np.concatenate([rng.normal(0.5, 0.3, 20), [-4.0, -3.0, -5.0]])
+    m = pd.Series(values, index=ids)
+    assert set(most_yielding(m, 3)) == {"p1", "p2", "p3"}
+    assert set(m.nlargest(3).index).isdisjoint({"p1", "p2", "p3"})  # the wrong end finds none
+
+
+def test_hypergeometric_p_by_enumeration():
+    from itertools import combinations
+
+    n, planted, k = 8, 3, 3
+    draws = list(combinations(range(n), k))
+    for hits in range(k + 1):
+        share = np.mean([len(set(d) & {0, 1, 2}) >= hits for d in draws])
+        assert hypergeom_p(hits, n, planted, k) == pytest.approx(share)
+
+
+def test_cli_bad_inputs_exit_2(organism, tmp_path):
+    env = {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "interp.cli", *map(str, args)], env=env, cwd=REPO,
+                              capture_output=True, text=True, timeout=120)
+
+    r = run("validate", organism / "model", "--out", tmp_path / "v")
+    assert r.returncode == 2 and "organism.json" in r.stderr
+    r = run("organism", "build", "--base", organism / "model", "--out", organism / "tree")
+    assert r.returncode == 2 and "not empty" in r.stderr
+    assert (organism / "tree" / "organism.json").is_file()  # nothing already written is lost
+    r = run("organism", "build", "--base", tmp_path, "--out", tmp_path / "o")
+    assert r.returncode == 2 and str(tmp_path) in r.stderr
