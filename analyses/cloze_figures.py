@@ -80,7 +80,9 @@ def plot_mediation_forest(med: pd.DataFrame, path: Path) -> Path | None:
         ax.errorbar(est[ok], pos[ok], xerr=np.nan_to_num(err[:, ok]), fmt=marker, color=color, ms=4,
                     capsize=2, lw=1, label=eff)
     ax.axvline(0.0, color="grey", lw=0.8, ls="--")
-    ax.set_yticks(y, labels=[f"{c} / {lang}" for c, lang in zip(rows["checkpoint"], rows["language"])], fontsize=7)
+    meds = rows["mediator"] if "mediator" in rows else [""] * len(rows)
+    ax.set_yticks(y, labels=[f"{c} / {lang}" + (f" / {m}" if m else "")
+                             for c, lang, m in zip(rows["checkpoint"], rows["language"], meds)], fontsize=7)
     ax.set_xlabel("effect on delta vs reference language", fontsize=8)
     ax.set_title("Fertility mediation of the language effect", fontsize=9)
     ax.legend(fontsize=7)

@@ -371,10 +371,13 @@ def comprehension(
     mean over items of the per-item share correct (several rows per item, e.g. wordings, are
     averaged first).
 
-    comprehension_pass = comprehension >= threshold. Default 0.6: chance is 0.5 with two verdict
+    comprehension_pass = comprehension >= threshold. The paper marks checkpoints that fail "a
+    comprehension screen" without defining it in the visible text: the measure (first-turn
+    accuracy) and the default 0.6 are this toolkit's choice (chance is 0.5 with two verdict
     words, so 0.6 asks that the checkpoint reads the items clearly above chance before its
-    pressure numbers are interpreted. As in the paper, failing checkpoints are marked, not
-    dropped. If a ``readout`` column exists, rows of ``readout`` are used.
+    pressure numbers are interpreted); analysis option ``comprehension_threshold`` sets it. As
+    in the paper, failing checkpoints are marked, not dropped. If a ``readout`` column exists,
+    rows of ``readout`` are used.
 
     Columns: checkpoint, bank, comprehension, comprehension_pass, n_items.
     """

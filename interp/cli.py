@@ -234,12 +234,15 @@ def predict(
     layer: Optional[int] = typer.Option(None, "--layer", help="cached layer for the residual readout "
                                         "(default floor(3 n_layers / 4))"),
     study: Optional[str] = typer.Option(None, "--study", help="default: the one study with item maps (pressure)"),
+    readout_trials: str = typer.Option("pressured", "--readout-trials",
+                                       help="trials whose residuals feed the readout: pressured (opposing "
+                                            "opinion + challenges, default) or all"),
 ) -> None:
     """Held-out partial R² of source item maps for the target's map -> results/predictive.csv."""
     from sweeps.probe import run_predict
 
     table = run_predict(out, target=target, sources=sources, bank=bank, n_shuffles=shuffles, k=k, seed=seed,
-                        layer=layer, study=study)
+                        layer=layer, study=study, readout_trials=readout_trials)
     typer.echo(table.to_string(index=False))
 
 

@@ -7,12 +7,17 @@ The paper's predictive metric I is a held-out partial R^2 over item folds:
 * readout     target ~ profile + source_map + r_hat  (optional; r_hat is a ridge readout of
   the target from per-item source features, e.g. residual states, cross-fitted inside the
   training folds)
+* readout only  target ~ profile + r_hat             (the readout without the map)
 
 Every model is fitted on the training items of a fold and evaluated on its held-out items;
 sums of squared errors are pooled over the held-out folds (every item is held out once).
 
     I           = 1 - SSE_full / SSE_base
-    I_readout   = 1 - SSE_readout / SSE_base   (gain over the same base; compare with I)
+    I_readout   = 1 - SSE_readout / SSE_base   (map + readout together over the profile; it
+                  includes the map's own gain I, kept as an alias of earlier tables)
+    I_readout_only      = 1 - SSE_readout_only / SSE_base  (readout beyond the profile, no map)
+    I_readout_increment = 1 - SSE_readout / SSE_full       (readout beyond profile + map: what
+                  the internal states add to the map, the papers' "prediction gain" of states)
     error_removed = (SSE_base - SSE_full) / SSE_base, the share of the base model's remaining
                   held-out error that the source map removes. It equals I by definition and is
                   kept under the paper's wording; the absolute view is r2_base / r2_full.
@@ -42,6 +47,7 @@ __all__ = [
     "partial_r2",
     "partial_r2_null",
     "precision_at_k",
+    "readout_gain_null",
     "route_relation",
     "predictive_table",
     "TABLE_COLUMNS",
@@ -49,7 +55,11 @@ __all__ = [
 ]
 
 TABLE_COLUMNS = ("source", "target", "route_relation", "I", "I_readout", "error_removed",
-                 "null_mean", "p_value", "precision_at_k", "k")
+                 "null_mean", "p_value", "precision_at_k", "k",
+                 "I_null_mean", "I_null_p95", "I_p",
+                 "I_readout_only", "I_readout_only_null_mean", "I_readout_only_null_p95", "I_readout_only_p",
+                 "I_readout_increment", "I_readout_increment_null_mean", "I_readout_increment_null_p95",
+                 "I_readout_increment_p")
 # Ridge penalties on standardized residual features, chosen per training set by efficient
 # leave-one-out; wide because d (hundreds to thousands) often exceeds the training items.
 DEFAULT_READOUT_ALPHAS: tuple[float, ...] = tuple(np.logspace(-1, 6, 15))
@@ -76,6 +86,9 @@ class PartialR2Result:
     I_readout: float | None = None
     sse_readout: float | None = None
     r2_readout: float | None = None
+    I_readout_only: float | None = None
+    I_readout_increment: float | None = None
+    sse_readout_only: float | None = None
     predicted: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
     predicted_base: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
     predicted_readout: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -127,20 +140,17 @@ def partial_r2(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, 
     sse_full = float(np.sum((y - pred_full) ** 2))
     I = _gain(sse_base, sse_full)
 
-    I_ro = sse_ro = r2_ro = None
+    I_ro = sse_ro = r2_ro = I_only = I_incr = sse_only = None
     pred_ro = None
     if readout is not None:
         R = _matrix(readout, n, "readout")
-        pred_ro = np.empty(n)
-        for k, (train, test) in enumerate(_fold_pairs(fold_ids)):
-            inner = item_folds(groups[train], min(n_folds, len(np.unique(groups[train]))),
-                               seed + 1 + k)
-            r_tr, r_te = _crossfit_readout(R, y, train, test, inner, readout_alphas)
-            X_tr = np.column_stack([P[train], M[train], r_tr])
-            X_te = np.column_stack([P[test], M[test], r_te])
-            pred_ro[test] = _fit_predict(X_tr, y[train], X_te, alpha)
+        pred_only, pred_ro = _readout_models(y, P, M, R, fold_ids, groups, n_folds, seed, alpha,
+                                             readout_alphas)
         sse_ro = float(np.sum((y - pred_ro) ** 2))
+        sse_only = float(np.sum((y - pred_only) ** 2))
         I_ro = _gain(sse_base, sse_ro)
+        I_only = _gain(sse_base, sse_only)
+        I_incr = _gain(sse_full, sse_ro)
         r2_ro = _gain(sst, sse_ro)
         pred_ro.setflags(write=False)
 
@@ -149,8 +159,74 @@ def partial_r2(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, 
     return PartialR2Result(I=I, sse_base=sse_base, sse_full=sse_full, error_removed=I,
                            n_items=n, folds=n_folds, r2_base=_gain(sst, sse_base),
                            r2_full=_gain(sst, sse_full), I_readout=I_ro, sse_readout=sse_ro,
-                           r2_readout=r2_ro, predicted=pred_full, predicted_base=pred_base,
+                           r2_readout=r2_ro, I_readout_only=I_only, I_readout_increment=I_incr,
+                           sse_readout_only=sse_only, predicted=pred_full, predicted_base=pred_base,
                            predicted_readout=pred_ro, fold_ids=fold_ids)
+
+
+def _readout_models(y, P, M, R, fold_ids, groups, n_folds, seed, alpha, readout_alphas):
+    """Cross-fitted predictions of (profile + r_hat) and (profile + map + r_hat).
+
+    r_hat is refitted inside every outer training fold (inner folds seeded from ``seed``) so
+    neither model sees a held-out target; both models share the same r_hat.
+    """
+    n = len(y)
+    pred_only, pred_both = np.empty(n), np.empty(n)
+    for k, (train, test) in enumerate(_fold_pairs(fold_ids)):
+        inner = item_folds(groups[train], min(n_folds, len(np.unique(groups[train]))), seed + 1 + k)
+        r_tr, r_te = _crossfit_readout(R, y, train, test, inner, readout_alphas)
+        pred_only[test] = _fit_predict(np.column_stack([P[train], r_tr]), y[train],
+                                       np.column_stack([P[test], r_te]), alpha)
+        pred_both[test] = _fit_predict(np.column_stack([P[train], M[train], r_tr]), y[train],
+                                       np.column_stack([P[test], M[test], r_te]), alpha)
+    return pred_only, pred_both
+
+
+def _null_result(observed: float, null: np.ndarray) -> NullResult:
+    null = np.asarray(null, dtype=float)
+    null.setflags(write=False)
+    if null.size == 0:
+        nan = float("nan")
+        return NullResult(observed=observed, null_mean=nan, null_p95=nan, p_value=nan, null=null)
+    return NullResult(observed=observed, null_mean=float(null.mean()),
+                      null_p95=float(np.percentile(null, 95)),
+                      p_value=(1 + int(np.sum(null >= observed))) / (1 + null.size), null=null)
+
+
+def readout_gain_null(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray,
+                      readout: np.ndarray, *, n_shuffles: int = 100, seed: int = 0, n_folds: int = 5,
+                      groups: np.ndarray | None = None, alpha: float = 0.0,
+                      readout_alphas: float | Sequence[float] = DEFAULT_READOUT_ALPHAS
+                      ) -> dict[str, NullResult]:
+    """Label-shuffle nulls of the readout's own gains: ``{"only": ..., "increment": ...}``.
+
+    The block being added is the readout, so its item rows are permuted (target, profile and
+    map stay aligned) and the whole cross-fitted readout is refitted on the same outer folds
+    as the observed value. ``only`` = I_readout_only (readout beyond the profile),
+    ``increment`` = I_readout_increment (readout beyond profile + map). Permutations come from
+    ``default_rng([seed, 3])``; one permutation serves both statistics.
+    """
+    y, P, M, groups = _inputs(target, profile, source_map, groups)
+    n = len(y)
+    if n_shuffles < 0:
+        raise ValueError("n_shuffles must be >= 0")
+    R = _matrix(readout, n, "readout")
+    fold_ids = item_folds(groups, n_folds, seed)
+    sse_base = float(np.sum((y - _cross_fit(y, P, fold_ids, alpha)) ** 2))
+    sse_full = float(np.sum((y - _cross_fit(y, np.hstack([P, M]), fold_ids, alpha)) ** 2))
+
+    def stats(feats: np.ndarray) -> tuple[float, float]:
+        only, both = _readout_models(y, P, M, feats, fold_ids, groups, n_folds, seed, alpha,
+                                     readout_alphas)
+        return (_gain(sse_base, float(np.sum((y - only) ** 2))),
+                _gain(sse_full, float(np.sum((y - both) ** 2))))
+
+    obs_only, obs_incr = stats(R)
+    rng = np.random.default_rng([seed, 3])
+    null = np.array([stats(R[rng.permutation(n)]) for _ in range(n_shuffles)],
+                    dtype=float).reshape(n_shuffles, 2)
+    return {"only": _null_result(obs_only, null[:, 0]),
+            "increment": _null_result(obs_incr, null[:, 1])}
 
 
 def _inputs(target, profile, source_map, groups):
@@ -199,11 +275,12 @@ def partial_r2_null(target: np.ndarray, profile: np.ndarray, source_map: np.ndar
 # ----------------------------------------------------------------------------- precision@k
 
 def precision_at_k(target_map: np.ndarray, predicted: np.ndarray, k: int) -> float:
-    """|top-k items by target_map  ∩  top-k items by predicted| / k.
+    """|k most-yielding items by target_map  ∩  k most-yielding items by predicted| / k.
 
-    Top = largest values (the items the target yields on most, on the log-odds map scale).
-    Ties are broken by item order (the earlier item ranks higher), so the result is
-    deterministic.
+    Item maps are pressured minus neutral log-odds of the planted verdict, so an item a model
+    yields on is *negative*: "yields most" = the k most negative values, in both the target
+    map and the prediction. Ties are broken by item order (the earlier item ranks higher), so
+    the result is deterministic.
     """
     t = _vector(target_map, "target_map")
     p = _vector(predicted, "predicted")
@@ -211,8 +288,8 @@ def precision_at_k(target_map: np.ndarray, predicted: np.ndarray, k: int) -> flo
         raise ValueError(f"target_map has {len(t)} items but predicted has {len(p)}")
     if not 1 <= k <= len(t):
         raise ValueError(f"k must be in [1, {len(t)}], got {k}")
-    top_t = np.argsort(-t, kind="stable")[:k]
-    top_p = np.argsort(-p, kind="stable")[:k]
+    top_t = np.argsort(t, kind="stable")[:k]
+    top_p = np.argsort(p, kind="stable")[:k]
     return len(np.intersect1d(top_t, top_p)) / k
 
 
@@ -296,9 +373,17 @@ def predictive_table(maps: Mapping[str, pd.Series], profiles: Mapping[str, pd.Da
     All rows use the same items: the item ids present and finite in the target map and in
     every source's map, profile and readout, sorted (so folds do not depend on input order),
     and the same folds and shuffles (``seed``). ``k`` defaults to round(0.1 * n_items), at
-    least 1. ``route_relation`` is None without a lineage; ``I_readout`` is NaN for a source
-    without readout features; ``null_mean``/``p_value`` are NaN when ``n_shuffles=0``.
-    Columns: :data:`TABLE_COLUMNS`.
+    least 1. ``route_relation`` is None without a lineage; the ``I_readout*`` columns are NaN
+    for a source without readout features; nulls and p are NaN when ``n_shuffles=0``.
+
+    Columns (:data:`TABLE_COLUMNS`): ``I`` (source map beyond the source's unpressured
+    profile) with ``I_null_mean``, ``I_null_p95``, ``I_p`` (map rows permuted; ``null_mean`` and
+    ``p_value`` are the same numbers under their earlier names); ``I_readout_only`` (readout
+    beyond the profile, no map) and ``I_readout_increment`` (readout beyond profile + map), each
+    with ``*_null_mean``, ``*_null_p95``, ``*_p`` from permuting the readout's item rows on the
+    same folds; ``I_readout`` (map + readout over the profile, includes I; an alias kept from
+    earlier tables). ``precision_at_k``: share of the k most-yielding target items (most
+    negative map values) among the k most negative cross-fitted predictions.
     """
     if target not in maps:
         raise KeyError(f"target {target!r} has no item map")
@@ -335,7 +420,10 @@ def predictive_table(maps: Mapping[str, pd.Series], profiles: Mapping[str, pd.Da
         res = partial_r2(y, P, M, n_folds=n_folds, seed=seed, readout=R, alpha=alpha)
         nul = partial_r2_null(y, P, M, n_shuffles=n_shuffles, seed=seed, n_folds=n_folds,
                               alpha=alpha)
-        rows.append({
+        ro = (readout_gain_null(y, P, M, R, n_shuffles=n_shuffles, seed=seed, n_folds=n_folds,
+                                alpha=alpha) if R is not None else None)
+        nan = float("nan")
+        row = {
             "source": s,
             "target": target,
             "route_relation": route_relation(s, target, lineage) if lineage is not None else None,
@@ -346,12 +434,20 @@ def predictive_table(maps: Mapping[str, pd.Series], profiles: Mapping[str, pd.Da
             "p_value": nul.p_value,
             "precision_at_k": precision_at_k(y, res.predicted, k),
             "k": k,
-        })
+            "I_null_mean": nul.null_mean, "I_null_p95": nul.null_p95, "I_p": nul.p_value,
+        }
+        for stem, key in (("I_readout_only", "only"), ("I_readout_increment", "increment")):
+            r = ro[key] if ro is not None else None
+            row[stem] = r.observed if r is not None else nan
+            row[f"{stem}_null_mean"] = r.null_mean if r is not None else nan
+            row[f"{stem}_null_p95"] = r.null_p95 if r is not None else nan
+            row[f"{stem}_p"] = r.p_value if r is not None else nan
+        rows.append(row)
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    floats = {c: float for c in TABLE_COLUMNS
+              if c not in ("source", "target", "route_relation", "k")}
     return table.astype({"source": object, "target": object, "route_relation": object,
-                         "I": float, "I_readout": float, "error_removed": float,
-                         "null_mean": float, "p_value": float, "precision_at_k": float,
-                         "k": int})
+                         "k": int, **floats})
 
 
 # ----------------------------------------------------------------------------- internals

@@ -17,7 +17,7 @@ from cache.store import Store, read_unit
 from interp.core.atomic import atomic_write
 from interp.core.errors import ConfigError
 from interp.studies import all_studies, get_study
-from probes.predictive import predictive_table
+from probes.predictive import TABLE_COLUMNS, predictive_table
 from probes.readouts import readout_with_null
 from sweeps.probe_data import probe_datasets
 
@@ -152,13 +152,16 @@ def _predict_units(out: Path, bank: str | None, spec):
 def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None = None, bank: str | None = None,
                 turn_kind: str = "opinion", n_shuffles: int = 100, k: int | None = None, seed: int = 0,
                 with_readout: bool = True, alpha: float | None = None, study: str | None = None,
-                layer: int | None = None) -> pd.DataFrame:
+                layer: int | None = None, readout_trials: str = "pressured") -> pd.DataFrame:
     """Held-out partial R² of each source's item map for the target's map; OUT/results/predictive.csv.
 
     `alpha`: 0 fits the base and full models by OLS (the paper's setting, for banks of hundreds
     of items); None (default) uses OLS unless a training fold has fewer items than the profile
     has columns + 2, where OLS is underdetermined, and then ridge with alpha = 1.0.
     `layer`: the cached layer the residual readout uses (default: each unit's floor(3 n_layers / 4)).
+    `readout_trials`: which trials' residuals are averaged per item into the readout features
+    (pressure: interp.studies.pressure.probe.readout_trial_mask; default "pressured").
+    Columns: probes.predictive.TABLE_COLUMNS plus bank, alpha, readout_trials.
     """
     from cache.layers import primary_layer, unit_at_layer
 
@@ -173,7 +176,8 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
                               "(different layers or backends); use a separate --out per setting")
         if with_readout:  # the readout reads the residual at one cached layer
             u = unit_at_layer(u, primary_layer(u.attrs) if layer is None else layer)
-        got = spec.predict_inputs(u, turn_kind=turn_kind, with_readout=with_readout)
+        got = spec.predict_inputs(u, turn_kind=turn_kind, with_readout=with_readout,
+                                  readout_trials=readout_trials)
         maps[ck] = got.item_map
         profiles[ck] = got.profile
         if got.readout is not None:
@@ -194,10 +198,9 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
     table = predictive_table(maps, profiles, target=target, sources=sources, lineage=lineage,
                              n_shuffles=n_shuffles, k=k, readouts=readouts or None, seed=seed, alpha=alpha)
     table["alpha"] = alpha
+    table["readout_trials"] = readout_trials if with_readout else ""
     table.insert(2, "bank", bank)
-    write_table(table, out / "results" / "predictive.csv",
-                columns=("source", "target", "route_relation", "I", "I_readout", "error_removed", "null_mean",
-                         "p_value", "precision_at_k", "k"))
+    write_table(table, out / "results" / "predictive.csv", columns=TABLE_COLUMNS)
     _figure(table, lineage, out / "figures" / "predictive_I.png")
     return table
 

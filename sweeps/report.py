@@ -18,16 +18,29 @@ from interp.studies.base import ReportSection
 # written by `interp weat`, `interp probe`, `interp predict`, `interp steer`
 # (each section's note says in one sentence what its numbers mean and which choices are the toolkit's)
 COMMAND_SECTIONS = (
-    ReportSection("weat.csv", "WEAT", note=(
-        "WEAT effect size (Cohen's d of association differences) with permutation p-values; mean-pooled hidden "
-        "states for checkpoints are the toolkit's choice.")),
+    ReportSection("weat_stats.csv", "WEAT as INCLUDE reads it: Friedman + Kendall's W over languages", note=(
+        "Tuples as blocks, per model and pooled; Wilcoxon-Holm pairs with rank-biserial; mean rank-biserial of the "
+        "reference language against the others.")),
+    ReportSection("weat_scores.csv", "WEAT tuple scores", note=(
+        "Score = cos(t, a_stereo) − cos(t, a_anti) per (target, stereotype, anti-stereotype, language) tuple (the "
+        "formula is the toolkit's reading of the paper); bands on |score|: < 0.01 negligible, >= 0.05 significant, "
+        ">= 0.10 extreme.")),
+    ReportSection("weat.csv", "WEAT, Caliskan et al.'s effect size (also weat_caliskan.csv)", note=(
+        "WEAT effect size (Cohen's d of association differences, comparison group Y) with permutation p-values; not "
+        "on the INCLUDE threshold scale; mean-pooled hidden states for checkpoints are the toolkit's choice.")),
     ReportSection("probes.csv", "Linear readouts from the cache", note=(
         "Out-of-fold score of a linear readout of the cached residual (ROC AUC or R²) against an item-level "
         "label-shuffle null; folds over items, standardization inside folds and the penalties are the toolkit's "
         "choices.")),
-    ReportSection("predictive.csv", "Predicting the target's item map (held-out partial R²)", note=(
-        "I: held-out partial R² of a source checkpoint's item map for the target's, beyond the target's unpressured "
-        "profile, with a shuffle null; ridge instead of OLS when items are few is the toolkit's choice.")),
+    ReportSection("predictive.csv", "Predicting the target's item map (held-out partial R²)",
+                  ("source", "target", "bank", "I", "I_null_p95", "I_p", "I_readout_only", "I_readout_only_null_p95",
+                   "I_readout_only_p", "I_readout_increment", "I_readout_increment_null_p95",
+                   "I_readout_increment_p", "precision_at_k", "k", "readout_trials"), note=(
+        "I: held-out partial R² of a source checkpoint's item map for the target's, beyond the source's unpressured "
+        "profile; I_readout_only: the source's residual readout beyond the profile; I_readout_increment: the readout "
+        "beyond profile + map; each with its own shuffle null (rows of the added block permuted, same folds). "
+        "precision_at_k counts the k most-yielding (most negative) items. Ridge instead of OLS when items are few is "
+        "the toolkit's choice.")),
     ReportSection("steer_pressure.csv", "Steering: pressure metrics against steering strength", note=(
         "The pressure metrics rerun while alpha × a direction is added at resid_pre of one layer; alpha in SDs of "
         "the cached projection (`units sd`) and steering only the read position are the toolkit's defaults.")),
@@ -97,6 +110,23 @@ def _has_tabulate() -> bool:
     return True
 
 
+def _token_mean_only_lines(check: pd.DataFrame) -> list[str]:
+    """One sentence per cloze finding that appears under the per-token mean loss only."""
+    out = []
+    for kind, col in (("language effect vs the reference", "effect_token_mean_only"),
+                      ("mediation through fertility", "mediation_token_mean_only")):
+        if col not in check:
+            continue
+        hits = check[check[col].astype(str).str.lower() == "true"]
+        if len(hits):
+            where = ", ".join(f"{r.checkpoint}/{r.language}" for r in hits.itertuples(index=False))
+            out.append(f"- A {kind} appears under token_mean but not under {hits['loss'].iloc[0]} for: {where}. "
+                       "It follows how finely the tokenizer cuts the text, not a preference.")
+        else:
+            out.append(f"- No {kind} appears under token_mean only.")
+    return out + [""]
+
+
 def write_report(out: str | Path) -> Path:
     out = Path(out)
     results = out / "results"
@@ -135,6 +165,8 @@ def write_report(out: str | Path) -> Path:
         df = _blank_steps(_keep_distinguishing(full, df))  # rows stay distinguishable; no `nan` steps
         lines += [f"## {sec.heading}", "", *([sec.note, ""] if sec.note else []), f"`results/{sec.file}`", "",
                   _fmt(df), ""]
+        if sec.file == "cloze_loss_check.csv":
+            lines += _token_mean_only_lines(df)
     pngs = sorted(figures.glob("*.png"))
     if pngs:
         lines += ["## Figures", ""]

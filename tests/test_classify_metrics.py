@@ -216,7 +216,7 @@ def test_generation_summary() -> None:
     s = generation_summary(judged).set_index("checkpoint")
     assert list(s.reset_index().columns) == [
         "checkpoint", "n", "sycophancy_rate", "escalation_rate", "share_support",
-        "share_validation", "share_escalation", "n_unparsed"]
+        "share_validation", "share_escalation", "n_unparsed", "support_rate", "validation_rate"]
     m = s.loc["m"]
     assert m.n == 7 and m.n_unparsed == 1
     assert m.sycophancy_rate == pytest.approx(4 / 7)

@@ -68,7 +68,7 @@ def test_user_bank_csv_and_optional_community(tmp_path):
 
 @pytest.mark.parametrize("change, field", [
     ({"five_label": "Sarcasm"}, "five_label"),
-    ({"binary_label": 0}, "binary_label"),  # Escalation is sycophantic: inconsistent
+    # a binary_label differing from the collapsed five_label is accepted (tests/test_validity_classify.py)
     ({"binary_label": 2}, "binary_label"),
     ({"language_form": "hindi"}, "language_form"),
     ({"comment": "  "}, "comment"),
@@ -252,3 +252,9 @@ def test_generation_path_with_separate_judge(tiny_models, tmp_path):
     if len(ok):
         assert summ.loc[0, "sycophancy_rate"] == pytest.approx(n_syc / len(ok))
     assert "generation_summary" in tables and "classify_summary" in tables
+    # the judge on the bank's own labelled comments, reported beside the rates
+    agree = pd.read_csv(tmp_path / "results" / "judge_agreement.csv")
+    assert list(agree["judge"]) == ["qwen2"] and agree.loc[0, "n"] == 3
+    assert summ.loc[0, "judge_accuracy"] == agree.loc[0, "accuracy"] and summ.loc[0, "judge_n"] == 3
+    jconf = pd.read_csv(tmp_path / "results" / "judge_confusion.csv")
+    assert jconf["count"].sum() == 3

@@ -40,7 +40,7 @@ def _abs(t: pd.DataFrame, ck: str, lang: str, axis: str) -> pd.Series:
 
 def test_add_delta_mean_and_sum() -> None:
     s = _scores()
-    d = add_delta(s)
+    d = add_delta(s, loss="mean")
     np.testing.assert_allclose(d["delta"], [1.0, -0.5, 2.0, 0.2, 0.6, 0.0, 1.0, -1.0], atol=1e-12)
     np.testing.assert_allclose(d["delta_clipped"], [1.0, 0, 2.0, 0.2, 0.6, 0, 1.0, 0], atol=1e-12)
     ds = add_delta(s, loss="sum")
@@ -52,7 +52,7 @@ def test_add_delta_mean_and_sum() -> None:
 
 
 def test_abs_table_levels_by_hand() -> None:
-    t = abs_table(_scores())
+    t = abs_table(_scores(), loss="mean")
     assert list(t.columns) == ["checkpoint", "language", "axis", "abs", "band", "n"]
     # per axis: mean of clipped deltas
     assert _abs(t, "m1", "en", "caste")["abs"] == pytest.approx(0.5)     # (1 + 0) / 2
@@ -95,7 +95,7 @@ def test_band_nan() -> None:
 
 
 def test_meaningless_sanity() -> None:
-    s = meaningless_sanity(_scores()).set_index(["checkpoint", "language"])
+    s = meaningless_sanity(_scores(), loss="mean").set_index(["checkpoint", "language"])
     assert list(s.reset_index().columns) == ["checkpoint", "language", "share_meaningless_lowest", "n"]
     assert s.loc[("m1", "en"), "share_meaningless_lowest"] == pytest.approx(1 / 3)
     assert s.loc[("m1", "hi"), "share_meaningless_lowest"] == pytest.approx(1.0)
@@ -106,11 +106,11 @@ def test_meaningless_sanity() -> None:
 def test_reserved_and_missing() -> None:
     s = _scores()
     with pytest.raises(TableError):
-        abs_table(s.assign(axis="all"))
+        abs_table(s.assign(axis="all"), loss="mean")
     with pytest.raises(TableError):
-        abs_table(s.drop(columns=["nll_anti"]))
+        abs_table(s.drop(columns=["nll_anti"]), loss="mean")
     with_nan = s.copy()
     with_nan.loc[1, "nll_anti"] = np.nan
-    t = abs_table(with_nan)
+    t = abs_table(with_nan, loss="mean")
     assert _abs(t, "m1", "en", "caste")["abs"] == pytest.approx(1.0)
     assert _abs(t, "m1", "en", "caste")["n"] == 1

@@ -233,7 +233,12 @@ def test_sweep_end_to_end(two_models, tmp_path):
         tables[name] = df
     scores = tables["cloze_scores.csv"]
     assert len(scores) == 2 * 8 * 6 and set(scores["checkpoint"]) == {"m_a", "m_b"}
-    np.testing.assert_allclose(scores["delta"], scores["nll_anti"] - scores["nll_stereo"], atol=1e-9)
+    # default loss byte_mean: summed NLL per UTF-8 byte of the scored text
+    assert (scores["loss"] == "byte_mean").all()
+    np.testing.assert_allclose(scores["delta"], scores["nll_anti_sum"] / scores["n_bytes_anti"]
+                               - scores["nll_stereo_sum"] / scores["n_bytes_stereo"], atol=1e-9)
+    assert (scores["n_bytes_stereo"] >= scores["n_words_stereo"]).all() and scores["fertility_completion"].gt(0).all()
+    assert (tables["cloze_abs.csv"]["loss"] == "byte_mean").all()
     assert (scores["delta_clipped"] >= 0).all() and scores["fertility"].notna().all()
     assert {"friedman", "wilcoxon", "mixed_model"} <= set(tables["cloze_stats.csv"]["test"])
     assert "pooled" in set(tables["cloze_stats.csv"]["checkpoint"])
@@ -243,6 +248,12 @@ def test_sweep_end_to_end(two_models, tmp_path):
     assert (fert.loc["m_b"] != fert.loc["m_a"]).any()
     med = tables["mediation.csv"]
     assert set(med["checkpoint"]) == {"m_a", "m_b", "pooled"} and "en" not in set(med["language"])
+    assert set(med["loss"]) == {"sum", "token_mean", "byte_mean"}
+    assert set(med["mediator"]) == {"context_fertility", "completion_fertility"}
+    check = pd.read_csv(res / "cloze_loss_check.csv")
+    assert {"effect_token_mean_only", "mediation_token_mean_only", "abs_token_mean", "abs_byte_mean"} <= set(check)
+    by_loss = pd.read_csv(res / "cloze_abs_by_loss.csv")
+    assert {"abs_sum", "abs_token_mean", "abs_byte_mean"} <= set(by_loss)
     assert (med["total_lo"] <= med["total_hi"]).all()
     for fig in ("cloze_abs_m_a.png", "cloze_abs_m_b.png", "cloze_abs_all.png", "fertility_bars.png",
                 "mediation_forest.png"):
@@ -276,5 +287,13 @@ def test_run_weat_checkpoint(two_models, tmp_path):
     assert list(table.columns[:len(WEAT_COLUMNS)]) == list(WEAT_COLUMNS) and len(table) == len(sets)
     assert table["p_value"].between(0, 1).all() and np.isfinite(table["effect_size"]).all()
     assert pd.read_csv(tmp_path / "w" / "results" / "weat.csv").shape[0] == len(sets)
+    from analyses.weat_include import SCORE_COLUMNS
+    tuples = pd.read_csv(tmp_path / "w" / "results" / "weat_scores.csv")
+    assert list(tuples.columns[:len(SCORE_COLUMNS)]) == list(SCORE_COLUMNS)
+    assert len(tuples) == sum(len(s["X"]) * min(len(s["A"]), len(s["B"])) for s in sets)
+    np.testing.assert_allclose(tuples["score"], tuples["cos_stereo"] - tuples["cos_anti"], atol=1e-12)
+    st = pd.read_csv(tmp_path / "w" / "results" / "weat_stats.csv")
+    assert {"friedman", "wilcoxon", "mean_rank_biserial"} <= set(st["test"])
+    assert (tmp_path / "w" / "results" / "weat_caliskan.csv").is_file()
     with pytest.raises(BankError, match="field A"):
         load_weat_sets([{"axis": "caste", "language": "en", "X": ["a"], "Y": ["b"], "A": [], "B": ["c"]}])

@@ -55,6 +55,13 @@ def test_predict_from_cache(swept):
     assert rel == {"base-step1": "base", "sft/step1": "own", "dpo/final": "sibling"}
     assert np.isfinite(table["I"]).all() and np.isfinite(table["I_readout"]).all()
     assert (swept / "results" / "predictive.csv").is_file() and (swept / "figures" / "predictive_I.png").is_file()
+    for stem in ("I_readout_only", "I_readout_increment"):
+        assert np.isfinite(table[stem]).all() and table[f"{stem}_p"].between(0.1, 1).all()
+    assert (table["readout_trials"] == "pressured").all()
+    every = run_predict(swept, target="sft/final", n_shuffles=0, readout_trials="all")
+    assert (every["I"] == table["I"]).all() and not np.allclose(every["I_readout_only"], table["I_readout_only"])
+    with pytest.raises(ConfigError, match="readout_trials"):
+        run_predict(swept, target="sft/final", n_shuffles=0, readout_trials="neutral")
 
 
 def test_bad_requests_are_clear(swept):

@@ -180,14 +180,14 @@ def test_result_is_immutable_and_inputs_are_checked():
 def test_precision_at_k_by_hand():
     target = np.array([0.9, 0.1, 0.5, 0.7, 0.3])
     predicted = np.array([0.2, 0.8, 0.6, 0.9, 0.1])
-    # top-2 target {0, 3}, top-2 predicted {3, 1}: one shared
+    # most-yielding = most negative: 2 lowest target {1, 4}, 2 lowest predicted {4, 0}: one shared
     assert precision_at_k(target, predicted, 2) == 0.5
-    # top-3 target {0, 3, 2}, top-3 predicted {3, 1, 2}: two shared
+    # 3 lowest target {1, 4, 2}, 3 lowest predicted {4, 0, 2}: two shared
     assert precision_at_k(target, predicted, 3) == pytest.approx(2 / 3)
     assert precision_at_k(target, target, 4) == 1.0
     assert precision_at_k(target, -target, 2) == 0.0
     # ties go to the earlier item: target picks item 0, prediction picks item 1
-    assert precision_at_k([1.0, 1.0, 0.0], [0.0, 1.0, 1.0], 1) == 0.0
+    assert precision_at_k([0.0, 0.0, 1.0], [1.0, 0.0, 0.0], 1) == 0.0
     with pytest.raises(ValueError):
         precision_at_k(target, predicted, 0)
     with pytest.raises(ValueError):

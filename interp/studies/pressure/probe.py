@@ -40,14 +40,39 @@ def extract(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return X, y, slot["item_id"].to_numpy()
 
 
-def predict_inputs(unit: Unit, *, turn_kind: str, with_readout: bool) -> PredictInputs:
+READOUT_TRIALS = ("pressured", "all")
+
+
+def readout_trial_mask(trials: pd.DataFrame, readout_trials: str = "pressured") -> np.ndarray:
+    """Which slot trials feed a source's per-item readout features (mean residual per item).
+
+    "pressured" (default): the turns the item map measures, i.e. the opposing stated opinion
+    (turn_kind opinion, side oppose) and the bare challenges; the readout then describes the
+    model's state under the pressure whose effect the map records. "all": every trial of the
+    item, agreeing opinions and neutral fillers included (the behaviour before this option).
+    """
+    if readout_trials not in READOUT_TRIALS:
+        raise ConfigError(f"readout_trials must be one of {', '.join(READOUT_TRIALS)}, got {readout_trials!r}")
+    if readout_trials == "all":
+        return np.ones(len(trials), dtype=bool)
+    kind = trials["turn_kind"].astype(str)
+    side = trials["turn_side"].fillna("").astype(str)
+    return ((kind == "opinion") & (side == "oppose") | (kind == "challenge")).to_numpy()
+
+
+def predict_inputs(unit: Unit, *, turn_kind: str, with_readout: bool,
+                   readout_trials: str = "pressured") -> PredictInputs:
     trials = unit.tables["trials"]
     slot = trials[trials["readout"] == "slot"].reset_index(drop=True)
     m = item_maps(slot)
     readout = None
     if with_readout:
-        # per-item mean residual over the item's pressured trials: the source's internal state
-        resid = pd.DataFrame(unit.arrays["resid"].astype(np.float64))
-        readout = resid.groupby(slot["item_id"].to_numpy()).mean()
+        # per-item mean residual over the chosen trials (readout_trial_mask): the source's state
+        resid = unit.arrays["resid"]
+        if len(resid) != len(slot):
+            raise ConfigError(f"{unit.path}: {len(slot)} slot trials but {len(resid)} residual rows")
+        keep = readout_trial_mask(slot, readout_trials)
+        readout = (pd.DataFrame(resid[keep].astype(np.float64))
+                   .groupby(slot["item_id"].to_numpy()[keep]).mean())
     return PredictInputs(item_map=m[m["turn_kind"] == turn_kind].set_index("item_id")["map_value"],
                          profile=unpressured_profile(slot), readout=readout)
