@@ -8,6 +8,7 @@ what ``bootstrap_mean_ci`` returns on those per-item means (tested).
 
 Also home of ``TableError`` and ``require_columns``, shared by the metric modules.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
@@ -61,8 +62,9 @@ def resample_indices(n_items: int, *, n_boot: int = 1000, seed: int = 0) -> np.n
     return rng.integers(0, n_items, size=(int(n_boot), n_items))
 
 
-def resample_counts(n_items: int, *, n_boot: int = 1000, seed: int = 0,
-                    rng: np.random.Generator | None = None) -> np.ndarray:
+def resample_counts(
+    n_items: int, *, n_boot: int = 1000, seed: int = 0, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """(n_boot, n_items) multiplicities of each item in each resample: the one resampler.
 
     The same draws as ``resample_indices`` (or, given ``rng``, the next draws of that

@@ -1,5 +1,6 @@
 """Cloze figures (moved from analyses/cloze_report.py): ABS heatmap, fertility bars,
 mediation forest. Tables in, PNG files out."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,8 +29,15 @@ def plot_abs_heatmap(abs_df: pd.DataFrame, checkpoint: str, path: Path) -> Path 
     for i in range(vals.shape[0]):
         for j in range(vals.shape[1]):
             if np.isfinite(vals[i, j]):
-                ax.text(j, i, f"{vals[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if vals[i, j] > 0.6 * vmax else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{vals[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if vals[i, j] > 0.6 * vmax else "black",
+                )
     ax.set_title(f"ABS (mean clipped delta): {checkpoint}", fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8)
     return save_figure(fig, path)
@@ -50,8 +58,12 @@ def plot_fertility_bars(fert: pd.DataFrame, path: Path) -> Path | None:
     for ax, (col, label) in zip(axes, panels):
         for t, tok in enumerate(toks):
             sub = fert[fert["tokenizer"].astype(str) == tok].set_index("language")[col].reindex(langs)
-            ax.bar(np.arange(len(langs)) + (t - (len(toks) - 1) / 2) * width, sub.to_numpy(dtype=float),
-                   width=width, label=tok)
+            ax.bar(
+                np.arange(len(langs)) + (t - (len(toks) - 1) / 2) * width,
+                sub.to_numpy(dtype=float),
+                width=width,
+                label=tok,
+            )
         ax.set_xticks(range(len(langs)), labels=langs)
         ax.set_ylabel(label, fontsize=8)
         if col == "parity":
@@ -70,19 +82,26 @@ def plot_mediation_forest(med: pd.DataFrame, path: Path) -> Path | None:
     fig = new_figure(6.5, 1.0 + 0.32 * len(rows))
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
-    for k, (eff, marker, color) in enumerate((("total", "o", "black"), ("direct", "s", "tab:blue"),
-                                                ("indirect", "D", "tab:red"))):
+    for k, (eff, marker, color) in enumerate(
+        (("total", "o", "black"), ("direct", "s", "tab:blue"), ("indirect", "D", "tab:red"))
+    ):
         pos = y + (1 - k) * 0.22
         est = rows[eff].to_numpy(dtype=float)
         lo, hi = rows[f"{eff}_lo"].to_numpy(dtype=float), rows[f"{eff}_hi"].to_numpy(dtype=float)
         err = np.vstack([np.clip(est - lo, 0, None), np.clip(hi - est, 0, None)])
         ok = np.isfinite(est)
-        ax.errorbar(est[ok], pos[ok], xerr=np.nan_to_num(err[:, ok]), fmt=marker, color=color, ms=4,
-                    capsize=2, lw=1, label=eff)
+        ax.errorbar(
+            est[ok], pos[ok], xerr=np.nan_to_num(err[:, ok]), fmt=marker, color=color, ms=4, capsize=2, lw=1, label=eff
+        )
     ax.axvline(0.0, color="grey", lw=0.8, ls="--")
     meds = rows["mediator"] if "mediator" in rows else [""] * len(rows)
-    ax.set_yticks(y, labels=[f"{c} / {lang}" + (f" / {m}" if m else "")
-                             for c, lang, m in zip(rows["checkpoint"], rows["language"], meds)], fontsize=7)
+    ax.set_yticks(
+        y,
+        labels=[
+            f"{c} / {lang}" + (f" / {m}" if m else "") for c, lang, m in zip(rows["checkpoint"], rows["language"], meds)
+        ],
+        fontsize=7,
+    )
     ax.set_xlabel("effect on delta vs reference language", fontsize=8)
     ax.set_title("Fertility mediation of the language effect", fontsize=9)
     ax.legend(fontsize=7)

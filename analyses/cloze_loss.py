@@ -14,6 +14,7 @@ column ``fertility_completion``, the text delta is computed from). Caveat: promp
 drive both fertility and delta (rarer words are cut finer and may carry weaker stereotypes),
 so an indirect effect is an association along a path, not a causal effect of tokenization.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -29,10 +30,16 @@ __all__ = ["LOSS_CHECK_COLUMNS", "MEDIATORS", "abs_by_loss", "loss_check", "medi
 MEDIATORS: dict[str, str] = {"context_fertility": "fertility", "completion_fertility": "fertility_completion"}
 _LABEL = {v: k for k, v in MEDIATORS.items()}
 LOSS_CHECK_COLUMNS = (
-    "checkpoint", "language", "reference", "loss",
-    *(f"abs_{x}" for x in LOSSES), *(f"band_{x}" for x in LOSSES),
-    *(f"effect_{x}" for x in LOSSES), *(f"mediation_{x}" for x in LOSSES),
-    "effect_token_mean_only", "mediation_token_mean_only",
+    "checkpoint",
+    "language",
+    "reference",
+    "loss",
+    *(f"abs_{x}" for x in LOSSES),
+    *(f"band_{x}" for x in LOSSES),
+    *(f"effect_{x}" for x in LOSSES),
+    *(f"mediation_{x}" for x in LOSSES),
+    "effect_token_mean_only",
+    "mediation_token_mean_only",
 )
 
 
@@ -40,10 +47,16 @@ def _mediator_label(m: str) -> str:
     return m if m in MEDIATORS else _LABEL.get(m, m)
 
 
-def mediation_under_losses(scores: pd.DataFrame, *, losses: Sequence[str] = LOSSES,
-                           mediators: Sequence[str] = ("fertility", "fertility_completion"),
-                           reference: str = "en", outcome: str = "delta", n_boot: int = 1000,
-                           seed: int = 0) -> pd.DataFrame:
+def mediation_under_losses(
+    scores: pd.DataFrame,
+    *,
+    losses: Sequence[str] = LOSSES,
+    mediators: Sequence[str] = ("fertility", "fertility_completion"),
+    reference: str = "en",
+    outcome: str = "delta",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """analyses.mediation.mediation_by_language for every (loss, mediator); long table with
     columns ``loss`` and ``mediator`` (context_fertility / completion_fertility) appended.
 
@@ -60,10 +73,10 @@ def mediation_under_losses(scores: pd.DataFrame, *, losses: Sequence[str] = LOSS
             if col not in data.columns or data[col].isna().all():
                 continue
             sub = data.dropna(subset=[outcome, col])
-            out = mediation_by_language(sub, reference=reference, outcome=outcome, mediator=col,
-                                        cluster="prompt_id", n_boot=n_boot, seed=seed)
-            frames.append(out.assign(loss=loss, mediator=_mediator_label(col), outcome=outcome,
-                                     n_boot=n_boot))
+            out = mediation_by_language(
+                sub, reference=reference, outcome=outcome, mediator=col, cluster="prompt_id", n_boot=n_boot, seed=seed
+            )
+            frames.append(out.assign(loss=loss, mediator=_mediator_label(col), outcome=outcome, n_boot=n_boot))
     if not frames:
         return pd.DataFrame(columns=["checkpoint", "language", "loss", "mediator"])
     return pd.concat(frames, ignore_index=True)
@@ -102,8 +115,16 @@ def _effects(scores: pd.DataFrame, loss: str, reference: str, alpha: float) -> d
     return out
 
 
-def loss_check(scores: pd.DataFrame, *, loss: str, reference: str = "en", alpha: float = 0.05,
-               mediation: pd.DataFrame | None = None, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def loss_check(
+    scores: pd.DataFrame,
+    *,
+    loss: str,
+    reference: str = "en",
+    alpha: float = 0.05,
+    mediation: pd.DataFrame | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
     """One row per (checkpoint or "pooled", language != reference): ABS and band under every
     loss; ``effect_<loss>`` (Wilcoxon-Holm p < alpha for the language's delta vs the
     reference's, matched prompts; pooled: subjects = (checkpoint, prompt)); ``mediation_<loss>``
@@ -125,7 +146,7 @@ def loss_check(scores: pd.DataFrame, *, loss: str, reference: str = "en", alpha:
         key = (str(r.loss), str(r.checkpoint), str(r.language))
         excl[key] = excl.get(key, False) or bool(r.indirect_lo > 0 or r.indirect_hi < 0)
     rows = []
-    for (ck, lang) in sorted(set(effects["token_mean"]) | set(effects[loss])):
+    for ck, lang in sorted(set(effects["token_mean"]) | set(effects[loss])):
         row = {"checkpoint": ck, "language": lang, "reference": reference, "loss": loss}
         for x in LOSSES:
             a = abs_w.loc[(ck, lang)] if (ck, lang) in abs_w.index else None

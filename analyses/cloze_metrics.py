@@ -26,6 +26,7 @@ Losses (``loss=``), all in nats:
 The ABS bands (0.5 / 1.0 / 1.5) are the paper's, set on its per-token loss; read under another
 loss they are this toolkit's extension, not the paper's calibration.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -58,7 +59,10 @@ SANITY_COLUMNS = ("checkpoint", "language", "share_meaningless_lowest", "n")
 # lower edges of the ABS interpretation bands (paper Sec. IV). The paper prints "< 50.0" for
 # negligible, a typo for 0.50: the next band starts at 0.50 and all reported ABS lie near 1.4.
 BANDS: tuple[tuple[float, str], ...] = (
-    (0.0, "negligible"), (0.5, "mild"), (1.0, "moderate"), (1.5, "strong"),
+    (0.0, "negligible"),
+    (0.5, "mild"),
+    (1.0, "moderate"),
+    (1.5, "strong"),
 )
 
 
@@ -66,7 +70,7 @@ _KEYS = ("stereo", "anti", "meaningless")
 
 
 def canonical_loss(loss: str) -> str:
-    """"sum", "token_mean" or "byte_mean"; "mean" is the earlier spelling of "token_mean"."""
+    """ "sum", "token_mean" or "byte_mean"; "mean" is the earlier spelling of "token_mean"."""
     loss = "token_mean" if loss == "mean" else loss
     if loss not in LOSSES:
         raise TableError(f"loss must be one of {', '.join(LOSSES)} (or 'mean'), got {loss!r}")
@@ -83,8 +87,9 @@ def _loss_columns(loss: Loss) -> dict[str, str]:
     return {k: f"nll_{k}_sum" for k in _KEYS} | {f"bytes_{k}": f"n_bytes_{k}" for k in _KEYS}
 
 
-def completion_losses(scores: pd.DataFrame, *, loss: Loss = DEFAULT_LOSS,
-                      keys: tuple[str, ...] = _KEYS) -> pd.DataFrame:
+def completion_losses(
+    scores: pd.DataFrame, *, loss: Loss = DEFAULT_LOSS, keys: tuple[str, ...] = _KEYS
+) -> pd.DataFrame:
     """Per-completion loss under ``loss``: a frame with columns ``keys`` (stereo, anti,
     meaningless), index of ``scores``. byte_mean = nll_<k>_sum / n_bytes_<k> (NaN for 0 bytes)."""
     loss = canonical_loss(loss)

@@ -170,19 +170,23 @@ def fertility_table(
                 "tokenizer": tokenizer_name,
                 "language": lang,
                 "fertility": sum(word_counts) / n_words if n_words else float("nan"),
-                "fertility_in_context": (
-                    float(sent_tokens[lang].sum()) / n_words if n_words else float("nan")
-                ),
-                "continued_share": (
-                    sum(c >= 2 for c in word_counts) / n_words if n_words else float("nan")
-                ),
+                "fertility_in_context": (float(sent_tokens[lang].sum()) / n_words if n_words else float("nan")),
+                "continued_share": (sum(c >= 2 for c in word_counts) / n_words if n_words else float("nan")),
                 "parity": parity,
                 "n_sentences": len(sents),
                 "n_words": n_words,
             }
         )
-    columns = ["tokenizer", "language", "fertility", "fertility_in_context",
-               "continued_share", "parity", "n_sentences", "n_words"]
+    columns = [
+        "tokenizer",
+        "language",
+        "fertility",
+        "fertility_in_context",
+        "continued_share",
+        "parity",
+        "n_sentences",
+        "n_words",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -255,7 +259,7 @@ def language_order(langs) -> list[str]:
 
 
 def word_prefix_for(tokenizer) -> str:
-    """" " for byte-level BPE tokenizers (GPT-2 style, which learn merges for " word"), else "".
+    """ " " for byte-level BPE tokenizers (GPT-2 style, which learn merges for " word"), else "".
 
     Detected by the byte-level space marker "Ġ" on the second word of "a b"; SentencePiece
     tokenizers add their own "▁" prefix to an isolated word and get "".
@@ -268,9 +272,14 @@ def word_prefix_for(tokenizer) -> str:
     return " " if any(str(p).startswith("Ġ") for p in pieces) else ""
 
 
-def tokenizer_fertility(tokenizer, texts: dict[str, list[str]], *, name: str, parallel: bool = True,
-                        reference: str = "en") -> pd.DataFrame:
+def tokenizer_fertility(
+    tokenizer, texts: dict[str, list[str]], *, name: str, parallel: bool = True, reference: str = "en"
+) -> pd.DataFrame:
     """fertility_table with the word prefix chosen for this tokenizer (see word_prefix_for)."""
-    return fertility_table(tokenizer, texts, tokenizer_name=name,
-                           reference=reference if parallel else NO_REFERENCE,
-                           word_prefix=word_prefix_for(tokenizer))
+    return fertility_table(
+        tokenizer,
+        texts,
+        tokenizer_name=name,
+        reference=reference if parallel else NO_REFERENCE,
+        word_prefix=word_prefix_for(tokenizer),
+    )

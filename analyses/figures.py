@@ -1,5 +1,6 @@
 """One figure style for every plot: matplotlib `Figure` objects (no pyplot, so no global
 backend or figure state), constrained layout, 110 dpi, written atomically."""
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,10 @@ def lineage_order(checkpoints: list[str], lineage: dict | None) -> list[tuple[st
     if not lineage or not (lineage.get("base") or lineage.get("routes")):
         return [("checkpoints", checkpoints)]
     base = [c for c in lineage.get("base", []) if c in checkpoints]
-    seqs = [(f"base→{route}", base + [c for c in cks if c in checkpoints])
-            for route, cks in lineage.get("routes", {}).items()]
+    seqs = [
+        (f"base→{route}", base + [c for c in cks if c in checkpoints])
+        for route, cks in lineage.get("routes", {}).items()
+    ]
     listed = set(base) | {c for _, s in seqs for c in s}
     rest = [c for c in checkpoints if c not in listed]
     out = seqs or [("base", base)]

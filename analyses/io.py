@@ -5,6 +5,7 @@ Spreadsheet safety: a text cell starting with `=`, `+`, `-`, `@`, tab or carriag
 instead of running it as a formula (CSV injection). Numbers, including negative ones, are
 written as they are.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -41,8 +42,9 @@ def defuse_formulas(df: pd.DataFrame) -> pd.DataFrame:
     return df if out is None else out
 
 
-def write_table(df: pd.DataFrame, path: Path, *, columns: Sequence[str] | None = None,
-                sort: Sequence[str] | None = None) -> Path:
+def write_table(
+    df: pd.DataFrame, path: Path, *, columns: Sequence[str] | None = None, sort: Sequence[str] | None = None
+) -> Path:
     """Write CSV via a temporary file and rename, so a crash never leaves half a table."""
     if columns is not None:
         missing = [c for c in columns if c not in df.columns]

@@ -31,8 +31,18 @@ __all__ = ["MediationResult", "mediation", "mediation_by_language"]
 
 # columns of mediation_by_language, in order; extra diagnostics follow these
 _BY_LANGUAGE_COLUMNS = [
-    "checkpoint", "language", "total", "direct", "indirect",
-    "total_lo", "total_hi", "direct_lo", "direct_hi", "indirect_lo", "indirect_hi", "n",
+    "checkpoint",
+    "language",
+    "total",
+    "direct",
+    "indirect",
+    "total_lo",
+    "total_hi",
+    "direct_lo",
+    "direct_hi",
+    "indirect_lo",
+    "indirect_hi",
+    "n",
 ]
 
 
@@ -223,10 +233,14 @@ def mediation(
         direct=float(c_prime),
         indirect=float(indirect),
         prop_mediated=float(indirect / c) if c != 0 else float("nan"),
-        total_lo=tl, total_hi=th,
-        direct_lo=dl, direct_hi=dh,
-        indirect_lo=il, indirect_hi=ih,
-        prop_mediated_lo=pl, prop_mediated_hi=ph,
+        total_lo=tl,
+        total_hi=th,
+        direct_lo=dl,
+        direct_hi=dh,
+        indirect_lo=il,
+        indirect_hi=ih,
+        prop_mediated_lo=pl,
+        prop_mediated_hi=ph,
         a=float(a),
         b=float(b),
         n=int(len(data)),
@@ -241,13 +255,10 @@ def _attach_fertility(
     scores: pd.DataFrame, fertility: pd.DataFrame, checkpoint: str, language: str, mediator: str
 ) -> pd.DataFrame:
     if mediator in scores.columns:
-        raise ValueError(
-            f"scores_df already has a {mediator!r} column; pass fertility_df=None to use it"
-        )
+        raise ValueError(f"scores_df already has a {mediator!r} column; pass fertility_df=None to use it")
     key = checkpoint if checkpoint in fertility.columns else "tokenizer"
     if key not in fertility.columns or mediator not in fertility.columns:
-        raise KeyError(f"fertility_df needs columns ({checkpoint!r} or 'tokenizer'), "
-                       f"{language!r}, {mediator!r}")
+        raise KeyError(f"fertility_df needs columns ({checkpoint!r} or 'tokenizer'), {language!r}, {mediator!r}")
     table = fertility[[key, language, mediator]].rename(columns={key: checkpoint})
     return scores.merge(table, on=[checkpoint, language], how="left", validate="many_to_one")
 
@@ -312,15 +323,28 @@ def mediation_by_language(
             pair = pair.assign(_treated=(pair[language] == lang).astype(float))
             row: dict[str, object] = {"checkpoint": ck_name, "language": lang}
             try:
-                res = mediation(pair, treatment="_treated", mediator=mediator, outcome=outcome,
-                                covariates=covs, n_boot=n_boot, seed=seed, ci=ci,
-                                cluster=cluster)
+                res = mediation(
+                    pair,
+                    treatment="_treated",
+                    mediator=mediator,
+                    outcome=outcome,
+                    covariates=covs,
+                    n_boot=n_boot,
+                    seed=seed,
+                    ci=ci,
+                    cluster=cluster,
+                )
             except ValueError:  # mediator collinear with language here: not identified
                 row["n"] = int(len(pair.dropna(subset=[mediator, outcome])))
             else:
                 row.update({k: getattr(res, k) for k in _BY_LANGUAGE_COLUMNS[2:]})
-                row.update(a=res.a, b=res.b, prop_mediated=res.prop_mediated,
-                           n_clusters=res.n_clusters, n_boot_valid=res.n_boot_valid)
+                row.update(
+                    a=res.a,
+                    b=res.b,
+                    prop_mediated=res.prop_mediated,
+                    n_clusters=res.n_clusters,
+                    n_boot_valid=res.n_boot_valid,
+                )
             rows.append(row)
     extra = ["a", "b", "prop_mediated", "n_clusters", "n_boot_valid"]
     return pd.DataFrame(rows, columns=_BY_LANGUAGE_COLUMNS + extra)

@@ -84,9 +84,7 @@ def _subject_cols(subject: Subject) -> list[str]:
     return [subject] if isinstance(subject, str) else list(subject)
 
 
-def _wide(
-    df: pd.DataFrame, subject: Subject, condition: str, value: str
-) -> pd.DataFrame:
+def _wide(df: pd.DataFrame, subject: Subject, condition: str, value: str) -> pd.DataFrame:
     """Pivot to subjects x conditions (NaN where a subject lacks a condition).
 
     Columns keep the order in which conditions first appear, so results are stable
@@ -242,9 +240,7 @@ def pairwise_wilcoxon(
         if n_nonzero == 0:
             stat, p = np.nan, np.nan  # scipy cannot rank an all-zero difference
         else:
-            res = sps.wilcoxon(
-                xa, xb, zero_method=zero_method, alternative=alternative, method=method
-            )
+            res = sps.wilcoxon(xa, xb, zero_method=zero_method, alternative=alternative, method=method)
             stat, p = float(res.statistic), float(res.pvalue)
         rows.append(
             {

@@ -112,5 +112,4 @@ def weat(
             hits += int(np.count_nonzero(null >= observed - tol))
         p = (hits + 1) / (n_perm + 1)
         used = n_perm
-    return WeatResult(effect_size=effect, statistic=observed, p_value=p, n_perm=int(used),
-                      exact=bool(exact))
+    return WeatResult(effect_size=effect, statistic=observed, p_value=p, n_perm=int(used), exact=bool(exact))

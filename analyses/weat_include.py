@@ -27,6 +27,7 @@ translations, so ``tuple_id`` = axis|t<j>|a<i> matches a tuple across languages 
 the Friedman test). Y (the comparison group) is not used here; Caliskan's effect size, which
 uses it, stays in weat_caliskan.csv / weat.csv (analyses.weat).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -34,16 +35,29 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["INCLUDE_THRESHOLDS", "SCORE_COLUMNS", "STATS_COLUMNS", "include_band", "include_tuple_scores",
-           "weat_stats"]
+__all__ = ["INCLUDE_THRESHOLDS", "SCORE_COLUMNS", "STATS_COLUMNS", "include_band", "include_tuple_scores", "weat_stats"]
 
 INCLUDE_THRESHOLDS: tuple[tuple[float, str], ...] = (
-    (0.0, "negligible"), (0.01, "below_significance"), (0.05, "significant"), (0.10, "extreme"),
+    (0.0, "negligible"),
+    (0.01, "below_significance"),
+    (0.05, "significant"),
+    (0.10, "extreme"),
 )
-SCORE_COLUMNS = ("model", "language", "axis", "tuple_id", "target", "stereotype", "anti_stereotype",
-                 "cos_stereo", "cos_anti", "score", "band", "direction")
-STATS_COLUMNS = ("model", "test", "a", "b", "statistic", "p_value", "p_holm", "effect", "effect_name", "n", "k",
-                 "note")
+SCORE_COLUMNS = (
+    "model",
+    "language",
+    "axis",
+    "tuple_id",
+    "target",
+    "stereotype",
+    "anti_stereotype",
+    "cos_stereo",
+    "cos_anti",
+    "score",
+    "band",
+    "direction",
+)
+STATS_COLUMNS = ("model", "test", "a", "b", "statistic", "p_value", "p_holm", "effect", "effect_name", "n", "k", "note")
 
 
 def include_band(score: float) -> str | None:
@@ -78,12 +92,22 @@ def include_tuple_scores(model: str, vectors: Mapping[str, np.ndarray], sets: Se
                 ca = _cos(tv, np.asarray(vectors[a], dtype=np.float64))
                 cb = _cos(tv, np.asarray(vectors[b], dtype=np.float64))
                 score = ca - cb
-                rows.append({"model": model, "language": s["language"], "axis": s["axis"],
-                             "tuple_id": f"{s['axis']}|t{j}|a{i}", "target": t, "stereotype": a,
-                             "anti_stereotype": b, "cos_stereo": ca, "cos_anti": cb, "score": score,
-                             "band": include_band(score),
-                             "direction": "stereotypical" if score > 0 else
-                             ("anti-stereotypical" if score < 0 else "none")})
+                rows.append(
+                    {
+                        "model": model,
+                        "language": s["language"],
+                        "axis": s["axis"],
+                        "tuple_id": f"{s['axis']}|t{j}|a{i}",
+                        "target": t,
+                        "stereotype": a,
+                        "anti_stereotype": b,
+                        "cos_stereo": ca,
+                        "cos_anti": cb,
+                        "score": score,
+                        "band": include_band(score),
+                        "direction": "stereotypical" if score > 0 else ("anti-stereotypical" if score < 0 else "none"),
+                    }
+                )
     return pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
 
 
@@ -107,7 +131,8 @@ def weat_stats(scores: pd.DataFrame, *, reference: str = "en") -> pd.DataFrame:
 
     models = sorted(scores["model"].astype(str).unique())
     groups: list[tuple[str, pd.DataFrame, object]] = [
-        (m, scores[scores["model"].astype(str) == m], "tuple_id") for m in models]
+        (m, scores[scores["model"].astype(str) == m], "tuple_id") for m in models
+    ]
     if len(models) > 1:
         groups.append(("pooled", scores, ["model", "tuple_id"]))
     rows: list[dict] = []
@@ -117,10 +142,19 @@ def weat_stats(scores: pd.DataFrame, *, reference: str = "en") -> pd.DataFrame:
         order = ([reference] if reference in langs else []) + [x for x in langs if x != reference]
         try:
             fr = friedman(df, subject=subject, condition="language", value="score")
-            rows.append({"model": m, "test": "friedman", "statistic": fr.statistic, "p_value": fr.p_value,
-                         "effect": fr.kendall_w, "effect_name": "kendall_w", "n": fr.n_subjects,
-                         "k": fr.k_conditions,
-                         "note": f"{fr.n_dropped} incomplete tuples dropped" if fr.n_dropped else ""})
+            rows.append(
+                {
+                    "model": m,
+                    "test": "friedman",
+                    "statistic": fr.statistic,
+                    "p_value": fr.p_value,
+                    "effect": fr.kendall_w,
+                    "effect_name": "kendall_w",
+                    "n": fr.n_subjects,
+                    "k": fr.k_conditions,
+                    "note": f"{fr.n_dropped} incomplete tuples dropped" if fr.n_dropped else "",
+                }
+            )
         except (ValueError, KeyError) as exc:
             rows.append({"model": m, "test": "friedman", "note": str(exc)})
         if len(order) < 2:
@@ -128,15 +162,36 @@ def weat_stats(scores: pd.DataFrame, *, reference: str = "en") -> pd.DataFrame:
             continue
         pw = pairwise_wilcoxon(df, subject=subject, condition="language", value="score", order=order)
         for r in pw.itertuples(index=False):
-            rows.append({"model": m, "test": "wilcoxon", "a": r.a, "b": r.b, "statistic": r.statistic,
-                         "p_value": r.p_value, "p_holm": r.p_holm, "effect": r.rank_biserial,
-                         "effect_name": "rank_biserial", "n": r.n, "k": 2,
-                         "note": "" if r.n_nonzero else "all differences zero"})
+            rows.append(
+                {
+                    "model": m,
+                    "test": "wilcoxon",
+                    "a": r.a,
+                    "b": r.b,
+                    "statistic": r.statistic,
+                    "p_value": r.p_value,
+                    "p_holm": r.p_holm,
+                    "effect": r.rank_biserial,
+                    "effect_name": "rank_biserial",
+                    "n": r.n,
+                    "k": 2,
+                    "note": "" if r.n_nonzero else "all differences zero",
+                }
+            )
             if r.a == reference and m != "pooled" and np.isfinite(r.rank_biserial):
                 ref_r.setdefault(m, []).append(float(r.rank_biserial))
     for m, vals in list(ref_r.items()) + ([("all", [v for vs in ref_r.values() for v in vs])] if ref_r else []):
-        rows.append({"model": m, "test": "mean_rank_biserial", "a": reference, "b": "others",
-                     "effect": float(np.mean(vals)), "effect_name": "rank_biserial", "n": len(vals)})
+        rows.append(
+            {
+                "model": m,
+                "test": "mean_rank_biserial",
+                "a": reference,
+                "b": "others",
+                "effect": float(np.mean(vals)),
+                "effect_name": "rank_biserial",
+                "n": len(vals),
+            }
+        )
     out = pd.DataFrame(rows)
     for c in STATS_COLUMNS:
         if c not in out:

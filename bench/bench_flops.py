@@ -26,6 +26,7 @@ fewest any prefix-sharing scorer must compute (each distinct token prefix once: 
 Rerun (defaults):
     python bench/bench_flops.py --repeats 5 --threads 2 --items 2 --variants exact,space_case
 """
+
 from __future__ import annotations
 
 import sys
@@ -62,8 +63,14 @@ def model_shape(model) -> Shape:
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     n_dense = sum(m.weight.numel() for m in base.modules() if isinstance(m, torch.nn.Linear))
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    return Shape(n_dense=n_dense, n_layers=cfg.num_hidden_layers, n_heads=cfg.num_attention_heads,
-                 head_dim=head_dim, d_model=cfg.hidden_size, vocab=model.get_output_embeddings().weight.shape[0])
+    return Shape(
+        n_dense=n_dense,
+        n_layers=cfg.num_hidden_layers,
+        n_heads=cfg.num_attention_heads,
+        head_dim=head_dim,
+        d_model=cfg.hidden_size,
+        vocab=model.get_output_embeddings().weight.shape[0],
+    )
 
 
 @dataclass
@@ -80,8 +87,9 @@ class Recorder:
         past = kw.get("past")
         P = 0 if past is None else int(past.get_seq_length())
         B, T = input_ids.shape
-        self.calls.append({"B": int(B), "T": int(T), "P": P, "lens": attention_mask.sum(1).tolist(),
-                           "R": int(read_index.shape[1])})
+        self.calls.append(
+            {"B": int(B), "T": int(T), "P": P, "lens": attention_mask.sum(1).tolist(), "R": int(read_index.shape[1])}
+        )
         return self.inner.forward(input_ids, attention_mask, read_index, layers, **kw)
 
 
@@ -93,18 +101,31 @@ def runner_counts(calls, shape: Shape) -> dict:
     pairs_exec = sum(c["B"] * c["T"] * (c["P"] + c["T"]) for c in calls)
     useful = shape.dense(real) + shape.attn(pairs_useful) + shape.unembed(reads)
     executed = shape.dense(padded) + shape.attn(pairs_exec) + shape.unembed(reads)
-    return {"forwards": len(calls), "real_tokens": int(real), "padded_positions": int(padded),
-            "read_positions": int(reads), "flops_useful": useful, "flops_executed": executed,
-            "flops_useful_parts": {"dense": shape.dense(real), "attention": shape.attn(pairs_useful),
-                                   "unembedding": shape.unembed(reads)}}
+    return {
+        "forwards": len(calls),
+        "real_tokens": int(real),
+        "padded_positions": int(padded),
+        "read_positions": int(reads),
+        "flops_useful": useful,
+        "flops_executed": executed,
+        "flops_useful_parts": {
+            "dense": shape.dense(real),
+            "attention": shape.attn(pairs_useful),
+            "unembedding": shape.unembed(reads),
+        },
+    }
 
 
 def naive_counts(lengths, shape: Shape) -> dict:
     """One full forward per (prompt, form) of length L: dense, causal attention, unembed at all L."""
     tokens = sum(lengths)
     pairs = sum(L * (L + 1) / 2 for L in lengths)
-    return {"forwards": len(lengths), "real_tokens": int(tokens), "read_positions": int(tokens),
-            "flops": shape.dense(tokens) + shape.attn(pairs) + shape.unembed(tokens)}
+    return {
+        "forwards": len(lengths),
+        "real_tokens": int(tokens),
+        "read_positions": int(tokens),
+        "flops": shape.dense(tokens) + shape.attn(pairs) + shape.unembed(tokens),
+    }
 
 
 def min_tokens(seqs) -> dict:
@@ -126,9 +147,13 @@ def matmul_rate(n: int, repeats: int) -> dict:
     a, b = torch.randn(n, n), torch.randn(n, n)
     torch.matmul(a, b)
     s, _ = common.time_runs(lambda: torch.matmul(a, b), repeats)
-    flops = 2.0 * n ** 3
-    return {"shape": [n, n, n], "gflops_median": flops / s["median"] / 1e9, "gflops_best": flops / s["min"] / 1e9,
-            "timing": s}
+    flops = 2.0 * n**3
+    return {
+        "shape": [n, n, n],
+        "gflops_median": flops / s["median"] / 1e9,
+        "gflops_best": flops / s["min"] / 1e9,
+        "timing": s,
+    }
 
 
 def gemm_rate(m: int, k: int, n: int, repeats: int) -> dict:
@@ -138,8 +163,12 @@ def gemm_rate(m: int, k: int, n: int, repeats: int) -> dict:
     torch.matmul(a, b)
     s, _ = common.time_runs(lambda: torch.matmul(a, b), repeats)
     flops = 2.0 * m * k * n
-    return {"shape": [m, k, n], "gflops_median": flops / s["median"] / 1e9, "gflops_best": flops / s["min"] / 1e9,
-            "timing": s}
+    return {
+        "shape": [m, k, n],
+        "gflops_median": flops / s["median"] / 1e9,
+        "gflops_best": flops / s["min"] / 1e9,
+        "timing": s,
+    }
 
 
 def main() -> None:
@@ -163,8 +192,15 @@ def main() -> None:
     shape = model_shape(lm.backend.model)
     bank = common.pressure_subset(args.items or None)
     prompts, verdicts, _ = common.pressure_prompts(bank, tok)
-    res = {"model": path.name, "items": len(bank), "prompts": len(prompts), "batch_size": args.batch_size,
-           "shape": shape.__dict__, "torch_threads": torch.get_num_threads(), "modes": {}}
+    res = {
+        "model": path.name,
+        "items": len(bank),
+        "prompts": len(prompts),
+        "batch_size": args.batch_size,
+        "shape": shape.__dict__,
+        "torch_threads": torch.get_num_threads(),
+        "modes": {},
+    }
 
     # the machine's dense rate first, at the same thread count
     mm = matmul_rate(args.matmul_size, max(5, args.repeats * 5))
@@ -196,45 +232,82 @@ def main() -> None:
         naive_len = [len(split_continuation(tok, pr, f)[0]) for pr in prompts for f in forms]
         naive = naive_counts(naive_len, shape)
         minimum = min_tokens(seen)
-        t, _ = common.time_runs(lambda: score_options(lm, prompts, options, cfg=cfg), args.repeats,
-                                label=f"runner {mode}")
+        t, _ = common.time_runs(
+            lambda: score_options(lm, prompts, options, cfg=cfg), args.repeats, label=f"runner {mode}"
+        )
         achieved_useful = counts["flops_useful"] / t["median"]
         achieved_exec = counts["flops_executed"] / t["median"]
-        res["modes"][mode] = {"options": options, "timing": t, "runner": counts, "naive": naive, "minimum": minimum,
-                              "achieved_gflops_useful": achieved_useful / 1e9,
-                              "achieved_gflops_executed": achieved_exec / 1e9,
-                              "fraction_of_matmul_useful": achieved_useful / limit,
-                              "fraction_of_matmul_executed": achieved_exec / limit,
-                              "naive_over_runner_tokens": naive["real_tokens"] / counts["real_tokens"],
-                              "naive_over_runner_flops": naive["flops"] / counts["flops_useful"]}
-        rows.append([mode, common.fmt_time(t), f"{counts['flops_useful'] / 1e12:.2f} / {counts['flops_executed'] / 1e12:.2f}",
-                     f"{achieved_useful / 1e9:.0f} / {achieved_exec / 1e9:.0f}",
-                     f"{achieved_useful / limit:.0%} / {achieved_exec / limit:.0%}"])
-        tok_rows.append([mode, f"{naive['real_tokens']:,} in {naive['forwards']:,} forwards "
-                               f"({naive['flops'] / 1e12:.2f} TFLOP)",
-                         f"{counts['real_tokens']:,} ({counts['padded_positions']:,} with padding) in "
-                         f"{counts['forwards']:,} forwards ({counts['flops_useful'] / 1e12:.2f} TFLOP)",
-                         f"{naive['real_tokens'] / counts['real_tokens']:.1f}x tokens, "
-                         f"{naive['flops'] / counts['flops_useful']:.1f}x FLOPs",
-                         f"{minimum['trie']:,}"])
+        res["modes"][mode] = {
+            "options": options,
+            "timing": t,
+            "runner": counts,
+            "naive": naive,
+            "minimum": minimum,
+            "achieved_gflops_useful": achieved_useful / 1e9,
+            "achieved_gflops_executed": achieved_exec / 1e9,
+            "fraction_of_matmul_useful": achieved_useful / limit,
+            "fraction_of_matmul_executed": achieved_exec / limit,
+            "naive_over_runner_tokens": naive["real_tokens"] / counts["real_tokens"],
+            "naive_over_runner_flops": naive["flops"] / counts["flops_useful"],
+        }
+        rows.append(
+            [
+                mode,
+                common.fmt_time(t),
+                f"{counts['flops_useful'] / 1e12:.2f} / {counts['flops_executed'] / 1e12:.2f}",
+                f"{achieved_useful / 1e9:.0f} / {achieved_exec / 1e9:.0f}",
+                f"{achieved_useful / limit:.0%} / {achieved_exec / limit:.0%}",
+            ]
+        )
+        tok_rows.append(
+            [
+                mode,
+                f"{naive['real_tokens']:,} in {naive['forwards']:,} forwards ({naive['flops'] / 1e12:.2f} TFLOP)",
+                f"{counts['real_tokens']:,} ({counts['padded_positions']:,} with padding) in "
+                f"{counts['forwards']:,} forwards ({counts['flops_useful'] / 1e12:.2f} TFLOP)",
+                f"{naive['real_tokens'] / counts['real_tokens']:.1f}x tokens, "
+                f"{naive['flops'] / counts['flops_useful']:.1f}x FLOPs",
+                f"{minimum['trie']:,}",
+            ]
+        )
     res["report"] = {
         "order": 4,
         "title": f"4. Achieved FLOP/s and tokens computed ({path.name})",
-        "rerun": (f"python bench/bench_flops.py --repeats {args.repeats} --threads {args.threads} --items {args.items} "
-                  f"--variants {args.variants}"),
-        "what": (f"score_options on {len(prompts)} pressure prompts ({len(bank)} items). Machine limit: fp32 "
-                 f"torch.matmul {args.matmul_size}^3 at {args.threads} thread(s) = {mm['gflops_median']:.0f} GFLOP/s "
-                 f"median (best {mm['gflops_best']:.0f}); model-shaped GEMM {gemm['shape']} = "
-                 f"{gemm['gflops_median']:.0f} GFLOP/s. FLOPs: 2 x {shape.n_dense / 1e6:.1f}M dense weights per "
-                 "token + attention + unembedding at read positions; useful = real tokens, causal pairs; executed = "
-                 "with padding and the full key rectangle."),
+        "rerun": (
+            f"python bench/bench_flops.py --repeats {args.repeats} --threads {args.threads} --items {args.items} "
+            f"--variants {args.variants}"
+        ),
+        "what": (
+            f"score_options on {len(prompts)} pressure prompts ({len(bank)} items). Machine limit: fp32 "
+            f"torch.matmul {args.matmul_size}^3 at {args.threads} thread(s) = {mm['gflops_median']:.0f} GFLOP/s "
+            f"median (best {mm['gflops_best']:.0f}); model-shaped GEMM {gemm['shape']} = "
+            f"{gemm['gflops_median']:.0f} GFLOP/s. FLOPs: 2 x {shape.n_dense / 1e6:.1f}M dense weights per "
+            "token + attention + unembedding at read positions; useful = real tokens, causal pairs; executed = "
+            "with padding and the full key rectangle."
+        ),
         "tables": [
-            {"caption": "Achieved rate", "columns": ["variants", "time: median (min-max)", "TFLOP useful / executed",
-                                                     "GFLOP/s useful / executed", "of matmul rate useful / executed"],
-             "rows": rows},
-            {"caption": "Tokens computed", "columns": ["variants", "naive scorer", "runner", "naive / runner",
-                                                        "fewest possible (distinct prefixes)"],
-             "rows": tok_rows},
+            {
+                "caption": "Achieved rate",
+                "columns": [
+                    "variants",
+                    "time: median (min-max)",
+                    "TFLOP useful / executed",
+                    "GFLOP/s useful / executed",
+                    "of matmul rate useful / executed",
+                ],
+                "rows": rows,
+            },
+            {
+                "caption": "Tokens computed",
+                "columns": [
+                    "variants",
+                    "naive scorer",
+                    "runner",
+                    "naive / runner",
+                    "fewest possible (distinct prefixes)",
+                ],
+                "rows": tok_rows,
+            },
         ],
         "findings": [],
     }

@@ -11,6 +11,7 @@ max |delta| over every request's log-likelihood (and is_greedy flags equal).
 Rerun (defaults):
     python bench/bench_lm_eval_model.py --repeats 3 --threads 2 --items 8
 """
+
 from __future__ import annotations
 
 import logging
@@ -55,13 +56,20 @@ def main() -> None:
     tasks = write_tasks(task_dir, max_items=args.items)
     tm = TaskManager(include_path=str(task_dir))
     ours = InterpLM(pretrained=str(path), batch_size=args.batch_size, threads=args.threads)
-    ref = HFLM(pretrained=str(path), backend="causal", device="cpu", dtype="float32", batch_size=args.batch_size,
-               trust_remote_code=False)
+    ref = HFLM(
+        pretrained=str(path),
+        backend="causal",
+        device="cpu",
+        dtype="float32",
+        batch_size=args.batch_size,
+        trust_remote_code=False,
+    )
     torch.set_num_threads(args.threads)
 
     def run(model):
-        return lambda: lm_eval.simple_evaluate(model=model, tasks=tasks, task_manager=tm, log_samples=True,
-                                               verbosity="ERROR")
+        return lambda: lm_eval.simple_evaluate(
+            model=model, tasks=tasks, task_manager=tm, log_samples=True, verbosity="ERROR"
+        )
 
     timing, outs = common.time_interleaved({"hf": run(ref), "interp": run(ours)}, args.repeats)
     a, b = _responses(outs["interp"]), _responses(outs["hf"])
@@ -78,24 +86,45 @@ def main() -> None:
         max_d, n_req = max(max_d, float(d.max())), n_req + len(xs)
     sp = common.ratio(timing["hf"], timing["interp"])
     acc = {t: {m: v for m, v in outs["interp"]["results"][t].items() if isinstance(v, float)} for t in tasks}
-    rows = [[f"{len(tasks)} tasks, {n_req} requests", "lm-eval --model hf (HFLM)", common.fmt_time(timing["hf"]), "1.00x"],
-            [f"{len(tasks)} tasks, {n_req} requests", "lm-eval --model interp", common.fmt_time(timing["interp"]),
-             common.fmt_ratio(sp)]]
-    res = {"model": path.name, "tasks": tasks, "requests": n_req, "per_task": per_task, "timing": timing,
-           "speedup_interp_vs_hf": sp, "max_abs_dll": max_d, "greedy_flags_different": greedy_diff,
-           "metrics_interp": acc, "torch_threads": torch.get_num_threads()}
+    rows = [
+        [f"{len(tasks)} tasks, {n_req} requests", "lm-eval --model hf (HFLM)", common.fmt_time(timing["hf"]), "1.00x"],
+        [
+            f"{len(tasks)} tasks, {n_req} requests",
+            "lm-eval --model interp",
+            common.fmt_time(timing["interp"]),
+            common.fmt_ratio(sp),
+        ],
+    ]
+    res = {
+        "model": path.name,
+        "tasks": tasks,
+        "requests": n_req,
+        "per_task": per_task,
+        "timing": timing,
+        "speedup_interp_vs_hf": sp,
+        "max_abs_dll": max_d,
+        "greedy_flags_different": greedy_diff,
+        "metrics_interp": acc,
+        "torch_threads": torch.get_num_threads(),
+    }
     res["report"] = {
         "order": 2.5,
         "title": f"2b. lm-eval `--model interp` vs `--model hf` ({path.name})",
         "rerun": f"python bench/bench_lm_eval_model.py --repeats {args.repeats} --threads {args.threads} --items {args.items}",
-        "what": ("Whole `lm_eval.simple_evaluate` runs (model loading excluded) on local tasks built from the shipped "
-                 f"banks ({args.items} items per bank): " + ", ".join(f"{t} ({per_task[t]['requests']} requests)"
-                                                                     for t in tasks) +
-                 f". Both at batch size {args.batch_size}, float32; runs interleaved. Measured on whatever else the "
-                 f"machine was running (1-min load average {start_load[0] if start_load else '?'} at start): the ratio, "
-                 "not the seconds, is the figure."),
-        "tables": [{"columns": ["workload", "model", "time: median (min-max)", "speedup vs hf: median (min/min)"],
-                    "rows": rows}],
+        "what": (
+            "Whole `lm_eval.simple_evaluate` runs (model loading excluded) on local tasks built from the shipped "
+            f"banks ({args.items} items per bank): "
+            + ", ".join(f"{t} ({per_task[t]['requests']} requests)" for t in tasks)
+            + f". Both at batch size {args.batch_size}, float32; runs interleaved. Measured on whatever else the "
+            f"machine was running (1-min load average {start_load[0] if start_load else '?'} at start): the ratio, "
+            "not the seconds, is the figure."
+        ),
+        "tables": [
+            {
+                "columns": ["workload", "model", "time: median (min-max)", "speedup vs hf: median (min/min)"],
+                "rows": rows,
+            }
+        ],
         "findings": [
             f"max |delta log-likelihood| interp vs hf over all {n_req} requests: {max_d:.2e}; is_greedy flags that "
             f"differ: {greedy_diff}.",
@@ -106,8 +135,9 @@ def main() -> None:
             "interp_cloze run (`greedy=False` skips it). Equality, not speed, is what this model delivers so far.",
         ],
     }
-    common.write_results("lm_eval_model", res, threads=args.threads, results_dir=args.results_dir,
-                         started_load=start_load)
+    common.write_results(
+        "lm_eval_model", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load
+    )
 
 
 if __name__ == "__main__":

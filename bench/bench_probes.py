@@ -15,6 +15,7 @@ torch.nn.Module exists.
 Rerun (defaults):
     python bench/bench_probes.py --repeats 5 --threads 2 --checkpoints 20 --items 240 --conditions 16 --d-model 576
 """
+
 from __future__ import annotations
 
 import gc
@@ -25,11 +26,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-TURNS = [("opinion", "agree", "agree"), ("opinion", "oppose", "oppose"), ("challenge", "", "sure"),
-         ("challenge", "", "think_again"), ("challenge", "", "doubt"), ("neutral", "", "thanks"),
-         ("neutral", "", "noted"), ("neutral", "", "got_it"), ("challenge", "", "really"),
-         ("challenge", "", "disagree"), ("neutral", "", "next"), ("neutral", "", "weather"),
-         ("neutral", "", "coffee"), ("neutral", "", "typing"), ("neutral", "", "looked")]
+TURNS = [
+    ("opinion", "agree", "agree"),
+    ("opinion", "oppose", "oppose"),
+    ("challenge", "", "sure"),
+    ("challenge", "", "think_again"),
+    ("challenge", "", "doubt"),
+    ("neutral", "", "thanks"),
+    ("neutral", "", "noted"),
+    ("neutral", "", "got_it"),
+    ("challenge", "", "really"),
+    ("challenge", "", "disagree"),
+    ("neutral", "", "next"),
+    ("neutral", "", "weather"),
+    ("neutral", "", "coffee"),
+    ("neutral", "", "typing"),
+    ("neutral", "", "looked"),
+]
 
 
 def write_cache(root: Path, *, n_ckpt: int, n_items: int, n_cond: int, d: int, seed: int = 0) -> dict:
@@ -45,8 +58,9 @@ def write_cache(root: Path, *, n_ckpt: int, n_items: int, n_cond: int, d: int, s
     store = Store(root / "cache")
     items = [f"moral-{i:04d}" for i in range(n_items)]
     gold = np.where(np.arange(n_items) % 2 == 0, "wrong", "acceptable")
-    rows = [(it, g, planted, *turn) for it, g in zip(items, gold) for planted in ("wrong", "acceptable")
-            for turn in turns]
+    rows = [
+        (it, g, planted, *turn) for it, g in zip(items, gold) for planted in ("wrong", "acceptable") for turn in turns
+    ]
     base = pd.DataFrame(rows, columns=["item_id", "gold", "planted", "turn_kind", "turn_side", "turn_variant"])
     n = len(base)
     item_idx = np.repeat(np.arange(n_items), n_cond)
@@ -67,13 +81,31 @@ def write_cache(root: Path, *, n_ckpt: int, n_items: int, n_cond: int, d: int, s
         trials["p_planted"] = 1.0 / (1.0 + np.exp(-logit))
         trials["readout"] = "slot"
         trials["n_prompt_tokens"] = 120
-        first = pd.DataFrame({"checkpoint": f"step{c:03d}", "bank": "moral", "item_id": items, "gold": gold,
-                              "p_gold": rng.uniform(size=n_items), "p_wrong": rng.uniform(size=n_items)})
-        ident = UnitIdentity(checkpoint=f"step{c:03d}", checkpoint_fingerprint=f"synthetic-{c}", study="pressure",
-                             study_version="1", bank="moral", bank_hash="synthetic", template_hash="synthetic",
-                             settings_hash="synthetic", layer=22, backend="hf")
-        path = store.write(ident, tables={"trials": trials, "first_turn": first},
-                           arrays={"resid": X, "resid_first": X[:n_items]})
+        first = pd.DataFrame(
+            {
+                "checkpoint": f"step{c:03d}",
+                "bank": "moral",
+                "item_id": items,
+                "gold": gold,
+                "p_gold": rng.uniform(size=n_items),
+                "p_wrong": rng.uniform(size=n_items),
+            }
+        )
+        ident = UnitIdentity(
+            checkpoint=f"step{c:03d}",
+            checkpoint_fingerprint=f"synthetic-{c}",
+            study="pressure",
+            study_version="1",
+            bank="moral",
+            bank_hash="synthetic",
+            template_hash="synthetic",
+            settings_hash="synthetic",
+            layer=22,
+            backend="hf",
+        )
+        path = store.write(
+            ident, tables={"trials": trials, "first_turn": first}, arrays={"resid": X, "resid_first": X[:n_items]}
+        )
         nbytes += path.stat().st_size
     return {"units": n_ckpt, "rows_per_unit": n, "d_model": d, "bytes": nbytes}
 
@@ -113,7 +145,10 @@ def main() -> None:
         for target in targets:
             timings[target], tables[target] = common.time_runs(
                 lambda target=target: run_probe(out, study="pressure", target=target, n_shuffles=args.shuffles),
-                args.repeats, warmup=0, label=f"run_probe {target}")
+                args.repeats,
+                warmup=0,
+                label=f"run_probe {target}",
+            )
         model_loaded = "transformers" in sys.modules
         n_modules = 0
         if "torch" in sys.modules:  # imported by interp/__init__ (interp.loading), not by a model load
@@ -136,26 +171,58 @@ def main() -> None:
         tab = tab[tab["target"] == target]  # run_probe returns probes.csv, which keeps other targets' rows
         t = timings[target]
         per_unit = t["median"] / args.checkpoints
-        res_t[target] = {"timing": t, "seconds_per_unit": per_unit, "metric": str(tab["metric"].iloc[0]),
-                         "score_mean": float(tab["score"].mean()), "null_mean_mean": float(tab["null_mean"].mean()),
-                         "units": len(tab)}
-        rows.append([target, res_t[target]["metric"], common.fmt_time(t), f"{per_unit:.2f} s",
-                     f"{res_t[target]['score_mean']:.3f} (null {res_t[target]['null_mean_mean']:.3f})"])
-    res = {"cache": cache, "shuffles": args.shuffles, "folds": 5, "targets": res_t,
-           "transformers_imported": model_loaded, "torch_imported": "torch" in sys.modules}
+        res_t[target] = {
+            "timing": t,
+            "seconds_per_unit": per_unit,
+            "metric": str(tab["metric"].iloc[0]),
+            "score_mean": float(tab["score"].mean()),
+            "null_mean_mean": float(tab["null_mean"].mean()),
+            "units": len(tab),
+        }
+        rows.append(
+            [
+                target,
+                res_t[target]["metric"],
+                common.fmt_time(t),
+                f"{per_unit:.2f} s",
+                f"{res_t[target]['score_mean']:.3f} (null {res_t[target]['null_mean_mean']:.3f})",
+            ]
+        )
+    res = {
+        "cache": cache,
+        "shuffles": args.shuffles,
+        "folds": 5,
+        "targets": res_t,
+        "transformers_imported": model_loaded,
+        "torch_imported": "torch" in sys.modules,
+    }
     res["report"] = {
         "order": 5,
         "title": "5. Probing from the cache (synthetic, no model)",
-        "rerun": (f"python bench/bench_probes.py --repeats {args.repeats} --threads {args.threads} "
-                  f"--checkpoints {args.checkpoints} --items {args.items} --conditions {args.conditions} "
-                  f"--d-model {args.d_model}"),
-        "what": (f"{args.checkpoints} cached pressure units x ({args.items} items x {args.conditions} conditions = "
-                 f"{cache['rows_per_unit']:,} rows) x d_model {args.d_model}, float16 "
-                 f"({cache['bytes'] / 2**20:.0f} MiB on disk, written in {cache['write_seconds']:.1f} s). "
-                 f"`run_probe(..., n_shuffles={args.shuffles})`, 5 item-grouped folds, over every unit; "
-                 "transformers never imported, no torch module alive."),
-        "tables": [{"columns": ["target", "metric", f"all {args.checkpoints} units: median (min-max)",
-                                "per unit (median)", "mean score (mean null)"], "rows": rows}],
+        "rerun": (
+            f"python bench/bench_probes.py --repeats {args.repeats} --threads {args.threads} "
+            f"--checkpoints {args.checkpoints} --items {args.items} --conditions {args.conditions} "
+            f"--d-model {args.d_model}"
+        ),
+        "what": (
+            f"{args.checkpoints} cached pressure units x ({args.items} items x {args.conditions} conditions = "
+            f"{cache['rows_per_unit']:,} rows) x d_model {args.d_model}, float16 "
+            f"({cache['bytes'] / 2**20:.0f} MiB on disk, written in {cache['write_seconds']:.1f} s). "
+            f"`run_probe(..., n_shuffles={args.shuffles})`, 5 item-grouped folds, over every unit; "
+            "transformers never imported, no torch module alive."
+        ),
+        "tables": [
+            {
+                "columns": [
+                    "target",
+                    "metric",
+                    f"all {args.checkpoints} units: median (min-max)",
+                    "per unit (median)",
+                    "mean score (mean null)",
+                ],
+                "rows": rows,
+            }
+        ],
         "findings": [],
     }
     common.write_results("probes", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)

@@ -26,6 +26,7 @@ text, then each turn), so the ratio carries over to the whole bank (`--items 0`)
 Rerun (defaults):
     python bench/bench_runner_vs_naive.py --repeats 5 --threads 2 --items 2
 """
+
 from __future__ import annotations
 
 import sys
@@ -103,8 +104,11 @@ def main() -> None:
     options = common.option_words(verdicts, args.variants)
     forms = [option_variants(o, args.variants) for o in options]
     n_forms = sum(len(f) for f in forms)
-    print(f"{len(bank)} items, {len(prompts)} prompts, options {options} ({n_forms} forms), "
-          f"{len(prompts) * n_forms} naive forwards per run", file=sys.stderr)
+    print(
+        f"{len(bank)} items, {len(prompts)} prompts, options {options} ({n_forms} forms), "
+        f"{len(prompts) * n_forms} naive forwards per run",
+        file=sys.stderr,
+    )
 
     cfg = ScoringConfig(variants=args.variants, batch_size=args.batch_size)
     cfg_plain = ScoringConfig(variants=args.variants, batch_size=args.batch_size, prefix_reuse=False)
@@ -126,36 +130,56 @@ def main() -> None:
     d_prob = np.abs(runner.probs - np.exp(naive - np.logaddexp.reduce(naive, axis=1, keepdims=True)))
     speed = common.ratio(t_naive, t_runner)
     res = {
-        "model": str(path.name), "bank": args.bank, "items": len(bank), "prompts": len(prompts),
-        "variants": args.variants, "options": options, "forms_per_prompt": n_forms,
-        "naive_forwards_per_run": len(prompts) * n_forms, "batch_size": args.batch_size,
+        "model": str(path.name),
+        "bank": args.bank,
+        "items": len(bank),
+        "prompts": len(prompts),
+        "variants": args.variants,
+        "options": options,
+        "forms_per_prompt": n_forms,
+        "naive_forwards_per_run": len(prompts) * n_forms,
+        "batch_size": args.batch_size,
         "torch_threads": torch.get_num_threads(),
         "tokenization_mismatches": mismatches,
         "timing": {"naive": t_naive, "runner": t_runner, **({"runner_no_prefix_reuse": t_plain} if t_plain else {})},
         "speedup_runner_vs_naive": speed,
-        "max_abs_dlogp": float(d_logp.max()), "mean_abs_dlogp": float(d_logp.mean()),
+        "max_abs_dlogp": float(d_logp.max()),
+        "mean_abs_dlogp": float(d_logp.mean()),
         "max_abs_dprob": float(d_prob.max()),
     }
     if t_plain:
         res["speedup_no_reuse_vs_naive"] = common.ratio(t_naive, t_plain)
         res["speedup_reuse_vs_no_reuse"] = common.ratio(t_plain, t_runner)
         res["max_abs_dlogp_no_reuse"] = float(np.abs(plain.logp - naive).max())
-    rerun = (f"python bench/bench_runner_vs_naive.py --repeats {args.repeats} --threads {args.threads} "
-             f"--items {args.items} --variants {args.variants}")
-    rows = [["naive loop (HF forward per prompt x option, batch 1)", common.fmt_time(t_naive), "1.00x"],
-            ["runner (batched + prefix KV reuse)", common.fmt_time(t_runner), common.fmt_ratio(speed)]]
+    rerun = (
+        f"python bench/bench_runner_vs_naive.py --repeats {args.repeats} --threads {args.threads} "
+        f"--items {args.items} --variants {args.variants}"
+    )
+    rows = [
+        ["naive loop (HF forward per prompt x option, batch 1)", common.fmt_time(t_naive), "1.00x"],
+        ["runner (batched + prefix KV reuse)", common.fmt_time(t_runner), common.fmt_ratio(speed)],
+    ]
     if t_plain:
-        rows.insert(1, ["runner, prefix_reuse=False (batching only)", common.fmt_time(t_plain),
-                        common.fmt_ratio(res["speedup_no_reuse_vs_naive"])])
+        rows.insert(
+            1,
+            [
+                "runner, prefix_reuse=False (batching only)",
+                common.fmt_time(t_plain),
+                common.fmt_ratio(res["speedup_no_reuse_vs_naive"]),
+            ],
+        )
     res["report"] = {
         "order": 1,
         "title": "1. Runner vs a naive loop (moral pressure bank, " + path.name + ")",
         "rerun": rerun,
-        "what": (f"{len(bank)} items of the moral bank ({len(prompts)} prompts: every trial plus each item's "
-                 f"first turn), options {', '.join(repr(o) for o in options)} (variants `{args.variants}`), "
-                 f"{len(prompts) * n_forms} naive forwards per run. Wall time of scoring only (model loaded once)."),
-        "tables": [{"columns": ["method", "time: median (min-max)", "speedup vs naive: median (min/min)"],
-                    "rows": rows}],
+        "what": (
+            f"{len(bank)} items of the moral bank ({len(prompts)} prompts: every trial plus each item's "
+            f"first turn), options {', '.join(repr(o) for o in options)} (variants `{args.variants}`), "
+            f"{len(prompts) * n_forms} naive forwards per run. Wall time of scoring only (model loaded once)."
+        ),
+        "tables": [
+            {"columns": ["method", "time: median (min-max)", "speedup vs naive: median (min/min)"], "rows": rows}
+        ],
         "findings": [
             f"max |delta log-prob| runner vs naive: {res['max_abs_dlogp']:.2e} (mean {res['mean_abs_dlogp']:.1e}); "
             f"max |delta p| after renormalizing over the two verdicts: {res['max_abs_dprob']:.1e}.",
@@ -165,9 +189,11 @@ def main() -> None:
     }
     if t_plain:
         res["report"]["findings"].append(
-            f"prefix reuse alone (runner vs runner without it): {common.fmt_ratio(res['speedup_reuse_vs_no_reuse'])}.")
-    common.write_results("runner_vs_naive", res, threads=args.threads, results_dir=args.results_dir,
-                         started_load=start_load)
+            f"prefix reuse alone (runner vs runner without it): {common.fmt_ratio(res['speedup_reuse_vs_no_reuse'])}."
+        )
+    common.write_results(
+        "runner_vs_naive", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ the bank beyond the (small) result arrays.
 Rerun (defaults):
     python bench/bench_scaling.py --repeats 5 --threads 2 --base-items 2 --factors 1,2,4
 """
+
 from __future__ import annotations
 
 import json
@@ -46,12 +47,20 @@ def child(args) -> None:
     rss_loaded = common.rss_mb()
     peak_before = common.peak_rss_mb()
     reset_ok = common.reset_peak_rss()
-    t, payload = common.time_runs(lambda: study.run_unit(lm, bank, template, lm.default_layer, cfg), args.repeats,
-                                  label=f"{args.items} items")
-    out = {"items": len(bank), "trials": int(len(payload.tables["trials"])), "timing": t,
-           "rss_start_mb": rss0, "rss_loaded_mb": rss_loaded, "peak_load_mb": peak_before,
-           "peak_scoring_mb": common.peak_rss_mb(), "peak_reset": reset_ok,
-           "result_array_mb": float(sum(np.asarray(a).nbytes for a in payload.arrays.values()) / 2**20)}
+    t, payload = common.time_runs(
+        lambda: study.run_unit(lm, bank, template, lm.default_layer, cfg), args.repeats, label=f"{args.items} items"
+    )
+    out = {
+        "items": len(bank),
+        "trials": int(len(payload.tables["trials"])),
+        "timing": t,
+        "rss_start_mb": rss0,
+        "rss_loaded_mb": rss_loaded,
+        "peak_load_mb": peak_before,
+        "peak_scoring_mb": common.peak_rss_mb(),
+        "peak_reset": reset_ok,
+        "result_array_mb": float(sum(np.asarray(a).nbytes for a in payload.arrays.values()) / 2**20),
+    }
     print(json.dumps(out))
 
 
@@ -75,8 +84,24 @@ def main() -> None:
         n = args.base_items * f
         print(f"size {f}x: {n} items (fresh process)", file=sys.stderr, flush=True)
         sizes[f] = common.run_child(
-            [Path(__file__).resolve(), "--child", "--items", n, "--repeats", args.repeats, "--threads", args.threads,
-             "--model", args.model, "--variants", args.variants, "--batch-size", args.batch_size], args.threads)
+            [
+                Path(__file__).resolve(),
+                "--child",
+                "--items",
+                n,
+                "--repeats",
+                args.repeats,
+                "--threads",
+                args.threads,
+                "--model",
+                args.model,
+                "--variants",
+                args.variants,
+                "--batch-size",
+                args.batch_size,
+            ],
+            args.threads,
+        )
     base = sizes[factors[0]]
     rows = []
     for f in factors:
@@ -85,22 +110,52 @@ def main() -> None:
         s["seconds_per_item"] = per_item
         s["time_ratio_vs_1x"] = s["timing"]["median"] / base["timing"]["median"]
         s["peak_over_loaded_mb"] = s["peak_scoring_mb"] - s["rss_loaded_mb"]
-        rows.append([f"{f}x", f"{s['items']} ({s['trials']} trials)", common.fmt_time(s["timing"]),
-                     f"{s['time_ratio_vs_1x']:.2f}x", f"{per_item:.2f} s",
-                     f"{s['peak_scoring_mb']:.0f} MiB", f"{s['rss_loaded_mb']:.0f} MiB",
-                     f"{s['peak_over_loaded_mb']:+.0f} MiB"])
-    res = {"model": args.model, "base_items": args.base_items, "factors": factors, "variants": args.variants,
-           "sizes": {str(k): v for k, v in sizes.items()}}
+        rows.append(
+            [
+                f"{f}x",
+                f"{s['items']} ({s['trials']} trials)",
+                common.fmt_time(s["timing"]),
+                f"{s['time_ratio_vs_1x']:.2f}x",
+                f"{per_item:.2f} s",
+                f"{s['peak_scoring_mb']:.0f} MiB",
+                f"{s['rss_loaded_mb']:.0f} MiB",
+                f"{s['peak_over_loaded_mb']:+.0f} MiB",
+            ]
+        )
+    res = {
+        "model": args.model,
+        "base_items": args.base_items,
+        "factors": factors,
+        "variants": args.variants,
+        "sizes": {str(k): v for k, v in sizes.items()},
+    }
     res["report"] = {
         "order": 6,
         "title": "6. Scaling with bank size (one pressure unit, fresh process per size)",
-        "rerun": (f"python bench/bench_scaling.py --repeats {args.repeats} --threads {args.threads} "
-                  f"--base-items {args.base_items} --factors {args.factors} --variants {args.variants}"),
-        "what": ("PressureStudy.run_unit (trials + first turns, resid_pre at the default layer, "
-                 f"variants `{args.variants}`) on a gold-balanced subset of the moral bank; peak RSS reset after "
-                 "model load and warm-up, read after the timed runs."),
-        "tables": [{"columns": ["size", "items", "time: median (min-max)", "time vs 1x", "time per item",
-                                "peak RSS while scoring", "RSS after load", "peak - loaded"], "rows": rows}],
+        "rerun": (
+            f"python bench/bench_scaling.py --repeats {args.repeats} --threads {args.threads} "
+            f"--base-items {args.base_items} --factors {args.factors} --variants {args.variants}"
+        ),
+        "what": (
+            "PressureStudy.run_unit (trials + first turns, resid_pre at the default layer, "
+            f"variants `{args.variants}`) on a gold-balanced subset of the moral bank; peak RSS reset after "
+            "model load and warm-up, read after the timed runs."
+        ),
+        "tables": [
+            {
+                "columns": [
+                    "size",
+                    "items",
+                    "time: median (min-max)",
+                    "time vs 1x",
+                    "time per item",
+                    "peak RSS while scoring",
+                    "RSS after load",
+                    "peak - loaded",
+                ],
+                "rows": rows,
+            }
+        ],
         "findings": [],
     }
     common.write_results("scaling", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)

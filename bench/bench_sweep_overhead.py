@@ -24,6 +24,7 @@ under 10% (fixed seconds and per-item seconds from this run).
 Rerun:
     nice -n 10 python bench/bench_sweep_overhead.py --study pressure --max-items 16 --threads 2
 """
+
 from __future__ import annotations
 
 import os
@@ -135,26 +136,45 @@ def main() -> None:
     denom = 0.1 * score_per_item - 0.9 * overhead_per_item
     items_for_10pct = 0.9 * fixed / denom if denom > 0 else None
     rows = [[k, f"{_totals[k]:.1f} s", f"{v:.1%}"] for k, v in shares.items()]
-    res = {"models": [Path(m).name for m in models], "study": args.study, "max_items": args.max_items,
-           "wall_s": wall, "seconds": dict(_totals), "shares": shares, "non_scoring_share": non_scoring,
-           "fixed_s": fixed, "per_item_s": per_item, "items_for_10pct": items_for_10pct}
+    res = {
+        "models": [Path(m).name for m in models],
+        "study": args.study,
+        "max_items": args.max_items,
+        "wall_s": wall,
+        "seconds": dict(_totals),
+        "shares": shares,
+        "non_scoring_share": non_scoring,
+        "fixed_s": fixed,
+        "per_item_s": per_item,
+        "items_for_10pct": items_for_10pct,
+    }
     res["report"] = {
         "order": 0.5,
         "title": f"0b. Sweep overhead: {args.study}, {args.max_items} items, {', '.join(res['models'])}",
-        "rerun": (f"nice -n 10 python bench/bench_sweep_overhead.py --study {args.study} --max-items {args.max_items} "
-                  f"--threads {args.threads}"),
-        "what": ("One `run_sweep` (what `interp sweep` runs) into a fresh directory, cold fingerprint memo; exclusive "
-                 "time per kind of work (one run: shares, not speeds). The machine was shared with other jobs."),
+        "rerun": (
+            f"nice -n 10 python bench/bench_sweep_overhead.py --study {args.study} --max-items {args.max_items} "
+            f"--threads {args.threads}"
+        ),
+        "what": (
+            "One `run_sweep` (what `interp sweep` runs) into a fresh directory, cold fingerprint memo; exclusive "
+            "time per kind of work (one run: shares, not speeds). The machine was shared with other jobs."
+        ),
         "tables": [{"columns": ["work", "time", "share of wall"], "rows": rows + [["wall", f"{wall:.1f} s", "100%"]]}],
         "findings": [
             f"everything but the engine's forwards: {non_scoring:.1%} of the sweep's wall time.",
             f"fixed (per sweep and checkpoint: loading, fingerprints, planning, analysis, report): {fixed:.1f} s; "
             f"per item (all models): {per_item:.2f} s, of which scoring {score_per_item:.2f} s"
-            + (f"; the non-scoring share falls under 10% from about {items_for_10pct:.0f} items per bank"
-               if items_for_10pct else "") + "."],
+            + (
+                f"; the non-scoring share falls under 10% from about {items_for_10pct:.0f} items per bank"
+                if items_for_10pct
+                else ""
+            )
+            + ".",
+        ],
     }
-    common.write_results(f"sweep_overhead_{args.study}", res, threads=args.threads, results_dir=args.results_dir,
-                         started_load=start_load)
+    common.write_results(
+        f"sweep_overhead_{args.study}", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load
+    )
     for r in rows:
         print(*r, sep="\t")
     print(f"non-scoring share {non_scoring:.1%} of {wall:.1f}s")

@@ -26,6 +26,7 @@ Wall times: median (min-max) of --repeats runs, model loads excluded; ratios of 
 minimums. Rerun (what BENCHMARKS.md shows):
     nice -n 10 python bench/bench_tree.py --repeats 3 --threads 2
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,9 +50,16 @@ class Recorder:
     def forward(self, input_ids, attention_mask, read_index, layers, **kw):
         pos = kw.get("position_ids")
         past = pos[:, 0].tolist() if pos is not None else [0] * input_ids.shape[0]
-        self.calls.append({"B": int(input_ids.shape[0]), "T": int(input_ids.shape[1]), "past": past,
-                           "P": int(kw["past_mask"].shape[1]) if kw.get("past_mask") is not None else 0,
-                           "lens": attention_mask.sum(1).tolist(), "R": int(read_index.shape[1])})
+        self.calls.append(
+            {
+                "B": int(input_ids.shape[0]),
+                "T": int(input_ids.shape[1]),
+                "past": past,
+                "P": int(kw["past_mask"].shape[1]) if kw.get("past_mask") is not None else 0,
+                "lens": attention_mask.sum(1).tolist(),
+                "R": int(read_index.shape[1]),
+            }
+        )
         return self.inner.forward(input_ids, attention_mask, read_index, layers, **kw)
 
 
@@ -61,10 +69,15 @@ def flop_counts(calls, shape) -> dict:
     reads = sum(c["B"] * c["R"] for c in calls)
     pairs = sum(n * p + n * (n + 1) / 2 for c in calls for n, p in zip(c["lens"], c["past"]))
     pairs_exec = sum(c["B"] * c["T"] * (c["P"] + c["T"]) for c in calls)
-    return {"forwards": len(calls), "real_tokens": int(real), "padded_tokens": int(padded), "reads": int(reads),
-            "flops_useful": shape.dense(real) + shape.attn(pairs) + shape.unembed(reads),
-            "flops_executed": shape.dense(padded) + shape.attn(pairs_exec) + shape.unembed(reads),
-            "flops_dense_useful": shape.dense(real)}
+    return {
+        "forwards": len(calls),
+        "real_tokens": int(real),
+        "padded_tokens": int(padded),
+        "reads": int(reads),
+        "flops_useful": shape.dense(real) + shape.attn(pairs) + shape.unembed(reads),
+        "flops_executed": shape.dense(padded) + shape.attn(pairs_exec) + shape.unembed(reads),
+        "flops_dense_useful": shape.dense(real),
+    }
 
 
 def main() -> None:
@@ -104,8 +117,12 @@ def main() -> None:
     path, lm = common.load_model(args.model, args.threads)
     tok = lm.tokenizer
     cfg = ScoringConfig(variants="exact")
-    res: dict = {"model": path.name, "torch_threads": torch.get_num_threads(), "repeats": args.repeats,
-                 "scoring_config": {"batch_size": cfg.batch_size, "max_batch_tokens": cfg.max_batch_tokens}}
+    res: dict = {
+        "model": path.name,
+        "torch_threads": torch.get_num_threads(),
+        "repeats": args.repeats,
+        "scoring_config": {"batch_size": cfg.batch_size, "max_batch_tokens": cfg.max_batch_tokens},
+    }
     rows, findings = [], []
     lme = None
 
@@ -114,8 +131,14 @@ def main() -> None:
         if lme is None:
             from lm_eval.models.huggingface import HFLM
 
-            lme = HFLM(pretrained=str(path), backend="causal", device="cpu", dtype="float32", batch_size=1,
-                       trust_remote_code=False)
+            lme = HFLM(
+                pretrained=str(path),
+                backend="causal",
+                device="cpu",
+                dtype="float32",
+                batch_size=1,
+                trust_remote_code=False,
+            )
             torch.set_num_threads(args.threads)
         return lme
 
@@ -124,7 +147,9 @@ def main() -> None:
 
         m = lme_get()
         m.batch_size_per_gpu = bs
-        reqs = [Instance(request_type="loglikelihood", doc={}, arguments=(c, k), idx=i) for i, (c, k) in enumerate(flat)]
+        reqs = [
+            Instance(request_type="loglikelihood", doc={}, arguments=(c, k), idx=i) for i, (c, k) in enumerate(flat)
+        ]
         return np.array([ll for ll, _ in m.loglikelihood(reqs, disable_tqdm=True)])
 
     def stage(msg):
@@ -134,17 +159,25 @@ def main() -> None:
         return {
             "order": 0,
             "title": f"0. Prefix tree by level at bank sizes ({path.name}, issue 16)",
-            "rerun": (f"nice -n 10 python bench/bench_tree.py --repeats {args.repeats} --threads {args.threads} "
-                      f"--items {args.items} --compare-items {args.compare_items} --sample-items {args.sample_items} "
-                      f"--full-repeats {args.full_repeats} --pilot-items {args.pilot_items} --conditions {args.conditions}"
-                      + (f" --cloze-prompts {args.cloze_prompts}" if args.cloze_prompts else "")
-                      + "".join(f" --skip {s}" for s in args.skip)),
-            "what": ("Runner = score_options / score_continuations with the default ScoringConfig (variants exact). "
-                     "Ratios column: time of the row's method relative to the runner's (>1: slower than the runner). "
-                     "The machine (2 cores) was shared with other engineers' jobs during this run: load average at start "
-                     f"{start_load}; compare ratios within this run only."),
-            "tables": [{"columns": ["workload", "method", "time: median (min-max)", "time / runner: median (min/min)"],
-                        "rows": rows}],
+            "rerun": (
+                f"nice -n 10 python bench/bench_tree.py --repeats {args.repeats} --threads {args.threads} "
+                f"--items {args.items} --compare-items {args.compare_items} --sample-items {args.sample_items} "
+                f"--full-repeats {args.full_repeats} --pilot-items {args.pilot_items} --conditions {args.conditions}"
+                + (f" --cloze-prompts {args.cloze_prompts}" if args.cloze_prompts else "")
+                + "".join(f" --skip {s}" for s in args.skip)
+            ),
+            "what": (
+                "Runner = score_options / score_continuations with the default ScoringConfig (variants exact). "
+                "Ratios column: time of the row's method relative to the runner's (>1: slower than the runner). "
+                "The machine (2 cores) was shared with other engineers' jobs during this run: load average at start "
+                f"{start_load}; compare ratios within this run only."
+            ),
+            "tables": [
+                {
+                    "columns": ["workload", "method", "time: median (min-max)", "time / runner: median (min/min)"],
+                    "rows": rows,
+                }
+            ],
             "findings": findings,
         }
 
@@ -172,8 +205,10 @@ def main() -> None:
             pilots[bs] = time.perf_counter() - t0
             stage(f"  lm-eval bs={bs}: {pilots[bs]:.1f}s")
         best_bs = min(pilots, key=pilots.get)
-        fns = {"runner": lambda: score_options(lm, sub, options, cfg=cfg),
-               f"lm-eval (bs {best_bs})": lambda: lme_run(flat, best_bs)}
+        fns = {
+            "runner": lambda: score_options(lm, sub, options, cfg=cfg),
+            f"lm-eval (bs {best_bs})": lambda: lme_run(flat, best_bs),
+        }
         forms = [option_variants(o, "exact") for o in options]
         if "naive" not in args.skip:
             fns["naive loop"] = lambda: naive_scores(lm.backend.model, tok, sub, forms)
@@ -181,26 +216,48 @@ def main() -> None:
         t, outs = common.time_interleaved(fns, args.repeats)
         r = outs["runner"]
         d_lme = float(np.abs(r.logp.reshape(-1) - outs[f"lm-eval (bs {best_bs})"]).max())
-        sec = {"items": len(sub_bank), "prompts": len(sub), "requests": len(flat), "lm_eval_pilots_s": pilots,
-               "lm_eval_best_batch_size": best_bs, "timing": t, "max_abs_dll_vs_lm_eval": d_lme,
-               "speedup_vs_lm_eval": common.ratio(t[f"lm-eval (bs {best_bs})"], t["runner"])}
+        sec = {
+            "items": len(sub_bank),
+            "prompts": len(sub),
+            "requests": len(flat),
+            "lm_eval_pilots_s": pilots,
+            "lm_eval_best_batch_size": best_bs,
+            "timing": t,
+            "max_abs_dll_vs_lm_eval": d_lme,
+            "speedup_vs_lm_eval": common.ratio(t[f"lm-eval (bs {best_bs})"], t["runner"]),
+        }
         if "naive loop" in t:
             sec["speedup_vs_naive"] = common.ratio(t["naive loop"], t["runner"])
             sec["max_abs_dlogp_vs_naive"] = float(np.abs(r.logp - outs["naive loop"]).max())
         res["pressure_subset"] = sec
         w = f"pressure, {len(sub_bank)} items x 31 conditions ({len(sub)} prompts)"
         rows.append([w, "runner (tree by level)", common.fmt_time(t["runner"]), "1.00x"])
-        rows.append([w, f"lm-eval HFLM, best batch size {best_bs}", common.fmt_time(t[f"lm-eval (bs {best_bs})"]),
-                     common.fmt_ratio(common.ratio(t[f"lm-eval (bs {best_bs})"], t["runner"]))])
+        rows.append(
+            [
+                w,
+                f"lm-eval HFLM, best batch size {best_bs}",
+                common.fmt_time(t[f"lm-eval (bs {best_bs})"]),
+                common.fmt_ratio(common.ratio(t[f"lm-eval (bs {best_bs})"], t["runner"])),
+            ]
+        )
         if "naive loop" in t:
-            rows.append([w, "naive loop", common.fmt_time(t["naive loop"]),
-                         common.fmt_ratio(common.ratio(t["naive loop"], t["runner"]))])
+            rows.append(
+                [
+                    w,
+                    "naive loop",
+                    common.fmt_time(t["naive loop"]),
+                    common.fmt_ratio(common.ratio(t["naive loop"], t["runner"])),
+                ]
+            )
         findings.append(
             f"pressure ({len(sub)} prompts): runner {sec['speedup_vs_lm_eval']['median']:.2f}x lm-eval at its best batch "
-            f"size ({best_bs}; one-run pilots on {len(pilot)} prompts: " + ", ".join(f"bs {b} {s:.0f}s" for b, s in pilots.items()) + ")"
+            f"size ({best_bs}; one-run pilots on {len(pilot)} prompts: "
+            + ", ".join(f"bs {b} {s:.0f}s" for b, s in pilots.items())
+            + ")"
             + (f", {sec['speedup_vs_naive']['median']:.1f}x the naive loop" if "speedup_vs_naive" in sec else "")
             + f"; max |delta log-lik| vs lm-eval {d_lme:.1e}"
-            + (f", vs naive {sec['max_abs_dlogp_vs_naive']:.1e}." if "max_abs_dlogp_vs_naive" in sec else "."))
+            + (f", vs naive {sec['max_abs_dlogp_vs_naive']:.1e}." if "max_abs_dlogp_vs_naive" in sec else ".")
+        )
 
     if "flops" not in args.skip:
         stage(f"flops / tokens: runner on {len(bank)} items ({len(prompts)} prompts)")
@@ -231,35 +288,56 @@ def main() -> None:
         finally:
             engine_mod.Engine.run = real_run
         t_full = tt["runner"]
-        flops_mm = 2.0 * 2048 ** 3 * k_mm
-        mm = {"shape": [2048, 2048, 2048], "gflops_median": flops_mm / tt["matmul"]["median"] / 1e9,
-              "gflops_best": flops_mm / tt["matmul"]["min"] / 1e9, "timing": tt["matmul"], "interleaved": True}
+        flops_mm = 2.0 * 2048**3 * k_mm
+        mm = {
+            "shape": [2048, 2048, 2048],
+            "gflops_median": flops_mm / tt["matmul"]["median"] / 1e9,
+            "gflops_best": flops_mm / tt["matmul"]["min"] / 1e9,
+            "timing": tt["matmul"],
+            "interleaved": True,
+        }
         res["matmul"] = mm
         counts = flop_counts(rec.calls, shape)
         st = stats["s"]
         gf = counts["flops_useful"] / t_full["median"] / 1e9
         gf_exec = counts["flops_executed"] / t_full["median"] / 1e9
-        res["full"] = {"items": len(bank), "prompts": len(prompts), "timing": t_full, **counts,
-                       "unique_tokens": st.unique_tokens, "plain_tokens": st.plain_tokens, "depth": st.depth,
-                       "computed_over_unique": counts["real_tokens"] / st.unique_tokens,
-                       "padded_over_unique": counts["padded_tokens"] / st.unique_tokens,
-                       "gflops_useful": gf, "gflops_executed": gf_exec,
-                       "fraction_of_matmul_useful": gf / mm["gflops_median"],
-                       "fraction_of_matmul_executed": gf_exec / mm["gflops_median"],
-                       "tokens_per_s": counts["real_tokens"] / t_full["median"]}
-        rows.append([f"pressure, {len(bank)} items x 31 conditions ({len(prompts)} prompts)", "runner (tree by level)",
-                     common.fmt_time(t_full), "-"])
+        res["full"] = {
+            "items": len(bank),
+            "prompts": len(prompts),
+            "timing": t_full,
+            **counts,
+            "unique_tokens": st.unique_tokens,
+            "plain_tokens": st.plain_tokens,
+            "depth": st.depth,
+            "computed_over_unique": counts["real_tokens"] / st.unique_tokens,
+            "padded_over_unique": counts["padded_tokens"] / st.unique_tokens,
+            "gflops_useful": gf,
+            "gflops_executed": gf_exec,
+            "fraction_of_matmul_useful": gf / mm["gflops_median"],
+            "fraction_of_matmul_executed": gf_exec / mm["gflops_median"],
+            "tokens_per_s": counts["real_tokens"] / t_full["median"],
+        }
+        rows.append(
+            [
+                f"pressure, {len(bank)} items x 31 conditions ({len(prompts)} prompts)",
+                "runner (tree by level)",
+                common.fmt_time(t_full),
+                "-",
+            ]
+        )
         f = res["full"]
         findings.append(
             f"tokens ({len(prompts)} prompts): plain sum {st.plain_tokens:,}; prefix tree unique {st.unique_tokens:,} "
             f"(depth {st.depth}); computed {counts['real_tokens']:,} real = {f['computed_over_unique']:.3f}x unique, "
-            f"{counts['padded_tokens']:,} with padding = {f['padded_over_unique']:.3f}x, in {counts['forwards']} forwards.")
+            f"{counts['padded_tokens']:,} with padding = {f['padded_over_unique']:.3f}x, in {counts['forwards']} forwards."
+        )
         findings.append(
             f"FLOP rate: {gf:.0f} GFLOP/s useful ({gf_exec:.0f} executed incl. padding and masked attention) = "
             f"{f['fraction_of_matmul_useful']:.0%} ({f['fraction_of_matmul_executed']:.0%}) of torch.matmul 2048^3 at "
             f"{args.threads} thread(s), {mm['gflops_median']:.0f} GFLOP/s (median of runs interleaved with the runner's; "
             f"best {mm['gflops_best']:.0f}); best runner run vs best matmul run: "
-            f"{counts['flops_useful'] / t_full['min'] / 1e9 / mm['gflops_best']:.0%}.")
+            f"{counts['flops_useful'] / t_full['min'] / 1e9 / mm['gflops_best']:.0%}."
+        )
 
     if "pressure_subset" in res and "full" in res and res["full"]["prompts"] > res["pressure_subset"]["prompts"]:
         ps, pf = res["pressure_subset"], res["full"]
@@ -276,7 +354,8 @@ def main() -> None:
             "cost the same per prompt at any size (one padded / single forward per context), so at the full size the "
             f"ratios would be about {derived['lm_eval']:.1f}x (lm-eval)"
             + (f" and {derived['naive']:.1f}x (naive)" if "naive" in derived else "")
-            + " -- derived from this run's measurements, not measured at that size.")
+            + " -- derived from this run's measurements, not measured at that size."
+        )
 
     if "cloze" not in args.skip:
         cbank, items = cloze_requests(args.cloze_prompts or None)
@@ -284,21 +363,45 @@ def main() -> None:
         bs = best_bs or 16
         stage(f"cloze: {len(cbank)} items, {len(flat)} requests, lm-eval bs {bs}")
         score_continuations(lm, items[:1], cfg=cfg)
-        t, outs = common.time_interleaved({"runner": lambda: score_continuations(lm, items, cfg=cfg),
-                                           "lm-eval": lambda: lme_run(flat, bs)}, args.repeats)
+        t, outs = common.time_interleaved(
+            {"runner": lambda: score_continuations(lm, items, cfg=cfg), "lm-eval": lambda: lme_run(flat, bs)},
+            args.repeats,
+        )
         d = float(np.abs(outs["runner"].sum_logp - outs["lm-eval"]).max())
-        res["cloze"] = {"items": len(cbank), "requests": len(flat), "lm_eval_batch_size": bs, "timing": t,
-                        "speedup_vs_lm_eval": common.ratio(t["lm-eval"], t["runner"]), "max_abs_dll": d}
-        w = f"cloze, whole bank ({len(cbank)} items, {len(flat)} requests)" if not args.cloze_prompts else \
-            f"cloze ({len(cbank)} items, {len(flat)} requests)"
+        res["cloze"] = {
+            "items": len(cbank),
+            "requests": len(flat),
+            "lm_eval_batch_size": bs,
+            "timing": t,
+            "speedup_vs_lm_eval": common.ratio(t["lm-eval"], t["runner"]),
+            "max_abs_dll": d,
+        }
+        w = (
+            f"cloze, whole bank ({len(cbank)} items, {len(flat)} requests)"
+            if not args.cloze_prompts
+            else f"cloze ({len(cbank)} items, {len(flat)} requests)"
+        )
         rows.append([w, "runner (tree by level)", common.fmt_time(t["runner"]), "1.00x"])
-        rows.append([w, f"lm-eval HFLM, batch size {bs}", common.fmt_time(t["lm-eval"]),
-                     common.fmt_ratio(common.ratio(t["lm-eval"], t["runner"]))])
-        findings.append(f"cloze: runner {res['cloze']['speedup_vs_lm_eval']['median']:.2f}x lm-eval (bs {bs}); "
-                        f"max |delta log-lik| {d:.1e}.")
+        rows.append(
+            [
+                w,
+                f"lm-eval HFLM, batch size {bs}",
+                common.fmt_time(t["lm-eval"]),
+                common.fmt_ratio(common.ratio(t["lm-eval"], t["runner"])),
+            ]
+        )
+        findings.append(
+            f"cloze: runner {res['cloze']['speedup_vs_lm_eval']['median']:.2f}x lm-eval (bs {bs}); "
+            f"max |delta log-lik| {d:.1e}."
+        )
 
-    common.write_results("tree", {**res, "partial": True, "report": make_report()}, threads=args.threads, results_dir=args.results_dir,
-                         started_load=start_load)
+    common.write_results(
+        "tree",
+        {**res, "partial": True, "report": make_report()},
+        threads=args.threads,
+        results_dir=args.results_dir,
+        started_load=start_load,
+    )
 
     if "sampling" not in args.skip:
         from interp.runner.generate import generate, sample_seed
@@ -320,26 +423,49 @@ def main() -> None:
                 x = torch.tensor([ids])
                 torch.manual_seed(sample_seed(0, prompt))
                 with torch.inference_mode():
-                    g = model.generate(x, attention_mask=torch.ones_like(x), do_sample=True, temperature=1.0, top_k=0,
-                                       top_p=1.0, max_new_tokens=mnt, num_return_sequences=n,
-                                       pad_token_id=tok.pad_token_id)
-                out.append([tok.decode(r[len(ids):], skip_special_tokens=True) for r in g])
+                    g = model.generate(
+                        x,
+                        attention_mask=torch.ones_like(x),
+                        do_sample=True,
+                        temperature=1.0,
+                        top_k=0,
+                        top_p=1.0,
+                        max_new_tokens=mnt,
+                        num_return_sequences=n,
+                        pad_token_id=tok.pad_token_id,
+                    )
+                out.append([tok.decode(r[len(ids) :], skip_special_tokens=True) for r in g])
             return out
 
         stage(f"sampling: {len(sp)} prompts x {n} samples, {mnt} new tokens")
         generate(lm, sp[:1], max_new_tokens=2, n=2)
-        t, outs = common.time_interleaved({"batched": lambda: generate(lm, sp, max_new_tokens=mnt, n=n, seed=0),
-                                           "hf": hf_per_prompt}, args.repeats)
+        t, outs = common.time_interleaved(
+            {"batched": lambda: generate(lm, sp, max_new_tokens=mnt, n=n, seed=0), "hf": hf_per_prompt}, args.repeats
+        )
         same = np.mean([a == b for ra, rb in zip(outs["batched"], outs["hf"]) for a, b in zip(ra, rb)])
-        res["sampling"] = {"items": len(sbank), "prompts": len(sp), "n_samples": n, "max_new_tokens": mnt,
-                           "timing": t, "speedup_vs_generate": common.ratio(t["hf"], t["batched"]),
-                           "identical_reply_share": float(same)}
+        res["sampling"] = {
+            "items": len(sbank),
+            "prompts": len(sp),
+            "n_samples": n,
+            "max_new_tokens": mnt,
+            "timing": t,
+            "speedup_vs_generate": common.ratio(t["hf"], t["batched"]),
+            "identical_reply_share": float(same),
+        }
         w = f"sampled readout, {len(sbank)} items x {args.conditions} conditions x {n} samples"
         rows.append([w, "interp generate (tree + one batch)", common.fmt_time(t["batched"]), "1.00x"])
-        rows.append([w, "HF generate per prompt, num_return_sequences", common.fmt_time(t["hf"]),
-                     common.fmt_ratio(common.ratio(t["hf"], t["batched"]))])
-        findings.append(f"sampling: batched {res['sampling']['speedup_vs_generate']['median']:.1f}x HF generate per "
-                        f"prompt; {same:.1%} of replies identical to HF's under the same seeds.")
+        rows.append(
+            [
+                w,
+                "HF generate per prompt, num_return_sequences",
+                common.fmt_time(t["hf"]),
+                common.fmt_ratio(common.ratio(t["hf"], t["batched"])),
+            ]
+        )
+        findings.append(
+            f"sampling: batched {res['sampling']['speedup_vs_generate']['median']:.1f}x HF generate per "
+            f"prompt; {same:.1%} of replies identical to HF's under the same seeds."
+        )
 
     res["report"] = make_report()
     common.write_results("tree", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)

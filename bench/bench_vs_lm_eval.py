@@ -26,6 +26,7 @@ Rerun (defaults):
     python bench/bench_vs_lm_eval.py --repeats 5 --threads 2 --items 2 --cloze-prompts 8
 Needs lm-eval in the venv: pip install lm-eval==0.4.13 -c <(echo torch==2.13.0)
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,8 +48,9 @@ def cloze_requests(n_prompts: int | None):
     span = check_template(load_template("cloze_v1"))["scored_span"]
     items = []
     for row in bank.items.itertuples(index=False):
-        stem, conts = continuation_texts(row.context, {c: getattr(row, c) for c in COMPLETIONS},
-                                         scored_span=resolve_span(span, row.slot))
+        stem, conts = continuation_texts(
+            row.context, {c: getattr(row, c) for c in COMPLETIONS}, scored_span=resolve_span(span, row.slot)
+        )
         items.append((stem, list(conts.values())))
     return bank, items
 
@@ -66,8 +68,12 @@ def _cloze_work(tok, items) -> dict:
         n_ctx = min(sp for _, sp in splits)
         ctx_lens.append(n_ctx)
         shareable.append((len(conts) - 1) * n_ctx)
-    return {"total_tokens": total, "continuation_tokens_read": read,
-            "mean_context_tokens": sum(ctx_lens) / len(ctx_lens), "mean_shareable_tokens": sum(shareable) / len(shareable)}
+    return {
+        "total_tokens": total,
+        "continuation_tokens_read": read,
+        "mean_context_tokens": sum(ctx_lens) / len(ctx_lens),
+        "mean_shareable_tokens": sum(shareable) / len(shareable),
+    }
 
 
 def lm_eval_split(lme, context: str, continuation: str) -> tuple[list[int], list[int]]:
@@ -92,20 +98,30 @@ def compare(tok, lme, flat, runner_ll, lme_ll) -> dict:
     signed = np.asarray(runner_ll) - np.asarray(lme_ll)
     d = np.abs(signed)
     rel = d / np.maximum(np.abs(np.asarray(lme_ll)), 1e-12)
-    out = {"requests": len(flat), "same_tokens": int(same.sum()), "different_tokens": int((~same).sum()),
-           "max_abs_dll": float(d.max()), "mean_abs_dll": float(d.mean()), "mean_signed_dll": float(signed.mean()),
-           "max_rel_dll": float(rel.max()),
-           "max_abs_dll_same_tokens": float(d[same].max()) if same.any() else None,
-           "max_abs_dll_different_tokens": float(d[~same].max()) if (~same).any() else None}
+    out = {
+        "requests": len(flat),
+        "same_tokens": int(same.sum()),
+        "different_tokens": int((~same).sum()),
+        "max_abs_dll": float(d.max()),
+        "mean_abs_dll": float(d.mean()),
+        "mean_signed_dll": float(signed.mean()),
+        "max_rel_dll": float(rel.max()),
+        "max_abs_dll_same_tokens": float(d[same].max()) if same.any() else None,
+        "max_abs_dll_different_tokens": float(d[~same].max()) if (~same).any() else None,
+    }
     if (~same).any():
         k = int(np.flatnonzero(~same)[np.argmax(d[~same])])
         ctx, cont = flat[k]
         ids, split = split_continuation(tok, ctx, cont)
         c_enc, k_enc = lm_eval_split(lme, ctx, cont)
-        out["worst_different"] = {"context_tail": ctx[-40:], "continuation": cont, "runner_ll": float(runner_ll[k]),
-                                  "lm_eval_ll": float(lme_ll[k]),
-                                  "runner_continuation_tokens": tok.convert_ids_to_tokens(ids[split:]),
-                                  "lm_eval_continuation_tokens": tok.convert_ids_to_tokens(list(k_enc))}
+        out["worst_different"] = {
+            "context_tail": ctx[-40:],
+            "continuation": cont,
+            "runner_ll": float(runner_ll[k]),
+            "lm_eval_ll": float(lme_ll[k]),
+            "runner_continuation_tokens": tok.convert_ids_to_tokens(ids[split:]),
+            "lm_eval_continuation_tokens": tok.convert_ids_to_tokens(list(k_enc)),
+        }
     return out
 
 
@@ -134,18 +150,30 @@ def main() -> None:
         raise SystemExit("lm-eval is not installed: pip install lm-eval==0.4.13 -c <(echo torch==2.13.0)") from None
 
     path, lm = common.load_model(args.model, args.threads)
-    lme = HFLM(pretrained=str(path), backend="causal", device="cpu", dtype="float32", batch_size=args.batch_size,
-               trust_remote_code=False)
+    lme = HFLM(
+        pretrained=str(path),
+        backend="causal",
+        device="cpu",
+        dtype="float32",
+        batch_size=args.batch_size,
+        trust_remote_code=False,
+    )
     torch.set_num_threads(args.threads)  # in case lm-eval changed it
     tok = lm.tokenizer
     cfg = ScoringConfig(variants="exact", batch_size=args.batch_size)
 
     def lme_run(flat):
-        reqs = [Instance(request_type="loglikelihood", doc={}, arguments=(c, k), idx=i) for i, (c, k) in enumerate(flat)]
+        reqs = [
+            Instance(request_type="loglikelihood", doc={}, arguments=(c, k), idx=i) for i, (c, k) in enumerate(flat)
+        ]
         return np.array([ll for ll, _ in lme.loglikelihood(reqs, disable_tqdm=True)])
 
-    res = {"model": path.name, "batch_size": args.batch_size, "lm_eval_logits_cache": bool(lme.logits_cache),
-           "torch_threads": torch.get_num_threads()}
+    res = {
+        "model": path.name,
+        "batch_size": args.batch_size,
+        "lm_eval_logits_cache": bool(lme.logits_cache),
+        "torch_threads": torch.get_num_threads(),
+    }
     rows, findings = [], []
 
     if "pressure" not in args.skip:
@@ -156,15 +184,23 @@ def main() -> None:
         print(f"pressure: {len(bank)} items, {len(flat)} requests", file=sys.stderr)
         score_options(lm, prompts[:2], options, cfg=cfg)
         lme_run(flat[:2])
-        t_r, r = common.time_runs(lambda: score_options(lm, prompts, options, cfg=cfg), args.repeats,
-                                  label="runner pressure")
+        t_r, r = common.time_runs(
+            lambda: score_options(lm, prompts, options, cfg=cfg), args.repeats, label="runner pressure"
+        )
         t_l, ll = common.time_runs(lambda: lme_run(flat), args.repeats, label="lm-eval pressure")
         agree = compare(tok, lme, flat, r.logp.reshape(-1), ll)
         sp = common.ratio(t_l, t_r)
-        res["pressure"] = {"items": len(bank), "prompts": len(prompts), "timing": {"lm_eval": t_l, "runner": t_r},
-                           "speedup_runner_vs_lm_eval": sp, **agree}
-        rows += [[f"pressure ({len(flat)} requests)", "lm-eval HFLM", common.fmt_time(t_l), "1.00x"],
-                 [f"pressure ({len(flat)} requests)", "runner", common.fmt_time(t_r), common.fmt_ratio(sp)]]
+        res["pressure"] = {
+            "items": len(bank),
+            "prompts": len(prompts),
+            "timing": {"lm_eval": t_l, "runner": t_r},
+            "speedup_runner_vs_lm_eval": sp,
+            **agree,
+        }
+        rows += [
+            [f"pressure ({len(flat)} requests)", "lm-eval HFLM", common.fmt_time(t_l), "1.00x"],
+            [f"pressure ({len(flat)} requests)", "runner", common.fmt_time(t_r), common.fmt_ratio(sp)],
+        ]
         findings.append(_agreement_line("pressure", agree))
 
     if "cloze" not in args.skip:
@@ -179,12 +215,19 @@ def main() -> None:
         sp = common.ratio(t_l, t_r)
         langs = sorted(cbank.items["language"].unique())
         work = _cloze_work(tok, items)
-        res["cloze"] = {"items": len(cbank), "languages": langs, "timing": {"lm_eval": t_l, "runner": t_r},
-                        "speedup_runner_vs_lm_eval": sp, "continuation_tokens": int(sum(r.n_tokens)), **work,
-                        **agree}
-        rows += [[f"cloze ({len(cbank)} items, {len(flat)} requests)", "lm-eval HFLM", common.fmt_time(t_l), "1.00x"],
-                 [f"cloze ({len(cbank)} items, {len(flat)} requests)", "runner", common.fmt_time(t_r),
-                  common.fmt_ratio(sp)]]
+        res["cloze"] = {
+            "items": len(cbank),
+            "languages": langs,
+            "timing": {"lm_eval": t_l, "runner": t_r},
+            "speedup_runner_vs_lm_eval": sp,
+            "continuation_tokens": int(sum(r.n_tokens)),
+            **work,
+            **agree,
+        }
+        rows += [
+            [f"cloze ({len(cbank)} items, {len(flat)} requests)", "lm-eval HFLM", common.fmt_time(t_l), "1.00x"],
+            [f"cloze ({len(cbank)} items, {len(flat)} requests)", "runner", common.fmt_time(t_r), common.fmt_ratio(sp)],
+        ]
         findings.append(_agreement_line("cloze", agree))
         findings.append(
             f"cloze work: {work['total_tokens']:,} tokens in {len(flat)} sequences, {work['continuation_tokens_read']:,} "
@@ -192,20 +235,30 @@ def main() -> None:
             f"on average, so (continuations - 1) x context = {work['mean_shareable_tokens']:.0f} tokens per item "
             "can be shared: the runner's prefix tree computes each context once (lm-eval computes it per "
             "continuation) and unembeds only at read positions (lm-eval log-softmaxes the full vocabulary at every "
-            "position).")
+            "position)."
+        )
 
     res["report"] = {
         "order": 2,
         "title": f"2. Runner vs lm-evaluation-harness (lm_eval {_version('lm_eval')}, HFLM, {path.name})",
-        "rerun": (f"python bench/bench_vs_lm_eval.py --repeats {args.repeats} --threads {args.threads} "
-                  f"--items {args.items} --cloze-prompts {args.cloze_prompts}"),
-        "what": ("Same (context, continuation) strings through lm-eval's `HFLM.loglikelihood` (batch size "
-                 f"{args.batch_size}, logits cache on) and the runner (batch size {args.batch_size}). Pressure: "
-                 "trials + first turns, continuations ' wrong' / ' acceptable'. Cloze: context before the blank, "
-                 "the three completions (template cloze_v1)."),
-        "tables": [{"columns": ["workload", "scorer", "time: median (min-max)", "speedup vs lm-eval: median (min/min)"],
-                    "rows": rows}],
-        "findings": findings + [
+        "rerun": (
+            f"python bench/bench_vs_lm_eval.py --repeats {args.repeats} --threads {args.threads} "
+            f"--items {args.items} --cloze-prompts {args.cloze_prompts}"
+        ),
+        "what": (
+            "Same (context, continuation) strings through lm-eval's `HFLM.loglikelihood` (batch size "
+            f"{args.batch_size}, logits cache on) and the runner (batch size {args.batch_size}). Pressure: "
+            "trials + first turns, continuations ' wrong' / ' acceptable'. Cloze: context before the blank, "
+            "the three completions (template cloze_v1)."
+        ),
+        "tables": [
+            {
+                "columns": ["workload", "scorer", "time: median (min-max)", "speedup vs lm-eval: median (min/min)"],
+                "rows": rows,
+            }
+        ],
+        "findings": findings
+        + [
             "Why they differ at all: both score identical token ids wherever `different_tokens` is 0 (lm-eval "
             "encodes the context alone and the whole string and takes the continuation as the extra tokens, after "
             "moving trailing context spaces into the continuation; the runner encodes the whole string once and "
@@ -215,10 +268,10 @@ def main() -> None:
             "log-softmaxes every position; the runner reuses the KV cache of shared prefixes, masks padding, and "
             "unembeds only at read positions, so sums are accumulated in a different order. Per token the deltas are "
             "of order 1e-5 with no consistent sign (see the mean signed delta); a cloze continuation sums several "
-            "tokens, a pressure verdict is one."],
+            "tokens, a pressure verdict is one."
+        ],
     }
-    common.write_results("vs_lm_eval", res, threads=args.threads, results_dir=args.results_dir,
-                         started_load=start_load)
+    common.write_results("vs_lm_eval", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)
 
 
 def _version(dist: str) -> str:
@@ -231,11 +284,15 @@ def _version(dist: str) -> str:
 
 
 def _agreement_line(name: str, a: dict) -> str:
-    s = (f"{name}: max |delta log-likelihood| runner vs lm-eval {a['max_abs_dll']:.2e} over {a['requests']} requests "
-         f"(mean {a['mean_abs_dll']:.1e}); {a['different_tokens']} requests tokenized differently")
+    s = (
+        f"{name}: max |delta log-likelihood| runner vs lm-eval {a['max_abs_dll']:.2e} over {a['requests']} requests "
+        f"(mean {a['mean_abs_dll']:.1e}); {a['different_tokens']} requests tokenized differently"
+    )
     if a["different_tokens"]:
-        s += (f" (max |delta| on those {a['max_abs_dll_different_tokens']:.3g}, on the identically tokenized ones "
-              f"{a['max_abs_dll_same_tokens']:.2e})")
+        s += (
+            f" (max |delta| on those {a['max_abs_dll_different_tokens']:.3g}, on the identically tokenized ones "
+            f"{a['max_abs_dll_same_tokens']:.2e})"
+        )
     s += f"; mean signed delta (runner - lm-eval) {a['mean_signed_dll']:+.1e}, max relative {a['max_rel_dll']:.1e}"
     return s + "."
 

@@ -15,6 +15,7 @@
 
 Every script takes --repeats (default 5), --threads (default 2) and its own size options.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,13 @@ MODELS = {
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-                "VECLIB_MAXIMUM_THREADS")
+_THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
 
 
 def setup(threads: int) -> None:
@@ -70,17 +76,26 @@ def setup(threads: int) -> None:
 
 def child_env(threads: int) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(ROOT)})
+    env.update(
+        {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "PYTHONPATH": str(ROOT),
+        }
+    )
     env.update({v: str(threads) for v in _THREAD_VARS})
     return env
 
 
 def parser(doc: str | None, *, repeats: int = 5) -> argparse.ArgumentParser:
     """An argparse parser with the options every benchmark shares."""
-    p = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0] if doc else None,
-                                epilog="See the module docstring for what is measured.",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=(doc or "").strip().splitlines()[0] if doc else None,
+        epilog="See the module docstring for what is measured.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument("--repeats", type=int, default=repeats, help="timed runs per configuration (>= 5 for the report)")
     p.add_argument("--threads", type=int, default=2, help="torch / BLAS threads")
     p.add_argument("--results-dir", type=Path, default=RESULTS, help="where <name>.json is written")
@@ -88,6 +103,7 @@ def parser(doc: str | None, *, repeats: int = 5) -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------- timing
+
 
 def summarize(runs: Sequence[float]) -> dict[str, Any]:
     runs = [float(r) for r in runs]
@@ -116,7 +132,7 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> tuple[d
     outs: dict[str, Any] = {}
     names = list(fns)
     for r in range(repeats):
-        for name in names[r % len(names):] + names[:r % len(names)]:  # rotate who goes first
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate who goes first
             fn = fns[name]
             t0 = time.perf_counter()
             outs[name] = fn()
@@ -127,8 +143,12 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> tuple[d
 
 def ratio(num: dict, den: dict) -> dict[str, float]:
     """num / den: of medians, of mins, and the extremes of the range."""
-    return {"median": num["median"] / den["median"], "min": num["min"] / den["min"],
-            "low": num["min"] / den["max"], "high": num["max"] / den["min"]}
+    return {
+        "median": num["median"] / den["median"],
+        "min": num["min"] / den["min"],
+        "low": num["min"] / den["max"],
+        "high": num["max"] / den["min"],
+    }
 
 
 def fmt_time(s: dict) -> str:
@@ -143,6 +163,7 @@ def fmt_ratio(r: dict) -> str:
 
 
 # ---------------------------------------------------------------- memory
+
 
 def reset_peak_rss() -> bool:
     """Reset this process's peak RSS (VmHWM); False where the kernel does not allow it."""
@@ -190,6 +211,7 @@ def run_child(argv: Sequence[str], threads: int, timeout: float | None = None) -
 
 # ---------------------------------------------------------------- models and data
 
+
 def model_path(name: str) -> Path:
     path = MODELS.get(name, Path(name))
     if not (Path(path) / "config.json").exists():
@@ -236,12 +258,19 @@ def option_words(verdicts: Sequence[str], variants: str) -> list[str]:
 
 # ---------------------------------------------------------------- results
 
+
 def _git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                             timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -260,8 +289,11 @@ def _cpu_model() -> str:
 
 def machine_info(threads: int) -> dict[str, Any]:
     info: dict[str, Any] = {
-        "cpu": _cpu_model(), "cores_visible": os.cpu_count(), "threads": threads,
-        "python": platform.python_version(), "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cores_visible": os.cpu_count(),
+        "threads": threads,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
         "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "git": _git_commit(),
     }
@@ -275,17 +307,26 @@ def machine_info(threads: int) -> dict[str, Any]:
     return info
 
 
-def write_results(name: str, data: dict[str, Any], *, threads: int, results_dir: Path = RESULTS,
-                  started_load: Sequence[float] | None = None) -> Path:
+def write_results(
+    name: str,
+    data: dict[str, Any],
+    *,
+    threads: int,
+    results_dir: Path = RESULTS,
+    started_load: Sequence[float] | None = None,
+) -> Path:
     """bench/results/<name>.json: the benchmark's data plus when/where/how it ran."""
     results_dir = Path(results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     meta = machine_info(threads)
     meta["loadavg_start"] = list(started_load) if started_load is not None else None
     meta["date"] = _dt.datetime.now().isoformat(timespec="seconds")
-    meta["command"] = shlex.join([os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT))
-                                  else "python", *[os.path.relpath(a, ROOT) if a.startswith(str(ROOT)) else a
-                                                   for a in sys.argv]])
+    meta["command"] = shlex.join(
+        [
+            os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else "python",
+            *[os.path.relpath(a, ROOT) if a.startswith(str(ROOT)) else a for a in sys.argv],
+        ]
+    )
     payload = {"name": name, "meta": meta, **data}
     path = results_dir / f"{name}.json"
     from interp.core.atomic import atomic_write_text

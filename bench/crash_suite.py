@@ -33,6 +33,7 @@ Results: bench/results/crash_suite.json; the exit status is 1 if any check faile
 Rerun (defaults):
     python bench/crash_suite.py --kills 20 --checkpoints 6 --items 2 --parallel 2 --seed 0
 """
+
 from __future__ import annotations
 
 import random
@@ -48,8 +49,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-NAMES = ["stage1-step100", "stage1-step200", "sft/step50", "sft/final", "dpo/step50", "dpo/final",
-         "sft/step100", "dpo/step100", "stage1-step300", "stage1-step400"]
+NAMES = [
+    "stage1-step100",
+    "stage1-step200",
+    "sft/step50",
+    "sft/final",
+    "dpo/step50",
+    "dpo/final",
+    "sft/step100",
+    "dpo/step100",
+    "stage1-step300",
+    "stage1-step400",
+]
 
 
 def build_tree(root: Path, n: int) -> list[str]:
@@ -63,13 +74,30 @@ def build_tree(root: Path, n: int) -> list[str]:
 
 
 def sweep_cmd(tree: Path, out: Path, items: int) -> list[str]:
-    return [sys.executable, "-m", "interp.cli", "sweep", str(tree), "--study", "pressure", "--bank", "moral",
-            "--max-items", str(items), "--threads", "1", "--quiet", "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "interp.cli",
+        "sweep",
+        str(tree),
+        "--study",
+        "pressure",
+        "--bank",
+        "moral",
+        "--max-items",
+        str(items),
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
 
 
 def start(cmd: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(cmd, env=common.child_env(1), cwd=common.ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        cmd, env=common.child_env(1), cwd=common.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
 
 
 def source_fingerprint() -> str:
@@ -179,16 +207,30 @@ def one_round(k: int, phase: int, delay: float, tree: Path, work: Path, items: i
         shutil.rmtree(fresh, ignore_errors=True)
     else:
         checks_fresh = None
-    rec = {"round": k, "phase": phase, "delay_s": delay, "killed": True, "killed_at_s": killed_at,
-           "source_changed": source_changed, "fresh_run_matches_reference": checks_fresh,
-           "units_done_at_kill": len(before), "temporaries_at_kill": tmp_after_kill,
-           "results_dir_at_kill": (out / "results").exists(), "resume_s": resume_s, "checks": checks,
-           "ok": all(checks.values())}
+    rec = {
+        "round": k,
+        "phase": phase,
+        "delay_s": delay,
+        "killed": True,
+        "killed_at_s": killed_at,
+        "source_changed": source_changed,
+        "fresh_run_matches_reference": checks_fresh,
+        "units_done_at_kill": len(before),
+        "temporaries_at_kill": tmp_after_kill,
+        "results_dir_at_kill": (out / "results").exists(),
+        "resume_s": resume_s,
+        "checks": checks,
+        "ok": all(checks.values()),
+    }
     if not rec["ok"]:
-        rec["details"] = {"bad_after_kill": bad_after_kill, "recomputed": changed,
-                          "differing_tables": sorted(set(tables) ^ set(ref["tables"]) |
-                                                     {n for n in tables if tables[n] != ref["tables"].get(n)}),
-                          "stderr_tail": err[-2000:]}
+        rec["details"] = {
+            "bad_after_kill": bad_after_kill,
+            "recomputed": changed,
+            "differing_tables": sorted(
+                set(tables) ^ set(ref["tables"]) | {n for n in tables if tables[n] != ref["tables"].get(n)}
+            ),
+            "stderr_tail": err[-2000:],
+        }
     else:
         shutil.rmtree(out, ignore_errors=True)
     status = "ok" if rec["ok"] else "FAILED " + ", ".join(c for c, v in checks.items() if not v)
@@ -196,8 +238,12 @@ def one_round(k: int, phase: int, delay: float, tree: Path, work: Path, items: i
         status += " (product source changed during the round: not a valid round)"
     elif checks_fresh is False:
         status += " (an uninterrupted run now differs from the reference too)"
-    print(f"  round {k:2d}: killed at {killed_at:5.2f}s with {len(before)}/{ref['units']} units done, "
-          f"resume {resume_s:5.1f}s: {status}", file=sys.stderr, flush=True)
+    print(
+        f"  round {k:2d}: killed at {killed_at:5.2f}s with {len(before)}/{ref['units']} units done, "
+        f"resume {resume_s:5.1f}s: {status}",
+        file=sys.stderr,
+        flush=True,
+    )
     return rec
 
 
@@ -230,8 +276,12 @@ def main() -> None:
         source = source_fingerprint()
         ref = {"tables": csv_bytes(ref_out), "units": len(unit_files(ref_out)), "source": source}
         bounds = [0.0] + t_units + [t_ref]  # phase n runs from bounds[n] to bounds[n + 1]
-        print(f"reference: {t_ref:.1f}s, {ref['units']} units (at " + ", ".join(f"{t:.1f}" for t in t_units) +
-              f" s), {len(ref['tables'])} results CSVs", file=sys.stderr)
+        print(
+            f"reference: {t_ref:.1f}s, {ref['units']} units (at "
+            + ", ".join(f"{t:.1f}" for t in t_units)
+            + f" s), {len(ref['tables'])} results CSVs",
+            file=sys.stderr,
+        )
         rng = random.Random(args.seed)
         rounds, misses, k = [], 0, 0
         with ThreadPoolExecutor(max_workers=args.parallel) as pool:
@@ -252,8 +302,11 @@ def main() -> None:
             tmp.cleanup()
     invalid = [r for r in rounds if r.get("source_changed")]
     if invalid or source_fingerprint() != ref["source"]:
-        print(f"product source changed during the suite ({len(invalid)} rounds affected): results are not valid; "
-              "rerun on a tree nobody is editing", file=sys.stderr)
+        print(
+            f"product source changed during the suite ({len(invalid)} rounds affected): results are not valid; "
+            "rerun on a tree nobody is editing",
+            file=sys.stderr,
+        )
     killed = [r for r in rounds if r["killed"]]
     failed = [r for r in killed if not r["ok"]]
     check_names = list(killed[0]["checks"]) if killed else []
@@ -262,37 +315,65 @@ def main() -> None:
     for r in killed:
         done_hist[r["units_done_at_kill"]] = done_hist.get(r["units_done_at_kill"], 0) + 1
     total = time.perf_counter() - t_all
-    res = {"checkpoints": names, "items": args.items, "reference_s": t_ref, "reference_units": ref["units"],
-           "reference_unit_times_s": t_units,
-           "results_csvs": sorted(ref["tables"]), "kills": len(killed), "misses": misses, "failed": len(failed),
-           "checks_passed": passed, "units_done_at_kill": {str(k): v for k, v in sorted(done_hist.items())},
-           "kills_with_temporaries": sum(r["temporaries_at_kill"] > 0 for r in killed),
-           "kills_during_analysis": sum(r["units_done_at_kill"] == ref["units"] for r in killed),
-           "total_s": total, "seed": args.seed, "source_fingerprint": ref["source"],
-           "rounds_with_source_change": len(invalid), "rounds": rounds}
+    res = {
+        "checkpoints": names,
+        "items": args.items,
+        "reference_s": t_ref,
+        "reference_units": ref["units"],
+        "reference_unit_times_s": t_units,
+        "results_csvs": sorted(ref["tables"]),
+        "kills": len(killed),
+        "misses": misses,
+        "failed": len(failed),
+        "checks_passed": passed,
+        "units_done_at_kill": {str(k): v for k, v in sorted(done_hist.items())},
+        "kills_with_temporaries": sum(r["temporaries_at_kill"] > 0 for r in killed),
+        "kills_during_analysis": sum(r["units_done_at_kill"] == ref["units"] for r in killed),
+        "total_s": total,
+        "seed": args.seed,
+        "source_fingerprint": ref["source"],
+        "rounds_with_source_change": len(invalid),
+        "rounds": rounds,
+    }
     rows = [[c.replace("_", " "), f"{passed[c]}/{len(killed)}"] for c in check_names]
     res["report"] = {
         "order": 7,
         "title": "7. Crash suite (SIGKILL during `interp sweep`, then resume)",
-        "rerun": (f"python bench/crash_suite.py --kills {args.kills} --checkpoints {args.checkpoints} "
-                  f"--items {args.items} --parallel {args.parallel} --seed {args.seed}"),
-        "what": (f"{len(names)} tiny checkpoints (2-layer Llama, d_model 32), pressure study, moral bank, "
-                 f"--max-items {args.items}; reference sweep {t_ref:.1f} s, {ref['units']} units, "
-                 f"{len(ref['tables'])} results CSVs. {len(killed)} SIGKILLs at random moments spread over the "
-                 f"phases of the sweep (a phase = n units on disk, n uniform in 0..{ref['units']}, then a uniform "
-                 f"delay within the phase; seed {args.seed}; {misses} moments outlived the sweep and were redrawn), "
-                 f"each followed by a resume with the same command. Total {total / 60:.1f} min."),
+        "rerun": (
+            f"python bench/crash_suite.py --kills {args.kills} --checkpoints {args.checkpoints} "
+            f"--items {args.items} --parallel {args.parallel} --seed {args.seed}"
+        ),
+        "what": (
+            f"{len(names)} tiny checkpoints (2-layer Llama, d_model 32), pressure study, moral bank, "
+            f"--max-items {args.items}; reference sweep {t_ref:.1f} s, {ref['units']} units, "
+            f"{len(ref['tables'])} results CSVs. {len(killed)} SIGKILLs at random moments spread over the "
+            f"phases of the sweep (a phase = n units on disk, n uniform in 0..{ref['units']}, then a uniform "
+            f"delay within the phase; seed {args.seed}; {misses} moments outlived the sweep and were redrawn), "
+            f"each followed by a resume with the same command. Total {total / 60:.1f} min."
+        ),
         "tables": [{"columns": ["check", "passed"], "rows": rows}],
         "findings": [
-            "units complete at the moment of the kill: " + ", ".join(f"{k} units: {v}x" for k, v in
-                                                                      sorted(done_hist.items())),
+            "units complete at the moment of the kill: "
+            + ", ".join(f"{k} units: {v}x" for k, v in sorted(done_hist.items())),
             f"kills that left a temporary unit file behind: {res['kills_with_temporaries']} (removed by the resume); "
             f"kills after every unit was written (during merge/report): {res['kills_during_analysis']}.",
-            ("all checks passed in every round." if not failed else
-             f"{len(failed)} round(s) failed: " + "; ".join(f"round {r['round']}: " + ", ".join(
-                 c for c, v in r["checks"].items() if not v) for r in failed)),
-        ] + ([f"INVALID RUN: the product source changed during {len(invalid)} round(s) (someone edited the tree); "
-              "rerun on a stable tree."] if invalid else []),
+            (
+                "all checks passed in every round."
+                if not failed
+                else f"{len(failed)} round(s) failed: "
+                + "; ".join(
+                    f"round {r['round']}: " + ", ".join(c for c, v in r["checks"].items() if not v) for r in failed
+                )
+            ),
+        ]
+        + (
+            [
+                f"INVALID RUN: the product source changed during {len(invalid)} round(s) (someone edited the tree); "
+                "rerun on a stable tree."
+            ]
+            if invalid
+            else []
+        ),
     }
     common.write_results("crash_suite", res, threads=1, results_dir=args.results_dir, started_load=start_load)
     sys.exit(1 if failed or invalid or len(killed) < args.kills else 0)

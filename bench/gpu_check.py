@@ -20,6 +20,7 @@ Rerun:
     bash bench/gpu_check.sh                      # both default models, cuda
     python bench/gpu_check.py --device cpu --models <tiny checkpoint> --items 1 --repeats 1
 """
+
 from __future__ import annotations
 
 import sys
@@ -82,8 +83,12 @@ def check_model(path: Path, args) -> dict:
         d_lp = float(np.abs(got.logp - ref.logp).max())
         d_res = float(np.abs(got.resid[layer] - ref.resid[layer]).max())
         scale = float(np.abs(ref.resid[layer]).max())
-        out["agreement"][label] = {"max_abs_dlogp": d_lp, "max_abs_dresid": d_res, "resid_scale": scale,
-                                   "within_tol": bool(d_lp <= TOL_FP32 and d_res <= TOL_FP32 * max(1.0, scale))}
+        out["agreement"][label] = {
+            "max_abs_dlogp": d_lp,
+            "max_abs_dresid": d_res,
+            "resid_scale": scale,
+            "within_tol": bool(d_lp <= TOL_FP32 and d_res <= TOL_FP32 * max(1.0, scale)),
+        }
         print(f"  {path.name} {label}: max|dlogp| {d_lp:.2e}, max|dresid| {d_res:.2e}", file=sys.stderr, flush=True)
 
     for backend in ("hf", "transformer_lens", "nnsight"):
@@ -113,11 +118,18 @@ def check_model(path: Path, args) -> dict:
             _sync(args.device)
             runs.append(time.perf_counter() - t0)
         t = common.summarize(runs)
-        out["speed"][dtype] = {"timing": t, "tokens": tokens, "tokens_per_s": tokens / t["median"],
-                               "peak_mib": _peak_mib(args.device),
-                               "max_abs_dlogp_vs_cpu_fp32": float(np.abs(got.logp - ref.logp).max())}
-        print(f"  {path.name} {dtype}: {tokens / t['median']:.0f} tokens/s, peak {_peak_mib(args.device):.0f} MiB",
-              file=sys.stderr, flush=True)
+        out["speed"][dtype] = {
+            "timing": t,
+            "tokens": tokens,
+            "tokens_per_s": tokens / t["median"],
+            "peak_mib": _peak_mib(args.device),
+            "max_abs_dlogp_vs_cpu_fp32": float(np.abs(got.logp - ref.logp).max()),
+        }
+        print(
+            f"  {path.name} {dtype}: {tokens / t['median']:.0f} tokens/s, peak {_peak_mib(args.device):.0f} MiB",
+            file=sys.stderr,
+            flush=True,
+        )
         del lm, rec
         gc.collect()
     return out
@@ -134,28 +146,65 @@ def main() -> None:
     import torch
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
-        print(f"gpu_check: skipped: no CUDA device (torch {torch.__version__}, CUDA build: "
-              f"{torch.version.cuda or 'none'}); nothing written", file=sys.stderr)
+        print(
+            f"gpu_check: skipped: no CUDA device (torch {torch.__version__}, CUDA build: "
+            f"{torch.version.cuda or 'none'}); nothing written",
+            file=sys.stderr,
+        )
         return
-    res = {"device": args.device, "device_name": torch.cuda.get_device_name(0) if args.device.startswith("cuda")
-           else "cpu", "tolerance_fp32": TOL_FP32, "models": []}
+    res = {
+        "device": args.device,
+        "device_name": torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu",
+        "tolerance_fp32": TOL_FP32,
+        "models": [],
+    }
     for name in args.models.split(","):
         res["models"].append(check_model(common.model_path(name), args))
     rows = []
     for m in res["models"]:
         for label, a in m["agreement"].items():
-            rows.append([m["model"], label, f"{a['max_abs_dlogp']:.1e}", f"{a['max_abs_dresid']:.1e}",
-                         "yes" if a["within_tol"] else "NO", "", ""])
+            rows.append(
+                [
+                    m["model"],
+                    label,
+                    f"{a['max_abs_dlogp']:.1e}",
+                    f"{a['max_abs_dresid']:.1e}",
+                    "yes" if a["within_tol"] else "NO",
+                    "",
+                    "",
+                ]
+            )
         for dtype, s in m["speed"].items():
-            rows.append([m["model"], f"hf {dtype} {args.device} (speed)", f"{s['max_abs_dlogp_vs_cpu_fp32']:.1e}", "",
-                         "", f"{s['tokens_per_s']:,.0f}", f"{s['peak_mib']:,.0f}"])
+            rows.append(
+                [
+                    m["model"],
+                    f"hf {dtype} {args.device} (speed)",
+                    f"{s['max_abs_dlogp_vs_cpu_fp32']:.1e}",
+                    "",
+                    "",
+                    f"{s['tokens_per_s']:,.0f}",
+                    f"{s['peak_mib']:,.0f}",
+                ]
+            )
     res["report"] = {
         "order": 10,
         "title": f"10. GPU check ({res['device_name']})",
         "rerun": "bash bench/gpu_check.sh",
         "what": "Three backends on the device against CPU float32; tokens/s and peak memory at float32 and bfloat16.",
-        "tables": [{"columns": ["model", "run", "max |dlogp| vs CPU fp32", "max |dresid|", f"within {TOL_FP32:g}",
-                                "tokens/s", "peak MiB"], "rows": rows}],
+        "tables": [
+            {
+                "columns": [
+                    "model",
+                    "run",
+                    "max |dlogp| vs CPU fp32",
+                    "max |dresid|",
+                    f"within {TOL_FP32:g}",
+                    "tokens/s",
+                    "peak MiB",
+                ],
+                "rows": rows,
+            }
+        ],
         "findings": [],
     }
     common.write_results("gpu_check", res, threads=args.threads, results_dir=args.results_dir)

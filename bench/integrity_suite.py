@@ -18,6 +18,7 @@ loss and the stale-lock race, each repeated and counted.
 
 Rerun:  python bench/integrity_suite.py --rounds 10 --seed 0
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -48,8 +49,15 @@ def _sweep(cks, out, **kw):
     from interp.studies.base import RunConfig
     from sweeps.api import run_sweep
 
-    return run_sweep(list(cks), studies=["pressure"], banks=["moral"], out=out,
-                     cfg=kw.pop("cfg", RunConfig(max_items=3, threads=1)), progress=False, **kw)
+    return run_sweep(
+        list(cks),
+        studies=["pressure"],
+        banks=["moral"],
+        out=out,
+        cfg=kw.pop("cfg", RunConfig(max_items=3, threads=1)),
+        progress=False,
+        **kw,
+    )
 
 
 def corrupted_bodies(work: Path, ck: Path, rounds: int, rng: random.Random) -> dict:
@@ -62,8 +70,16 @@ def corrupted_bodies(work: Path, ck: Path, rounds: int, rng: random.Random) -> d
     (unit,) = sorted((ref / "cache").rglob("*.h5"))
     with h5py.File(unit, "r") as f:
         names = []
-        f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) and o.dtype.kind in "fiub"
-                     and o.id.get_offset() is not None and o.id.get_storage_size() >= 4 else None)
+        f.visititems(
+            lambda n, o: (
+                names.append(n)
+                if isinstance(o, h5py.Dataset)
+                and o.dtype.kind in "fiub"
+                and o.id.get_offset() is not None
+                and o.id.get_storage_size() >= 4
+                else None
+            )
+        )
     detected = recomputed = identical = 0
     hit = []
     for r in range(rounds):
@@ -90,8 +106,14 @@ def corrupted_bodies(work: Path, ck: Path, rounds: int, rng: random.Random) -> d
         identical += _csvs(out) == _csvs(ref)
         hit.append(name)
         shutil.rmtree(out)
-    return {"rounds": rounds, "detected": detected, "recomputed": recomputed, "tables_identical": identical,
-            "datasets_hit": sorted(set(hit)), "numeric_datasets": len(names)}
+    return {
+        "rounds": rounds,
+        "detected": detected,
+        "recomputed": recomputed,
+        "tables_identical": identical,
+        "datasets_hit": sorted(set(hit)),
+        "numeric_datasets": len(names),
+    }
 
 
 def changed_tokenizers(work: Path, ck: Path, rounds: int, rng: random.Random) -> dict:
@@ -111,8 +133,7 @@ def changed_tokenizers(work: Path, ck: Path, rounds: int, rng: random.Random) ->
         identical += after.equals(fresh)
         changed_numbers += not before["p_planted"].equals(after["p_planted"])
         shutil.rmtree(work / f"tok-{r}")
-    return {"rounds": rounds, "dry_run_todo": todo, "tables_equal_fresh": identical,
-            "numbers_changed": changed_numbers}
+    return {"rounds": rounds, "dry_run_todo": todo, "tables_equal_fresh": identical, "numbers_changed": changed_numbers}
 
 
 def worker_loss(work: Path, tree: Path, kills_per_round: list[int]) -> dict:
@@ -128,9 +149,17 @@ def worker_loss(work: Path, tree: Path, kills_per_round: list[int]) -> dict:
     rows = []
     for r, k in enumerate(kills_per_round):
         out = work / f"dask-{r}"
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                          silence_logs=logging.CRITICAL, resources={"model_slot": 1}) as cluster, \
-                Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=2,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,
+                resources={"model_slot": 1},
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             errors: list[BaseException] = []
 
             def run():
@@ -153,10 +182,16 @@ def worker_loss(work: Path, tree: Path, kills_per_round: list[int]) -> dict:
                     time.sleep(1.0)
                 time.sleep(0.1)
             t.join(timeout=600)
-            rows.append({"kills_planned": k, "kills_done": done, "ended": not t.is_alive(),
-                         "error": str(errors[0])[:200] if errors else None,
-                         "tables_identical": (not errors) and _csvs(out) == _csvs(ref),
-                         "seconds": time.perf_counter() - t0})
+            rows.append(
+                {
+                    "kills_planned": k,
+                    "kills_done": done,
+                    "ended": not t.is_alive(),
+                    "error": str(errors[0])[:200] if errors else None,
+                    "tables_identical": (not errors) and _csvs(out) == _csvs(ref),
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
     return {"rounds": rows}
 
 
@@ -190,8 +225,9 @@ def lock_race(work: Path, lock_file: Path, trials: int = 20, contenders: int = 6
     for t in range(trials):
         out = work / f"race-{lock_file.stem}-{t}"
         out.mkdir(parents=True)
-        (out / ".interp-sweep.lock").write_text(json.dumps({"pid": 2**22 + 777, "host": os.uname().nodename,
-                                                            "since": 0}))
+        (out / ".interp-sweep.lock").write_text(
+            json.dumps({"pid": 2**22 + 777, "host": os.uname().nodename, "since": 0})
+        )
         barrier, q = ctx.Barrier(contenders), ctx.Queue()
         ps = [ctx.Process(target=_contender, args=(str(lock_file), str(out), barrier, q)) for _ in range(contenders)]
         for p in ps:
@@ -229,10 +265,19 @@ def main() -> None:
         res["worker_loss"] = worker_loss(work, tree, [1, 2, 3])
         print("worker loss:", res["worker_loss"], file=sys.stderr)
         prev = work / "previous_lock.py"
-        prev.write_text(subprocess.run(["git", "show", f"{PREVIOUS_LOCK}:sweeps/lock.py"], cwd=common.ROOT,
-                                       capture_output=True, text=True, check=True).stdout)
-        res["lock_race"] = {"this": lock_race(work, common.ROOT / "sweeps" / "lock.py"),
-                            "previous": lock_race(work, prev)}
+        prev.write_text(
+            subprocess.run(
+                ["git", "show", f"{PREVIOUS_LOCK}:sweeps/lock.py"],
+                cwd=common.ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        res["lock_race"] = {
+            "this": lock_race(work, common.ROOT / "sweeps" / "lock.py"),
+            "previous": lock_race(work, prev),
+        }
         print("lock race:", res["lock_race"], file=sys.stderr)
     total = time.perf_counter() - t_all
     cb, ct, wl, lr = res["corrupted_body"], res["changed_tokenizer"], res["worker_loss"]["rounds"], res["lock_race"]
@@ -241,27 +286,54 @@ def main() -> None:
         "order": 7.5,
         "title": "7b. Integrity suite (damaged bodies, edited tokenizers, worker loss, lock race)",
         "rerun": f"python bench/integrity_suite.py --rounds {args.rounds} --seed {args.seed}",
-        "what": (f"Tiny Llama checkpoint, pressure study, moral bank, --max-items 3 (Dask: two checkpoints, "
-                 f"--max-items 4, LocalCluster of 2 workers). Seed {args.seed}; total {total / 60:.1f} min on the "
-                 "shared 2-core machine."),
-        "tables": [{"columns": ["fault", "rounds", "result"], "rows": [
-            ["4 bytes flipped in a numeric dataset of a unit", cb["rounds"],
-             f"reported (dataset named) {cb['detected']}/{cb['rounds']}; recomputed by the next sweep "
-             f"{cb['recomputed']}/{cb['rounds']}; tables byte-identical {cb['tables_identical']}/{cb['rounds']}"],
-            ["10-60 % of tokenizer merges cut", ct["rounds"],
-             f"--dry-run says todo {ct['dry_run_todo']}/{ct['rounds']}; tables equal a fresh OUT "
-             f"{ct['tables_equal_fresh']}/{ct['rounds']}; numbers changed {ct['numbers_changed']}/{ct['rounds']}"],
-            *[[f"Dask worker SIGKILLed {w['kills_done']}x mid-unit", 1,
-               f"sweep ended {'yes' if w['ended'] else 'NO (hang)'} in {w['seconds']:.0f} s; tables byte-identical "
-               f"{'yes' if w['tables_identical'] else 'no'}" + (f"; error: {w['error']}" if w['error'] else "")]
-              for w in wl],
-            ["stale lock, 6 contenders (this branch)", lr["this"]["trials"],
-             f"two holders at once in {lr['this']['trials_with_two_holders']}/{lr['this']['trials']} trials"],
-            [f"stale lock, 6 contenders (previous lock, git {PREVIOUS_LOCK})", lr["previous"]["trials"],
-             f"two holders at once in {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']} trials"],
-        ]}],
-        "findings": [f"numeric datasets hit by the corruption draw: {', '.join(cb['datasets_hit'])} "
-                     f"(of {cb['numeric_datasets']})"],
+        "what": (
+            f"Tiny Llama checkpoint, pressure study, moral bank, --max-items 3 (Dask: two checkpoints, "
+            f"--max-items 4, LocalCluster of 2 workers). Seed {args.seed}; total {total / 60:.1f} min on the "
+            "shared 2-core machine."
+        ),
+        "tables": [
+            {
+                "columns": ["fault", "rounds", "result"],
+                "rows": [
+                    [
+                        "4 bytes flipped in a numeric dataset of a unit",
+                        cb["rounds"],
+                        f"reported (dataset named) {cb['detected']}/{cb['rounds']}; recomputed by the next sweep "
+                        f"{cb['recomputed']}/{cb['rounds']}; tables byte-identical {cb['tables_identical']}/{cb['rounds']}",
+                    ],
+                    [
+                        "10-60 % of tokenizer merges cut",
+                        ct["rounds"],
+                        f"--dry-run says todo {ct['dry_run_todo']}/{ct['rounds']}; tables equal a fresh OUT "
+                        f"{ct['tables_equal_fresh']}/{ct['rounds']}; numbers changed {ct['numbers_changed']}/{ct['rounds']}",
+                    ],
+                    *[
+                        [
+                            f"Dask worker SIGKILLed {w['kills_done']}x mid-unit",
+                            1,
+                            f"sweep ended {'yes' if w['ended'] else 'NO (hang)'} in {w['seconds']:.0f} s; tables byte-identical "
+                            f"{'yes' if w['tables_identical'] else 'no'}"
+                            + (f"; error: {w['error']}" if w["error"] else ""),
+                        ]
+                        for w in wl
+                    ],
+                    [
+                        "stale lock, 6 contenders (this branch)",
+                        lr["this"]["trials"],
+                        f"two holders at once in {lr['this']['trials_with_two_holders']}/{lr['this']['trials']} trials",
+                    ],
+                    [
+                        f"stale lock, 6 contenders (previous lock, git {PREVIOUS_LOCK})",
+                        lr["previous"]["trials"],
+                        f"two holders at once in {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']} trials",
+                    ],
+                ],
+            }
+        ],
+        "findings": [
+            f"numeric datasets hit by the corruption draw: {', '.join(cb['datasets_hit'])} "
+            f"(of {cb['numeric_datasets']})"
+        ],
     }
     common.write_results("integrity_suite", res, threads=1)
 

@@ -21,6 +21,7 @@ page cache or sparse holes here; on a cold network file system each shard costs 
 
 Rerun:  python bench/plan_741.py --repeats 3   (writes bench/results/plan_741.json)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,15 +58,24 @@ N_CHECKPOINTS = 741
 
 def tensors(hidden, layers, ffn, vocab, heads, kv):
     head_dim = hidden // heads
-    out = [("model.embed_tokens.weight", [vocab, hidden]), ("lm_head.weight", [vocab, hidden]),
-           ("model.norm.weight", [hidden])]
+    out = [
+        ("model.embed_tokens.weight", [vocab, hidden]),
+        ("lm_head.weight", [vocab, hidden]),
+        ("model.norm.weight", [hidden]),
+    ]
     for i in range(layers):
         p = f"model.layers.{i}."
-        out += [(p + "self_attn.q_proj.weight", [hidden, hidden]), (p + "self_attn.k_proj.weight", [kv * head_dim, hidden]),
-                (p + "self_attn.v_proj.weight", [kv * head_dim, hidden]), (p + "self_attn.o_proj.weight", [hidden, hidden]),
-                (p + "mlp.gate_proj.weight", [ffn, hidden]), (p + "mlp.up_proj.weight", [ffn, hidden]),
-                (p + "mlp.down_proj.weight", [hidden, ffn]), (p + "input_layernorm.weight", [hidden]),
-                (p + "post_attention_layernorm.weight", [hidden])]
+        out += [
+            (p + "self_attn.q_proj.weight", [hidden, hidden]),
+            (p + "self_attn.k_proj.weight", [kv * head_dim, hidden]),
+            (p + "self_attn.v_proj.weight", [kv * head_dim, hidden]),
+            (p + "self_attn.o_proj.weight", [hidden, hidden]),
+            (p + "mlp.gate_proj.weight", [ffn, hidden]),
+            (p + "mlp.up_proj.weight", [ffn, hidden]),
+            (p + "mlp.down_proj.weight", [hidden, ffn]),
+            (p + "input_layernorm.weight", [hidden]),
+            (p + "post_attention_layernorm.weight", [hidden]),
+        ]
     return out
 
 
@@ -78,7 +88,7 @@ def write_shards(ck: Path, fam, step: int) -> int:
     for s in range(n_shards):
         name = f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors" if n_shards > 1 else "model.safetensors"
         header, off = {"__metadata__": {"format": "pt", "step": str(step)}}, 0
-        for tname, shape in ts[s * per:(s + 1) * per]:
+        for tname, shape in ts[s * per : (s + 1) * per]:
             n = 2
             for d in shape:
                 n *= d
@@ -93,8 +103,9 @@ def write_shards(ck: Path, fam, step: int) -> int:
             f.truncate(8 + len(raw) + off)
         total += 8 + len(raw) + off
     if n_shards > 1:
-        (ck / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total},
-                                                                     "weight_map": index}))
+        (ck / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {"total_size": total}, "weight_map": index})
+        )
     return total
 
 
@@ -103,8 +114,11 @@ def build_tree(root: Path) -> dict:
     per_lineage = [N_CHECKPOINTS // len(lineages)] * len(lineages)
     for i in range(N_CHECKPOINTS - sum(per_lineage)):
         per_lineage[i] += 1
-    tok_files = [p for p in ("tokenizer.json", "tokenizer_config.json", "generation_config.json")
-                 if (TOKENIZER_FROM / p).is_file()]
+    tok_files = [
+        p
+        for p in ("tokenizer.json", "tokenizer_config.json", "generation_config.json")
+        if (TOKENIZER_FROM / p).is_file()
+    ]
     n_ck, nbytes, n_files = 0, 0, 0
     for (fam, j), n in zip(lineages, per_lineage):
         lin = root / f"{fam[0]}-{j}"
@@ -116,25 +130,59 @@ def build_tree(root: Path) -> dict:
             ck = lin / name
             ck.mkdir(parents=True)
             _, mt, hidden, layers, ffn, vocab, heads, kv, _, _ = fam
-            (ck / "config.json").write_text(json.dumps({
-                "model_type": mt, "architectures": ["X"], "hidden_size": hidden, "num_hidden_layers": layers,
-                "intermediate_size": ffn, "vocab_size": vocab, "num_attention_heads": heads,
-                "num_key_value_heads": kv, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}))
+            (ck / "config.json").write_text(
+                json.dumps(
+                    {
+                        "model_type": mt,
+                        "architectures": ["X"],
+                        "hidden_size": hidden,
+                        "num_hidden_layers": layers,
+                        "intermediate_size": ffn,
+                        "vocab_size": vocab,
+                        "num_attention_heads": heads,
+                        "num_key_value_heads": kv,
+                        "max_position_embeddings": 4096,
+                        "torch_dtype": "bfloat16",
+                    }
+                )
+            )
             for p in tok_files:
                 os.link(TOKENIZER_FROM / p, ck / p)
             nbytes += write_shards(ck, fam, k + 1)
             n_files += fam[8]
             n_ck += 1
-    return {"checkpoints": n_ck, "lineages": len(lineages), "weight_files": n_files,
-            "apparent_weight_bytes": nbytes}
+    return {"checkpoints": n_ck, "lineages": len(lineages), "weight_files": n_files, "apparent_weight_bytes": nbytes}
 
 
 def run_dry(tree: Path, out: Path, memo: Path) -> tuple[float, int, str]:
-    env = dict(os.environ, INTERP_FINGERPRINT_CACHE=str(memo), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1",
-               HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
+    env = dict(
+        os.environ,
+        INTERP_FINGERPRINT_CACHE=str(memo),
+        PYTHONPATH=str(REPO),
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONWARNINGS="ignore",
+    )
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "interp.cli", "sweep", str(tree), "--study", "pressure",
-                           "--out", str(out), "--dry-run", "--quiet"], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "interp.cli",
+            "sweep",
+            str(tree),
+            "--study",
+            "pressure",
+            "--out",
+            str(out),
+            "--dry-run",
+            "--quiet",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"dry-run failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -144,8 +192,11 @@ def run_dry(tree: Path, out: Path, memo: Path) -> tuple[float, int, str]:
 
 def startup() -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import interp.cli, sweeps.api, transformers"], check=True,
-                   env=dict(os.environ, PYTHONPATH=str(REPO)))
+    subprocess.run(
+        [sys.executable, "-c", "import interp.cli, sweeps.api, transformers"],
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     return time.perf_counter() - t0
 
 
@@ -164,6 +215,7 @@ def main() -> None:
         (tree / ".built").write_text(json.dumps(built))
         build_s = time.perf_counter() - t0
         from interp.hooksites import HOOK_SITES  # noqa: F401 - fail early if an architecture is unknown
+
         cold, warm = [], []
         for r in range(args.repeats):
             memo = work / f"memo{r}"
@@ -174,29 +226,46 @@ def main() -> None:
             print(f"repeat {r}: cold {c:.1f}s warm {w:.1f}s ({todo} units planned)", flush=True)
         imp = [startup() for _ in range(args.repeats)]
         load_end = f"{os.getloadavg()[0]:.1f}"
-        res = {"tree": built, "build_s": build_s, "units_planned": todo,
-               "cold_s": cold, "warm_s": warm, "import_s": imp,
-               "cold_median_s": statistics.median(cold), "warm_median_s": statistics.median(warm),
-               "import_median_s": statistics.median(imp), "repeats": args.repeats,
-               "dry_run_command": "python -m interp.cli sweep TREE --study pressure --out OUT --dry-run --quiet"}
+        res = {
+            "tree": built,
+            "build_s": build_s,
+            "units_planned": todo,
+            "cold_s": cold,
+            "warm_s": warm,
+            "import_s": imp,
+            "cold_median_s": statistics.median(cold),
+            "warm_median_s": statistics.median(warm),
+            "import_median_s": statistics.median(imp),
+            "repeats": args.repeats,
+            "dry_run_command": "python -m interp.cli sweep TREE --study pressure --out OUT --dry-run --quiet",
+        }
         span = lambda xs: f"{statistics.median(xs):.1f} s ({min(xs):.1f}-{max(xs):.1f})"  # noqa: E731
         tb = built["apparent_weight_bytes"] / 1e12
         res["report"] = {
             "order": 8,
             "title": "8. Planning 741 checkpoints (`interp sweep TREE --dry-run`)",
             "rerun": f"python bench/plan_741.py --repeats {args.repeats}",
-            "what": (f"Synthetic tree: {built['checkpoints']} checkpoints in {built['lineages']} lineages "
-                     f"(1B to 70B shapes), {built['weight_files']} safetensors shards with real headers and "
-                     f"sparse data, {tb:.1f} TB apparent weight size; the smollm2 tokenizer files in every "
-                     f"checkpoint (hard links); {todo} units planned (pressure, two shipped banks). Fresh process "
-                     f"per run; cold = empty fingerprint memo, warm = the memo the cold run left. "
-                     f"{args.repeats} repeats, median (min-max), on the shared 2-core machine."),
-            "tables": [{"columns": ["run", "wall time"], "rows": [
-                ["cold (sampled fingerprints: headers + 32 x 8 KiB per shard; tokenizer files hashed in full)",
-                 span(cold)],
-                ["warm (memo hit: stat only)", span(warm)],
-                ["of which: Python start-up and imports", span(imp)],
-            ]}],
+            "what": (
+                f"Synthetic tree: {built['checkpoints']} checkpoints in {built['lineages']} lineages "
+                f"(1B to 70B shapes), {built['weight_files']} safetensors shards with real headers and "
+                f"sparse data, {tb:.1f} TB apparent weight size; the smollm2 tokenizer files in every "
+                f"checkpoint (hard links); {todo} units planned (pressure, two shipped banks). Fresh process "
+                f"per run; cold = empty fingerprint memo, warm = the memo the cold run left. "
+                f"{args.repeats} repeats, median (min-max), on the shared 2-core machine."
+            ),
+            "tables": [
+                {
+                    "columns": ["run", "wall time"],
+                    "rows": [
+                        [
+                            "cold (sampled fingerprints: headers + 32 x 8 KiB per shard; tokenizer files hashed in full)",
+                            span(cold),
+                        ],
+                        ["warm (memo hit: stat only)", span(warm)],
+                        ["of which: Python start-up and imports", span(imp)],
+                    ],
+                }
+            ],
             "findings": [
                 "full hashing (--full-hash) would read the 16 TB: hours; the sampled fingerprint reads "
                 f"{built['weight_files'] * 256 / 1024:.0f} MiB of weights in total",

@@ -6,6 +6,7 @@
 Nothing is measured here; every figure comes from the JSON files, so the page always matches
 the last run of each script.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,10 @@ import common  # noqa: E402
 
 
 def _table(columns, rows) -> list[str]:
-    out = ["| " + " | ".join(c.replace("|", "\\|") for c in columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    out = [
+        "| " + " | ".join(c.replace("|", "\\|") for c in columns) + " |",
+        "|" + "|".join("---" for _ in columns) + "|",
+    ]
     out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
     return out
 
@@ -36,35 +40,47 @@ def summary(res: dict) -> list[str]:
     lines = []
     r = res.get("tree")
     if r:
-        lines.append(f"Prefix tree by level ({r['model']}, {r['meta']['date']}): " + "; ".join(
-            str(f) for f in r["report"]["findings"]))
+        lines.append(
+            f"Prefix tree by level ({r['model']}, {r['meta']['date']}): "
+            + "; ".join(str(f) for f in r["report"]["findings"])
+        )
         if any(d["meta"]["date"] < r["meta"]["date"][:10] for n, d in res.items() if n != "tree"):
-            lines.append("Sections dated before that run measured the previous engine (one forward per tree node, "
-                         "`min_saved_tokens` threshold); rerun `bash bench/run_all.sh` to refresh them.")
+            lines.append(
+                "Sections dated before that run measured the previous engine (one forward per tree node, "
+                "`min_saved_tokens` threshold); rerun `bash bench/run_all.sh` to refresh them."
+            )
     for name, d in res.items():
         if name.startswith("sweep_overhead_"):
-            lines.append(f"Sweep overhead ({d['study']}, {d['max_items']} items, {', '.join(d['models'])}): "
-                         + " ".join(d["report"]["findings"]))
+            lines.append(
+                f"Sweep overhead ({d['study']}, {d['max_items']} items, {', '.join(d['models'])}): "
+                + " ".join(d["report"]["findings"])
+            )
     r = res.get("runner_vs_naive")
     if r:
-        lines.append(f"Runner vs naive HF loop ({r['prompts']} pressure prompts, {r['model']}): "
-                     f"**{r['speedup_runner_vs_naive']['median']:.1f}x** faster (median; "
-                     f"{r['speedup_runner_vs_naive']['min']:.1f}x on minimums); max |Δ log-prob| "
-                     f"**{r['max_abs_dlogp']:.1e}**.")
+        lines.append(
+            f"Runner vs naive HF loop ({r['prompts']} pressure prompts, {r['model']}): "
+            f"**{r['speedup_runner_vs_naive']['median']:.1f}x** faster (median; "
+            f"{r['speedup_runner_vs_naive']['min']:.1f}x on minimums); max |Δ log-prob| "
+            f"**{r['max_abs_dlogp']:.1e}**."
+        )
     r = res.get("vs_lm_eval")
     if r:
         for w in ("pressure", "cloze"):
             if w in r:
                 x = r[w]
-                lines.append(f"Runner vs lm-eval HFLM, {w} ({x['requests']} requests): "
-                             f"**{x['speedup_runner_vs_lm_eval']['median']:.1f}x** faster; max |Δ log-likelihood| "
-                             f"**{x['max_abs_dll']:.1e}** ({x['different_tokens']} requests tokenized differently).")
+                lines.append(
+                    f"Runner vs lm-eval HFLM, {w} ({x['requests']} requests): "
+                    f"**{x['speedup_runner_vs_lm_eval']['median']:.1f}x** faster; max |Δ log-likelihood| "
+                    f"**{x['max_abs_dll']:.1e}** ({x['different_tokens']} requests tokenized differently)."
+                )
     r = res.get("lm_eval_model")
     if r:
-        lines.append(f"lm-eval `--model interp` vs `--model hf` ({r['requests']} requests of {len(r['tasks'])} local "
-                     f"tasks, {r['model']}): **{r['speedup_interp_vs_hf']['median']:.2f}x** the speed of hf (median; "
-                     f"{r['speedup_interp_vs_hf']['min']:.2f}x on minimums; below 1 = slower); max |Δ log-likelihood| "
-                     f"**{r['max_abs_dll']:.1e}**, is_greedy flags differing: {r['greedy_flags_different']}.")
+        lines.append(
+            f"lm-eval `--model interp` vs `--model hf` ({r['requests']} requests of {len(r['tasks'])} local "
+            f"tasks, {r['model']}): **{r['speedup_interp_vs_hf']['median']:.2f}x** the speed of hf (median; "
+            f"{r['speedup_interp_vs_hf']['min']:.2f}x on minimums; below 1 = slower); max |Δ log-likelihood| "
+            f"**{r['max_abs_dll']:.1e}**, is_greedy flags differing: {r['greedy_flags_different']}."
+        )
     r = res.get("residual_capture")
     if r:
         names = list(r["settings"])
@@ -82,44 +98,60 @@ def summary(res: dict) -> list[str]:
     r = res.get("flops")
     if r:
         for mode, m in r["modes"].items():
-            lines.append(f"Achieved rate ({mode}): **{m['achieved_gflops_useful']:.0f} GFLOP/s** useful = "
-                         f"**{m['fraction_of_matmul_useful']:.0%}** of fp32 matmul "
-                         f"({r['matmul']['gflops_median']:.0f} GFLOP/s at {r['meta']['threads']} thread(s)); naive scorer "
-                         f"computes {m['naive_over_runner_tokens']:.1f}x the tokens, "
-                         f"{m['naive_over_runner_flops']:.1f}x the FLOPs.")
+            lines.append(
+                f"Achieved rate ({mode}): **{m['achieved_gflops_useful']:.0f} GFLOP/s** useful = "
+                f"**{m['fraction_of_matmul_useful']:.0%}** of fp32 matmul "
+                f"({r['matmul']['gflops_median']:.0f} GFLOP/s at {r['meta']['threads']} thread(s)); naive scorer "
+                f"computes {m['naive_over_runner_tokens']:.1f}x the tokens, "
+                f"{m['naive_over_runner_flops']:.1f}x the FLOPs."
+            )
     r = res.get("probes")
     if r:
         c = r["cache"]
         parts = [f"{t} {x['timing']['median']:.1f} s" for t, x in r["targets"].items()]
-        lines.append(f"Probing from the cache ({c['units']} units x {c['rows_per_unit']:,} rows x {c['d_model']}, "
-                     f"{r['shuffles']} shuffles, no model): " + ", ".join(parts) + " for all units (median).")
+        lines.append(
+            f"Probing from the cache ({c['units']} units x {c['rows_per_unit']:,} rows x {c['d_model']}, "
+            f"{r['shuffles']} shuffles, no model): " + ", ".join(parts) + " for all units (median)."
+        )
     r = res.get("scaling")
     if r:
         sz = r["sizes"]
         ks = sorted(sz, key=int)
-        lines.append("Scaling (" + ", ".join(f"{k}x = {sz[k]['items']} items" for k in ks) + "): time " +
-                     " : ".join(f"{sz[k]['time_ratio_vs_1x']:.2f}" for k in ks) + "; peak RSS " +
-                     " / ".join(f"{sz[k]['peak_scoring_mb']:.0f}" for k in ks) + " MiB.")
+        lines.append(
+            "Scaling ("
+            + ", ".join(f"{k}x = {sz[k]['items']} items" for k in ks)
+            + "): time "
+            + " : ".join(f"{sz[k]['time_ratio_vs_1x']:.2f}" for k in ks)
+            + "; peak RSS "
+            + " / ".join(f"{sz[k]['peak_scoring_mb']:.0f}" for k in ks)
+            + " MiB."
+        )
     r = res.get("crash_suite")
     if r:
-        lines.append(f"Crash suite: {r['kills']} SIGKILLs, {r['kills'] - r['failed']} resumes passed every check "
-                     f"(tables byte-identical, units open, nothing recomputed).")
+        lines.append(
+            f"Crash suite: {r['kills']} SIGKILLs, {r['kills'] - r['failed']} resumes passed every check "
+            f"(tables byte-identical, units open, nothing recomputed)."
+        )
     r = res.get("integrity_suite")
     if r:
         cb, ct, lr = r["corrupted_body"], r["changed_tokenizer"], r["lock_race"]
         wl = r["worker_loss"]["rounds"]
-        lines.append(f"Integrity suite: damaged unit bodies reported and recomputed {cb['recomputed']}/{cb['rounds']}; "
-                     f"edited tokenizers recomputed {ct['tables_equal_fresh']}/{ct['rounds']}; Dask worker SIGKILLed "
-                     f"1-{max(w['kills_done'] for w in wl)}x: identical tables "
-                     f"{sum(w['tables_identical'] for w in wl)}/{len(wl)}, no hang; stale-lock race with 6 "
-                     f"contenders: two holders in {lr['this']['trials_with_two_holders']}/{lr['this']['trials']} "
-                     f"trials (previous lock: {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']}).")
+        lines.append(
+            f"Integrity suite: damaged unit bodies reported and recomputed {cb['recomputed']}/{cb['rounds']}; "
+            f"edited tokenizers recomputed {ct['tables_equal_fresh']}/{ct['rounds']}; Dask worker SIGKILLed "
+            f"1-{max(w['kills_done'] for w in wl)}x: identical tables "
+            f"{sum(w['tables_identical'] for w in wl)}/{len(wl)}, no hang; stale-lock race with 6 "
+            f"contenders: two holders in {lr['this']['trials_with_two_holders']}/{lr['this']['trials']} "
+            f"trials (previous lock: {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']})."
+        )
     r = res.get("plan_741")
     if r:
-        lines.append(f"Planning {r['tree']['checkpoints']} checkpoints "
-                     f"({r['tree']['apparent_weight_bytes'] / 1e12:.1f} TB of weights, --dry-run): cold "
-                     f"{r['cold_median_s']:.0f} s, warm {r['warm_median_s']:.0f} s (median of {r['repeats']}; "
-                     f"{r['import_median_s']:.0f} s of it Python start-up).")
+        lines.append(
+            f"Planning {r['tree']['checkpoints']} checkpoints "
+            f"({r['tree']['apparent_weight_bytes'] / 1e12:.1f} TB of weights, --dry-run): cold "
+            f"{r['cold_median_s']:.0f} s, warm {r['warm_median_s']:.0f} s (median of {r['repeats']}; "
+            f"{r['import_median_s']:.0f} s of it Python start-up)."
+        )
     return ["- " + ln for ln in lines]
 
 
@@ -137,18 +169,23 @@ def derived_findings(res: dict) -> dict[str, list[str]]:
                 f"`{mode}`: the runner computes {rn['real_tokens']:,} tokens in {rn['forwards']} forwards; the fewest "
                 f"any prefix-sharing scorer could compute is {mn['trie']:,} ({rn['real_tokens'] / mn['trie']:.2f}x). "
                 f"Useful FLOPs: dense {parts['dense'] / 1e12:.3f}, attention {parts['attention'] / 1e12:.3f}, "
-                f"unembedding {parts['unembedding'] / 1e12:.3f} TFLOP.")
+                f"unembedding {parts['unembedding'] / 1e12:.3f} TFLOP."
+            )
         if "exact" in modes and "space_case" in modes:
             e, s_ = modes["exact"], modes["space_case"]
             t_ratio = s_["timing"]["median"] / e["timing"]["median"]
             k_ratio = s_["runner"]["real_tokens"] / e["runner"]["real_tokens"]
             dfw = s_["runner"]["forwards"] - e["runner"]["forwards"]
-            line = (f"`space_case` (the study's default: four surface forms per verdict, some of them two tokens) takes "
-                    f"{t_ratio:.2f}x the time of `exact` for {k_ratio:.2f}x the tokens and {dfw:+d} forwards")
+            line = (
+                f"`space_case` (the study's default: four surface forms per verdict, some of them two tokens) takes "
+                f"{t_ratio:.2f}x the time of `exact` for {k_ratio:.2f}x the tokens and {dfw:+d} forwards"
+            )
             if t_ratio > 1.5 * k_ratio and dfw > 0:
                 dt = s_["timing"]["median"] - e["timing"]["median"]
-                line += (f": about {dt / dfw * 1e3:.0f} ms per extra forward, so per-forward overhead, not arithmetic, "
-                         "sets its cost")
+                line += (
+                    f": about {dt / dfw * 1e3:.0f} ms per extra forward, so per-forward overhead, not arithmetic, "
+                    "sets its cost"
+                )
             notes.append(line + ".")
         out["flops"] = notes
     sc = res.get("scaling")
@@ -167,8 +204,10 @@ def derived_findings(res: dict) -> dict[str, list[str]]:
     pr = res.get("probes")
     if pr and len(pr["targets"]) > 1:
         t = pr["targets"]
-        out["probes"] = [" vs ".join(f"{k} ({v['metric']}) {v['seconds_per_unit']:.2f} s per unit" for k, v in t.items())
-                         + f", each with {pr['shuffles']} shuffles x 5 folds."]
+        out["probes"] = [
+            " vs ".join(f"{k} ({v['metric']}) {v['seconds_per_unit']:.2f} s per unit" for k, v in t.items())
+            + f", each with {pr['shuffles']} shuffles x 5 folds."
+        ]
     return out
 
 
@@ -177,8 +216,12 @@ def main() -> None:
     ap.add_argument("--results-dir", type=Path, default=common.RESULTS)
     ap.add_argument("--out", type=Path, default=common.ROOT / "BENCHMARKS.md")
     ap.add_argument("--preliminary", default=None, help="reason the figures are preliminary (adds a banner)")
-    ap.add_argument("--notes", type=Path, default=common.BENCH / "NOTES.md",
-                    help="hand-written observations appended verbatim, if the file exists")
+    ap.add_argument(
+        "--notes",
+        type=Path,
+        default=common.BENCH / "NOTES.md",
+        help="hand-written observations appended verbatim, if the file exists",
+    )
     args = ap.parse_args()
     res = {}
     for p in sorted(args.results_dir.glob("*.json")):
@@ -188,8 +231,11 @@ def main() -> None:
         raise SystemExit(f"{args.results_dir}: no results (run bash bench/run_all.sh)")
     lines = ["# Benchmarks", ""]
     if args.preliminary:
-        lines += [f"> **Preliminary figures.** {args.preliminary} Regenerate them on a quiet machine with "
-                  "`bash bench/run_all.sh` (which rewrites this file).", ""]
+        lines += [
+            f"> **Preliminary figures.** {args.preliminary} Regenerate them on a quiet machine with "
+            "`bash bench/run_all.sh` (which rewrites this file).",
+            "",
+        ]
     lines += [
         "Generated by `python bench/report.py` from `bench/results/*.json`; each section says how to rerun its "
         "script. `bash bench/run_all.sh` runs every benchmark (5 repeats, 2 threads; about 25 minutes on two quiet "
@@ -205,25 +251,39 @@ def main() -> None:
     m0 = metas[0]
     loads = [x for d in metas for x in ([d.get("loadavg_start")] + [d.get("loadavg")]) if x]
     lines += ["## Machine", ""]
-    lines += _table(["field", "value"], [
-        ["CPU", m0.get("cpu")], ["cores visible", m0.get("cores_visible")],
-        ["threads used", ", ".join(sorted({str(d.get("threads")) for d in metas}))],
-        ["python / torch / transformers", f"{m0.get('python')} / {m0.get('torch')} / {m0.get('transformers')}"],
-        ["numpy / scikit-learn / h5py / lm-eval",
-         f"{m0.get('numpy')} / {m0.get('scikit-learn')} / {m0.get('h5py')} / {m0.get('lm-eval')}"],
-        ["git commit", ", ".join(sorted({str(d.get("git")) for d in metas}))],
-        ["dates", f"{min(d['date'] for d in metas)} .. {max(d['date'] for d in metas)}"],
-        ["1-min load average at start/end of the scripts",
-         f"{min(x[0] for x in loads):.2f} .. {max(x[0] for x in loads):.2f}" if loads else "n/a"],
-    ])
+    lines += _table(
+        ["field", "value"],
+        [
+            ["CPU", m0.get("cpu")],
+            ["cores visible", m0.get("cores_visible")],
+            ["threads used", ", ".join(sorted({str(d.get("threads")) for d in metas}))],
+            ["python / torch / transformers", f"{m0.get('python')} / {m0.get('torch')} / {m0.get('transformers')}"],
+            [
+                "numpy / scikit-learn / h5py / lm-eval",
+                f"{m0.get('numpy')} / {m0.get('scikit-learn')} / {m0.get('h5py')} / {m0.get('lm-eval')}",
+            ],
+            ["git commit", ", ".join(sorted({str(d.get("git")) for d in metas}))],
+            ["dates", f"{min(d['date'] for d in metas)} .. {max(d['date'] for d in metas)}"],
+            [
+                "1-min load average at start/end of the scripts",
+                f"{min(x[0] for x in loads):.2f} .. {max(x[0] for x in loads):.2f}" if loads else "n/a",
+            ],
+        ],
+    )
     lines += ["", "## Summary", ""] + summary(res) + [""]
     derived = derived_findings(res)
     for name, d in sorted(res.items(), key=lambda kv: kv[1].get("report", {}).get("order", 99)):
         rep = d.get("report")
         if not rep:
             continue
-        lines += [f"## {rep['title']}", "", rep.get("what", ""), "",
-                  f"Rerun: `{rep['rerun']}` (this run: `{d['meta'].get('command')}`, {d['meta'].get('date')})", ""]
+        lines += [
+            f"## {rep['title']}",
+            "",
+            rep.get("what", ""),
+            "",
+            f"Rerun: `{rep['rerun']}` (this run: `{d['meta'].get('command')}`, {d['meta'].get('date')})",
+            "",
+        ]
         for t in rep.get("tables", []):
             if t.get("caption"):
                 lines += [f"*{t['caption']}*", ""]

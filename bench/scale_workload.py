@@ -18,6 +18,7 @@ at --hbm-tbps.
 Rerun:
     python bench/scale_workload.py --tokenizers models/smollm2-135m-instruct,models/gemma3-270m
 """
+
 from __future__ import annotations
 
 import json
@@ -33,12 +34,36 @@ from bench_flops import Recorder, Shape, runner_counts
 # Public configs (Hugging Face config.json of each model); dense = every Linear in the decoder
 # stack (attention + MLP), i.e. all weights but the embedding and the LM head.
 MODELS = {
-    "7B (OLMo-2-1124-7B)": dict(n_layers=32, d_model=4096, n_heads=32, head_dim=128, vocab=100352,
-                                n_dense=6_480_000_000, n_total=7_300_000_000, gpus=1),
-    "8B (Llama-3.1-8B)": dict(n_layers=32, d_model=4096, n_heads=32, head_dim=128, vocab=128256,
-                              n_dense=6_980_000_000, n_total=8_030_000_000, gpus=1),
-    "70B (Llama-3.1-70B)": dict(n_layers=80, d_model=8192, n_heads=64, head_dim=128, vocab=128256,
-                                n_dense=68_450_000_000, n_total=70_550_000_000, gpus=2),
+    "7B (OLMo-2-1124-7B)": dict(
+        n_layers=32,
+        d_model=4096,
+        n_heads=32,
+        head_dim=128,
+        vocab=100352,
+        n_dense=6_480_000_000,
+        n_total=7_300_000_000,
+        gpus=1,
+    ),
+    "8B (Llama-3.1-8B)": dict(
+        n_layers=32,
+        d_model=4096,
+        n_heads=32,
+        head_dim=128,
+        vocab=128256,
+        n_dense=6_980_000_000,
+        n_total=8_030_000_000,
+        gpus=1,
+    ),
+    "70B (Llama-3.1-70B)": dict(
+        n_layers=80,
+        d_model=8192,
+        n_heads=64,
+        head_dim=128,
+        vocab=128256,
+        n_dense=68_450_000_000,
+        n_total=70_550_000_000,
+        gpus=2,
+    ),
 }
 PAPER = {"checkpoints": 741, "items": 240, "conditions": 16}
 
@@ -66,8 +91,7 @@ def record_bank(lm, rec, bank_ref: str, reuse: bool) -> dict:
     rec.calls.clear()
     score_options(lm, prompts, verdicts, layers=[0], cfg=ScoringConfig(prefix_reuse=reuse))
     lens = [len(lm.tokenizer(p)["input_ids"]) for p in trials["prompt"]]
-    return {"items": len(bank), "prompts": len(prompts), "calls": list(rec.calls),
-            "trial_prompt_tokens": lens}
+    return {"items": len(bank), "prompts": len(prompts), "calls": list(rec.calls), "trial_prompt_tokens": lens}
 
 
 def gpu_seconds(flops: float, eff: float, peak_tflops: float) -> float:
@@ -94,7 +118,11 @@ def main() -> None:
     from interp.testing import build_tiny_arch
 
     flops_json = json.loads((common.RESULTS / "flops.json").read_text())
-    mode = flops_json["modes"]["space_case"] if "space_case" in flops_json["modes"] else next(iter(flops_json["modes"].values()))
+    mode = (
+        flops_json["modes"]["space_case"]
+        if "space_case" in flops_json["modes"]
+        else next(iter(flops_json["modes"].values()))
+    )
     eff = mode["fraction_of_matmul_executed"]  # achieved / fp32 matmul rate, same machine, same run
 
     out = {"paper": PAPER, "models": MODELS, "assumptions": vars(args) | {"efficiency": eff}, "tokenizers": {}}
@@ -115,8 +143,12 @@ def main() -> None:
     for res in out["tokenizers"].values():  # keep the totals, not every recorded forward
         for r in res.values():
             calls, lens = r.pop("calls"), r.pop("trial_prompt_tokens")
-            r.update(forwards=len(calls), real_tokens=sum(sum(c["lens"]) for c in calls),
-                     padded_positions=sum(c["B"] * c["T"] for c in calls), mean_trial_prompt_tokens=sum(lens) / len(lens))
+            r.update(
+                forwards=len(calls),
+                real_tokens=sum(sum(c["lens"]) for c in calls),
+                padded_positions=sum(c["B"] * c["T"] for c in calls),
+                mean_trial_prompt_tokens=sum(lens) / len(lens),
+            )
     common.write_results("scale", out, threads=args.threads, results_dir=args.results_dir)
     print(report)
 
@@ -133,11 +165,26 @@ def analyse(out: dict, args) -> str:
             tr = sum(sum(c["lens"]) for c in r["calls"]) * scale
             tn = sum(sum(c["lens"]) for c in n["calls"]) * scale
             pr = sum(c["B"] * c["T"] for c in r["calls"]) * scale
-            tok_rows.append([tname, bank, f"{r['items']} -> {PAPER['items']}", f"{tn:,.0f}", f"{tr:,.0f}",
-                             f"{pr:,.0f}", f"{tn / tr:.2f}x"])
+            tok_rows.append(
+                [
+                    tname,
+                    bank,
+                    f"{r['items']} -> {PAPER['items']}",
+                    f"{tn:,.0f}",
+                    f"{tr:,.0f}",
+                    f"{pr:,.0f}",
+                    f"{tn / tr:.2f}x",
+                ]
+            )
         for mname, m in MODELS.items():
-            shape = Shape(n_dense=m["n_dense"], n_layers=m["n_layers"], n_heads=m["n_heads"], head_dim=m["head_dim"],
-                          d_model=m["d_model"], vocab=m["vocab"])
+            shape = Shape(
+                n_dense=m["n_dense"],
+                n_layers=m["n_layers"],
+                n_heads=m["n_heads"],
+                head_dim=m["head_dim"],
+                d_model=m["d_model"],
+                vocab=m["vocab"],
+            )
             moral = runner_counts(res["moral/reuse"]["calls"], shape)
             moral_nr = runner_counts(res["moral/no-reuse"]["calls"], shape)
             s_items = PAPER["items"] / res["moral/reuse"]["items"]
@@ -155,35 +202,58 @@ def analyse(out: dict, args) -> str:
             L0 = sum(lens) / len(lens)
             decode = dec_tokens * (shape.dense(1) + shape.unembed(1) + shape.attn(L0 + args.max_new_tokens / 2))
             weight_bytes = 2 * m["n_total"]
-            t_decode = steps * f_items * max(weight_bytes / (args.hbm_tbps * 1e12), 0.0) + \
-                gpu_seconds(decode * f_items, eff, peak)
+            t_decode = steps * f_items * max(weight_bytes / (args.hbm_tbps * 1e12), 0.0) + gpu_seconds(
+                decode * f_items, eff, peak
+            )
             t_prefill = gpu_seconds(prefill * f_items, eff, peak)
             load_s = weight_bytes / (args.disk_gbps * 1e9)
             t_moral = gpu_seconds(f_moral, eff, peak)
             t_fac = gpu_seconds(f_fac_slot, eff, peak) + t_prefill + t_decode
-            per_ck[(tname, mname)] = {"moral": t_moral, "moral_no_reuse": gpu_seconds(f_moral_nr, eff, peak),
-                                      "factual": t_fac, "load": load_s, "gpus": m["gpus"]}
-            cost_rows.append([tname, mname, f"{f_moral_nr / 1e15:.1f}", f"{f_moral / 1e15:.1f}",
-                              f"{t_moral / 60:.1f} min", f"{t_fac / 60:.1f} min", f"{load_s:.0f} s",
-                              str(m["gpus"])])
-    lines.append("| tokenizer | bank | items (shipped -> paper) | tokens without prefix reuse | tokens with reuse "
-                 "| positions incl. padding | saved |")
+            per_ck[(tname, mname)] = {
+                "moral": t_moral,
+                "moral_no_reuse": gpu_seconds(f_moral_nr, eff, peak),
+                "factual": t_fac,
+                "load": load_s,
+                "gpus": m["gpus"],
+            }
+            cost_rows.append(
+                [
+                    tname,
+                    mname,
+                    f"{f_moral_nr / 1e15:.1f}",
+                    f"{f_moral / 1e15:.1f}",
+                    f"{t_moral / 60:.1f} min",
+                    f"{t_fac / 60:.1f} min",
+                    f"{load_s:.0f} s",
+                    str(m["gpus"]),
+                ]
+            )
+    lines.append(
+        "| tokenizer | bank | items (shipped -> paper) | tokens without prefix reuse | tokens with reuse "
+        "| positions incl. padding | saved |"
+    )
     lines.append("|---|---|---|---|---|---|---|")
     lines += ["| " + " | ".join(r) + " |" for r in tok_rows]
     lines.append("")
-    lines.append("| tokenizer | model | PFLOP / checkpoint, no reuse | PFLOP, reuse | moral bank, GPU time "
-                 "| + factual (slot + 21 samples) | weight load | GPUs per worker |")
+    lines.append(
+        "| tokenizer | model | PFLOP / checkpoint, no reuse | PFLOP, reuse | moral bank, GPU time "
+        "| + factual (slot + 21 samples) | weight load | GPUs per worker |"
+    )
     lines.append("|---|---|---|---|---|---|---|---|")
     lines += ["| " + " | ".join(r) + " |" for r in cost_rows]
     lines.append("")
     # totals: 741 checkpoints, (741 - mix_70b) at 8B, mix_70b at 70B; factual at selected ones
     n70, n_small = args.mix_70b, PAPER["checkpoints"] - args.mix_70b
-    lines.append(f"| tokenizer | mix | GPU-hours (moral, every checkpoint) | + factual at {args.selected_factual} "
-                 "| + loading | total GPU-hours | 1-GPU workers to finish in 24 h |")
+    lines.append(
+        f"| tokenizer | mix | GPU-hours (moral, every checkpoint) | + factual at {args.selected_factual} "
+        "| + loading | total GPU-hours | 1-GPU workers to finish in 24 h |"
+    )
     lines.append("|---|---|---|---|---|---|---|")
     for tname in out["tokenizers"]:
-        for label, mix in ((f"all {PAPER['checkpoints']} at 7B", {"7B (OLMo-2-1124-7B)": PAPER["checkpoints"]}),
-                           (f"{n_small} at 8B + {n70} at 70B", {"8B (Llama-3.1-8B)": n_small, "70B (Llama-3.1-70B)": n70})):
+        for label, mix in (
+            (f"all {PAPER['checkpoints']} at 7B", {"7B (OLMo-2-1124-7B)": PAPER["checkpoints"]}),
+            (f"{n_small} at 8B + {n70} at 70B", {"8B (Llama-3.1-8B)": n_small, "70B (Llama-3.1-70B)": n70}),
+        ):
             moral = fac = load = 0.0
             for mname, count in mix.items():
                 c = per_ck[(tname, mname)]
@@ -191,22 +261,30 @@ def analyse(out: dict, args) -> str:
                 load += count * c["load"] * c["gpus"]
                 fac += args.selected_factual * count / PAPER["checkpoints"] * c["factual"] * c["gpus"]
             total_h = (moral + fac + load) / 3600
-            lines.append(f"| {tname} | {label} | {moral / 3600:.1f} | {fac / 3600:.1f} | {load / 3600:.1f} | "
-                         f"{total_h:.1f} | {max(1, math.ceil(total_h / 24))} |")
+            lines.append(
+                f"| {tname} | {label} | {moral / 3600:.1f} | {fac / 3600:.1f} | {load / 3600:.1f} | "
+                f"{total_h:.1f} | {max(1, math.ceil(total_h / 24))} |"
+            )
     lines.append("")
     rows = PAPER["items"] * (PAPER["conditions"] + 1)  # trials + first turn, per bank
-    lines.append(f"Residual cache per checkpoint and bank ({rows:,} rows = {PAPER['items']} items x "
-                 f"({PAPER['conditions']} conditions + first turn)), and for the moral bank at all "
-                 f"{PAPER['checkpoints']} checkpoints:")
+    lines.append(
+        f"Residual cache per checkpoint and bank ({rows:,} rows = {PAPER['items']} items x "
+        f"({PAPER['conditions']} conditions + first turn)), and for the moral bank at all "
+        f"{PAPER['checkpoints']} checkpoints:"
+    )
     lines.append("")
-    lines.append("| model | layers cached | float16 (default resid_dtype) | float32 | 741 checkpoints, float16 | 741, float32 |")
+    lines.append(
+        "| model | layers cached | float16 (default resid_dtype) | float32 | 741 checkpoints, float16 | 741, float32 |"
+    )
     lines.append("|---|---|---|---|---|---|")
     for mname, m in MODELS.items():
         for label, k in (("1 (floor(3n/4))", 1), ("4 (every n/4)", 4), (f"all {m['n_layers']}", m["n_layers"])):
             b16 = rows * k * m["d_model"] * 2
             b32 = 2 * b16
-            lines.append(f"| {mname} | {label} | {_size(b16)} | {_size(b32)} | {_size(b16 * PAPER['checkpoints'])} | "
-                         f"{_size(b32 * PAPER['checkpoints'])} |")
+            lines.append(
+                f"| {mname} | {label} | {_size(b16)} | {_size(b32)} | {_size(b16 * PAPER['checkpoints'])} | "
+                f"{_size(b32 * PAPER['checkpoints'])} |"
+            )
     return "\n".join(lines)
 
 

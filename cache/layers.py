@@ -7,6 +7,7 @@ stores residual arrays as [..., layers, d_model] and the attribute `layers` (the
 in that axis's order). Units written before multi-layer capture have arrays [..., d_model]
 and no `layers` attribute; `select_layer` reads both.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -99,14 +100,18 @@ def select_layer(arr: np.ndarray, attrs: Mapping[str, object], layer: int, *, wh
     """The [..., d] slice of a residual array at `layer`; one clear error when not cached."""
     layers = unit_layers(attrs)
     if layer not in layers:
-        raise ConfigError(f"{where}: layer {layer} is not cached (cached: {', '.join(map(str, layers))}); "
-                          "rerun the sweep with --layers including it")
+        raise ConfigError(
+            f"{where}: layer {layer} is not cached (cached: {', '.join(map(str, layers))}); "
+            "rerun the sweep with --layers including it"
+        )
     if not has_layer_axis(attrs):
         return arr
     k = layers.index(layer)
     if arr.ndim < 2 or arr.shape[-2] != len(layers):
-        raise CacheError(f"{where}: residual array of shape {arr.shape} does not have the {len(layers)} cached "
-                         "layers on its second-to-last axis")
+        raise CacheError(
+            f"{where}: residual array of shape {arr.shape} does not have the {len(layers)} cached "
+            "layers on its second-to-last axis"
+        )
     return arr[..., k, :]
 
 
@@ -118,8 +123,16 @@ def unit_at_layer(unit, layer: int):
 
     cached = unit_layers(unit.attrs)
     if layer not in cached:
-        raise ConfigError(f"{unit.path}: layer {layer} is not cached (cached: {', '.join(map(str, cached))}); "
-                          "rerun the sweep with --layers including it")
-    arrays = {name: (select_layer(arr, unit.attrs, layer, where=f"{unit.path}: array {name}")
-                     if name.startswith("resid") else arr) for name, arr in unit.arrays.items()}
+        raise ConfigError(
+            f"{unit.path}: layer {layer} is not cached (cached: {', '.join(map(str, cached))}); "
+            "rerun the sweep with --layers including it"
+        )
+    arrays = {
+        name: (
+            select_layer(arr, unit.attrs, layer, where=f"{unit.path}: array {name}")
+            if name.startswith("resid")
+            else arr
+        )
+        for name, arr in unit.arrays.items()
+    }
     return replace(unit, arrays=arrays)

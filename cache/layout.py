@@ -13,6 +13,7 @@ h5netcdf, HDFView, MATLAB) understands a unit file without importing interp:
 The same axis names are also set as HDF5 dimension labels (`H5DSset_label`), which h5py shows
 as `ds.dims[i].label`. Nothing here imports torch or interp: cache sits below both.
 """
+
 from __future__ import annotations
 
 import json

@@ -22,6 +22,7 @@ of the latest sweep; readers (probe, predict) use only current units and report 
 (`interp sweep --prune` deletes them). A slot absent from current.json (a cache written
 before it existed) is served by its newest unit (file mtime), stated in the warning.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,8 +48,15 @@ from interp.core.version import __version__ as PACKAGE_VERSION
 SCHEMA_VERSION = 1
 # fields that define what a unit is; anything else in the attributes is informative only
 IDENTITY_FIELDS = (
-    "checkpoint_fingerprint", "study", "study_version", "bank", "bank_hash",
-    "template_hash", "settings_hash", "layer", "backend",
+    "checkpoint_fingerprint",
+    "study",
+    "study_version",
+    "bank",
+    "bank_hash",
+    "template_hash",
+    "settings_hash",
+    "layer",
+    "backend",
 )
 
 
@@ -139,8 +147,10 @@ def _get(ds: h5py.Dataset, path: Path, verify: bool) -> np.ndarray:
     if verify:
         want = ds.attrs.get(CHECKSUM)
         if want is None or checksum(np.asarray(data)) != _plain(want):
-            raise DamagedUnit(f"{path}: dataset {ds.name} is damaged (checksum mismatch); "
-                              "the next sweep into this directory recomputes the unit")
+            raise DamagedUnit(
+                f"{path}: dataset {ds.name} is damaged (checksum mismatch); "
+                "the next sweep into this directory recomputes the unit"
+            )
     return data
 
 
@@ -166,8 +176,13 @@ def _read_table(group: h5py.Group, path: Path, verify: bool = False) -> pd.DataF
 IN_MEMORY_BYTES = 1 << 30  # units estimated up to this size are built in memory, then written
 
 
-def _fill(f: h5py.File, ident: UnitIdentity, tables: Mapping[str, pd.DataFrame], arrays: Mapping[str, np.ndarray],
-          extra_attrs: Mapping[str, object]) -> None:
+def _fill(
+    f: h5py.File,
+    ident: UnitIdentity,
+    tables: Mapping[str, pd.DataFrame],
+    arrays: Mapping[str, np.ndarray],
+    extra_attrs: Mapping[str, object],
+) -> None:
     for k, v in asdict(ident).items():
         f.attrs[k] = v
     f.attrs["identity_hash"] = ident.hash
@@ -181,8 +196,9 @@ def _fill(f: h5py.File, ident: UnitIdentity, tables: Mapping[str, pd.DataFrame],
     for name, arr in arrays.items():
         _put(f.require_group("arrays"), name, np.asarray(arr))
         # axis names, aligned table rows, TransformerLens hook names (CACHE.md)
-        annotate_array(f[f"arrays/{name}"], study=ident.study, name=name, layer=ident.layer,
-                       layers=f.attrs.get("layers"))
+        annotate_array(
+            f[f"arrays/{name}"], study=ident.study, name=name, layer=ident.layer, layers=f.attrs.get("layers")
+        )
     f.attrs["complete"] = True  # last: a reader trusts nothing without it
 
 
@@ -342,10 +358,12 @@ class Store:
                     newest_rule.append(slot)
         if warn and stale:
             how = " (newest file per slot: no current.json entry)" if newest_rule else ""
-            warnings.warn(f"{self.root}: {len(stale)} stale unit(s) left out{how}: "
-                          f"{', '.join(str(p.relative_to(self.root)) for p in sorted(stale)[:5])}"
-                          f"{' ...' if len(stale) > 5 else ''} (remove them with `interp sweep ... --prune`)",
-                          stacklevel=2)
+            warnings.warn(
+                f"{self.root}: {len(stale)} stale unit(s) left out{how}: "
+                f"{', '.join(str(p.relative_to(self.root)) for p in sorted(stale)[:5])}"
+                f"{' ...' if len(stale) > 5 else ''} (remove them with `interp sweep ... --prune`)",
+                stacklevel=2,
+            )
         return sorted(current), sorted(stale)
 
     def prune(self) -> list[Path]:
@@ -377,8 +395,9 @@ def _eq(a: object, b: object) -> bool:
     return _plain(a) == b
 
 
-def read_unit(path: Path, *, expect: Mapping[str, object] | None = None, load_arrays: bool = True,
-              verify: bool = True) -> Unit:
+def read_unit(
+    path: Path, *, expect: Mapping[str, object] | None = None, load_arrays: bool = True, verify: bool = True
+) -> Unit:
     try:
         f = h5py.File(path, "r")
     except FileNotFoundError:
@@ -392,9 +411,13 @@ def read_unit(path: Path, *, expect: Mapping[str, object] | None = None, load_ar
         if attrs.get("schema_version") != SCHEMA_VERSION:
             raise CacheError(f"{path}: schema_version {attrs.get('schema_version')} != {SCHEMA_VERSION}")
         recorded = {k: _plain(attrs.get(k)) for k in IDENTITY_FIELDS}
-        if sha256_json(recorded) != attrs.get("identity_hash") or not path.stem.endswith(str(attrs.get("identity_hash"))[:16]):
-            raise ProvenanceError(f"{path}: provenance mismatch in field identity_hash (attributes were altered "
-                                  "after writing or the file was renamed)")
+        if sha256_json(recorded) != attrs.get("identity_hash") or not path.stem.endswith(
+            str(attrs.get("identity_hash"))[:16]
+        ):
+            raise ProvenanceError(
+                f"{path}: provenance mismatch in field identity_hash (attributes were altered "
+                "after writing or the file was renamed)"
+            )
         for k, v in (expect or {}).items():
             if not _eq(attrs.get(k), v):
                 raise ProvenanceError(
@@ -403,8 +426,7 @@ def read_unit(path: Path, *, expect: Mapping[str, object] | None = None, load_ar
         verify = verify and bool(attrs.get("checksums"))  # units written before checksums existed: none
         try:
             tables = {name: _read_table(g, path, verify) for name, g in f.get("tables", {}).items()}
-            arrays = ({name: _get(ds, path, verify) for name, ds in f.get("arrays", {}).items()}
-                      if load_arrays else {})
+            arrays = {name: _get(ds, path, verify) for name, ds in f.get("arrays", {}).items()} if load_arrays else {}
         except (OSError, KeyError, ValueError) as exc:
             raise CacheError(f"{path}: cache unit is damaged ({exc})") from None
     return Unit(path=path, attrs=attrs, tables=tables, arrays=arrays)

@@ -9,6 +9,7 @@ Residual arrays come in two shapes, both handled here: [rows, d_model] with a sc
 attribute (one layer per unit), and [rows, layer, d_model] with the layer indices in an
 attribute (`layers`, `layer_indices` or `layer_index`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -76,10 +77,12 @@ def array_info(unit: Unit, name: str) -> ArrayInfo:
     if layers is None:
         layers = [int(attrs.get("layer", unit.attrs.get("layer")))]
     if "layer" in dims and len(layers) != shape[dims.index("layer")]:
-        raise CacheError(f"{unit.path}: array {name!r} has {shape[dims.index('layer')]} layers but records "
-                         f"layer indices {layers}")
-    return ArrayInfo(name=name, shape=shape, dtype=dtype, dims=dims, rows_table=table, rows_where=where,
-                     layers=tuple(layers))
+        raise CacheError(
+            f"{unit.path}: array {name!r} has {shape[dims.index('layer')]} layers but records layer indices {layers}"
+        )
+    return ArrayInfo(
+        name=name, shape=shape, dtype=dtype, dims=dims, rows_table=table, rows_where=where, layers=tuple(layers)
+    )
 
 
 def array_names(unit: Unit) -> list[str]:
@@ -99,8 +102,10 @@ def rows_for(unit: Unit, info: ArrayInfo) -> pd.DataFrame:
         rows = rows[rows[col].astype(str) == str(value)]
     rows = rows.reset_index(drop=True)
     if len(rows) != info.shape[0]:
-        raise CacheError(f"{unit.path}: array {info.name!r} has {info.shape[0]} rows but table "
-                         f"{info.rows_table!r} (where {info.rows_where}) has {len(rows)}")
+        raise CacheError(
+            f"{unit.path}: array {info.name!r} has {info.shape[0]} rows but table "
+            f"{info.rows_table!r} (where {info.rows_where}) has {len(rows)}"
+        )
     return rows
 
 
@@ -122,8 +127,9 @@ class Activations:
     array: str
 
 
-def activations(unit: Unit, layer: int | None = None, *, array: str | None = None,
-                as_: Literal["numpy", "torch"] = "numpy") -> Activations:
+def activations(
+    unit: Unit, layer: int | None = None, *, array: str | None = None, as_: Literal["numpy", "torch"] = "numpy"
+) -> Activations:
     """One layer's residuals of a unit joined to their table rows.
 
     `array` defaults to the study's main residual (pressure `resid`, classify
@@ -151,13 +157,21 @@ def activations(unit: Unit, layer: int | None = None, *, array: str | None = Non
         # imported only here, by name: the cache layer never imports torch (import-linter contract)
         torch = importlib.import_module("torch")
         values = torch.from_numpy(np.ascontiguousarray(values))
-    return Activations(rows=rows_for(unit, info), values=values, layer=int(layer),
-                       hook_name=TL_RESID_PRE.format(layer=int(layer)), array=array)
+    return Activations(
+        rows=rows_for(unit, info),
+        values=values,
+        layer=int(layer),
+        hook_name=TL_RESID_PRE.format(layer=int(layer)),
+        array=array,
+    )
 
 
 def _identity_attrs(unit: Unit) -> dict:
-    return {k: (v.decode() if isinstance(v, bytes) else v) for k, v in unit.attrs.items()
-            if isinstance(v, (str, bytes, int, float, bool, np.generic))}
+    return {
+        k: (v.decode() if isinstance(v, bytes) else v)
+        for k, v in unit.attrs.items()
+        if isinstance(v, (str, bytes, int, float, bool, np.generic))
+    }
 
 
 def _data_array(unit: Unit, name: str):
@@ -172,9 +186,15 @@ def _data_array(unit: Unit, name: str):
         coords["layer"] = list(info.layers)
         coords["hook_name"] = ("layer", info.hook_names)
     if "completion" in info.dims:
-        coords["completion"] = ["stereotype", "anti_stereotype", "meaningless"][: info.shape[info.dims.index("completion")]]
-    attrs = {"array": name, "rows_table": info.rows_table or "", "rows_where": json.dumps(info.rows_where),
-             "stored_dtype": info.dtype}
+        coords["completion"] = ["stereotype", "anti_stereotype", "meaningless"][
+            : info.shape[info.dims.index("completion")]
+        ]
+    attrs = {
+        "array": name,
+        "rows_table": info.rows_table or "",
+        "rows_where": json.dumps(info.rows_where),
+        "stored_dtype": info.dtype,
+    }
     if "layer" not in info.dims:
         attrs["layer"] = info.layers[0]
         attrs["hook_name"] = info.hook_names[0]
@@ -209,8 +229,9 @@ def unit_paths(source: str | Path | Iterable[str | Path], study: str | None = No
     return [Path(s) for s in source]
 
 
-def collect_tables(source: str | Path | Iterable[str | Path], table: str | None = None, *,
-                   study: str | None = None) -> pd.DataFrame | dict[str, pd.DataFrame]:
+def collect_tables(
+    source: str | Path | Iterable[str | Path], table: str | None = None, *, study: str | None = None
+) -> pd.DataFrame | dict[str, pd.DataFrame]:
     """One DataFrame per table name over every unit (reads no arrays).
 
     `collect_tables(OUT)` -> {"trials": ..., "first_turn": ..., "predictions": ..., ...};

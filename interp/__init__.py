@@ -3,6 +3,7 @@
 The public names below are loaded on first use, so `import interp.core` (and the cache,
 analyses, probes and report paths built on it) never imports torch.
 """
+
 from __future__ import annotations
 
 import importlib

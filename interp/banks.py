@@ -9,6 +9,7 @@ Two registries, filled by the studies (each in its own folder):
                 the reader). `read_bank(path, kind)` tries the study's formats in order.
   SHIPPED:      bank name -> file under interp/data/banks (StudySpec.shipped_banks).
 """
+
 from __future__ import annotations
 
 import csv
@@ -62,8 +63,13 @@ class Bank:
         else:
             keep = units.sample(n=n, random_state=seed).tolist()
         items = self.items[self.items[by].isin(set(keep))].reset_index(drop=True)
-        return Bank(name=f"{self.name}[n={n},seed={seed}]", kind=self.kind, items=items,
-                    hash=bank_hash(items), source=self.source)
+        return Bank(
+            name=f"{self.name}[n={n},seed={seed}]",
+            kind=self.kind,
+            items=items,
+            hash=bank_hash(items),
+            source=self.source,
+        )
 
 
 def bank_hash(items: pd.DataFrame) -> str:
@@ -120,8 +126,9 @@ def read_rows(path: str | Path) -> list[tuple[int, dict]]:
                     raise BankError(f"{path}: row {n}: more fields than the header has")
                 rows.append((n, {k.strip(): v for k, v in rec.items()}))
         except csv.Error as exc:  # e.g. a field over the csv module's 131072-character limit
-            raise BankError(f"{path}: row {n + 1}: unreadable CSV ({exc}; fields are limited to "
-                            f"{MAX_FIELD_CHARS} characters)") from None
+            raise BankError(
+                f"{path}: row {n + 1}: unreadable CSV ({exc}; fields are limited to {MAX_FIELD_CHARS} characters)"
+            ) from None
     if not rows:
         raise BankError(f"{path}: no rows")
     return rows
@@ -130,7 +137,9 @@ def read_rows(path: str | Path) -> list[tuple[int, dict]]:
 def require_columns(path: Path, rows: list[tuple[int, dict]], columns: Iterable[str]) -> None:
     missing = [c for c in columns if c not in rows[0][1]]
     if missing:
-        raise BankError(f"{path}: missing column(s) {', '.join(missing)} (row {rows[0][0]} has {', '.join(rows[0][1])})")
+        raise BankError(
+            f"{path}: missing column(s) {', '.join(missing)} (row {rows[0][0]} has {', '.join(rows[0][1])})"
+        )
 
 
 def text_field(path: Path, n: int, rec: dict, field: str, *, optional: bool = False) -> str:
@@ -157,7 +166,9 @@ def choice_field(path: Path, n: int, rec: dict, field: str, allowed: Mapping[str
     raw = text_field(path, n, rec, field)
     key = raw.lower()
     if key not in allowed:
-        raise BankError(f"{path}: row {n}: field {field} has unknown value {raw!r} (expected {', '.join(sorted(set(allowed.values())))})")
+        raise BankError(
+            f"{path}: row {n}: field {field} has unknown value {raw!r} (expected {', '.join(sorted(set(allowed.values())))})"
+        )
     return allowed[key]
 
 
@@ -170,6 +181,7 @@ def unique_ids(path: Path, rows: Sequence[tuple[int, dict]], ids: Sequence[str],
 
 
 # ---------------------------------------------------------------- bank formats
+
 
 @dataclass
 class Sniffed:
@@ -233,8 +245,10 @@ def read_bank(path: str | Path, kind: str) -> "Bank":
     for fmt in fmts:
         if fmt.recognise(sniffed):
             return fmt.read(sniffed)
-    raise BankError(f"{path}: unknown layout (columns {', '.join(sorted(sniffed.columns))}); expected "
-                    + " or ".join(f.describe for f in fmts))
+    raise BankError(
+        f"{path}: unknown layout (columns {', '.join(sorted(sniffed.columns))}); expected "
+        + " or ".join(f.describe for f in fmts)
+    )
 
 
 def resolve(ref: str | Path, kind: str) -> "Bank":

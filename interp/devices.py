@@ -1,4 +1,5 @@
 """Devices and precisions by name: what `--device` and `--dtype` accept, checked early."""
+
 from __future__ import annotations
 
 import torch
@@ -26,8 +27,10 @@ def resolve_device(name: str | None) -> str:
         raise ConfigError(f"device {name!r} unknown (choose cpu, cuda, cuda:N or auto)") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError(f"device {name!r} requested but CUDA is not available "
-                              f"(torch {torch.__version__}, built for CUDA: {torch.version.cuda or 'no'})")
+            raise ConfigError(
+                f"device {name!r} requested but CUDA is not available "
+                f"(torch {torch.__version__}, built for CUDA: {torch.version.cuda or 'no'})"
+            )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ConfigError(f"device {name!r} requested but only {torch.cuda.device_count()} CUDA device(s) visible")
     elif dev.type == "mps":

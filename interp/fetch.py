@@ -9,6 +9,7 @@ Each model directory appears atomically: it is built in `dest/.<name>.tmp-<pid>`
 renamed into place; `interp_provenance.json` (written last) records every file's sha256, and a
 directory counts as finished only when those hashes match.
 """
+
 from __future__ import annotations
 
 import base64
@@ -47,9 +48,7 @@ __all__ = [
 ]
 
 PROVENANCE_FILE = "interp_provenance.json"
-WEIGHTS_NOTE = (
-    "dequantized from 4-bit GGUF (Q4_1 / Q4_K_M): real trained weights, not the original bf16 release"
-)
+WEIGHTS_NOTE = "dequantized from 4-bit GGUF (Q4_1 / Q4_K_M): real trained weights, not the original bf16 release"
 CHECK_PROMPT = "The capital of France is"
 # Non-Latin text exercises the byte fallback / merges that a rebuilt tokenizer most easily gets wrong.
 TOKENIZER_PROBES = (CHECK_PROMPT, "আমি বাংলায় গান গাই।", "Prix: 12,50 € — naïve café\n\n  indented")
@@ -438,9 +437,15 @@ def _provenance(spec: ModelSpec, gguf: Path, gguf_sha: str, rep: ConversionRepor
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
         "gguf_version": _installed_version("gguf"),
-        "model": {k: v for k, v in dataclasses.asdict(rep).items() if k in ("n_params", "n_layers", "d_model", "vocab_size")},
-        "logit_check": {"prompt": rep.prompt, "max_abs_diff": rep.max_abs_logit_diff, "atol": LOGIT_ATOL,
-                        "next_token": rep.next_token},
+        "model": {
+            k: v for k, v in dataclasses.asdict(rep).items() if k in ("n_params", "n_layers", "d_model", "vocab_size")
+        },
+        "logit_check": {
+            "prompt": rep.prompt,
+            "max_abs_diff": rep.max_abs_logit_diff,
+            "atol": LOGIT_ATOL,
+            "next_token": rep.next_token,
+        },
         "files": files,
     }
 

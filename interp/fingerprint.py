@@ -19,6 +19,7 @@ Memo: digests are kept in a sidecar per checkpoint directory under
 file's size, mtime, inode and ctime. `touch -r` restores mtime but not ctime, and a copy
 gets a new inode, so neither serves a stale digest.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,8 +51,15 @@ def regular_file(path: Path, *, limit: int | None = None, error: type[InterpErro
     except OSError as exc:
         raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(st.st_mode):
-        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or
-                stat.S_ISBLK(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file")
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a device"
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            else "a directory"
+            if stat.S_ISDIR(st.st_mode)
+            else "not a regular file"
+        )
         raise error(f"{path}: {kind}, not a regular file; refusing to read it")
     if limit is not None and st.st_size > limit:
         raise error(f"{path}: {st.st_size} bytes, over the limit of {limit} for this kind of file")
@@ -154,8 +162,9 @@ class _Memo:
             pass
 
 
-def checkpoint_digests(directory: Path, *, config: str, inputs: Iterable[str], weights: Iterable[str],
-                       full_hash: bool = False) -> dict:
+def checkpoint_digests(
+    directory: Path, *, config: str, inputs: Iterable[str], weights: Iterable[str], full_hash: bool = False
+) -> dict:
     """{config, inputs: {name: sha}, weights: {name: digest}, weights_mode} for one directory."""
     directory = Path(directory)
     memo = _Memo(directory)

@@ -11,6 +11,7 @@ list, checks its length against the config, and names the base model and final n
 new architecture works without an entry here; one whose layout does not fit fails at load
 with a message naming the architecture instead of silently hooking nothing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,8 +57,9 @@ def discover_sites(model: torch.nn.Module, n_layers: int, *, where: str = "", mo
     """
     arch = f"architecture model_type={model_type!r}" if model_type else f"architecture {type(model).__name__}"
     block_classes = set(getattr(model, "_no_split_modules", None) or ())
-    lists = [(name, mod) for name, mod in model.named_modules()
-             if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0]
+    lists = [
+        (name, mod) for name, mod in model.named_modules() if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0
+    ]
     declared = [(n, m) for n, m in lists if block_classes and all(type(b).__name__ in block_classes for b in m)]
     same_class = [(n, m) for n, m in lists if len(m) == n_layers and len({type(b) for b in m}) == 1]
     candidates = declared or same_class
@@ -74,9 +76,10 @@ def discover_sites(model: torch.nn.Module, n_layers: int, *, where: str = "", mo
     base_name = _module_name(model, base) if base is not None and base is not model else ""
     if not base_name or not layers_name.startswith(base_name + "."):
         raise CheckpointError(f"{where}: unsupported {arch}: no base model holding {layers_name}")
-    norm_name = next((f"{base_name}.{n}" for n in _FINAL_NORM_NAMES if isinstance(getattr(base, n, None), torch.nn.Module)), "")
+    norm_name = next(
+        (f"{base_name}.{n}" for n in _FINAL_NORM_NAMES if isinstance(getattr(base, n, None), torch.nn.Module)), ""
+    )
     head_name = _module_name(model, model.get_output_embeddings())
     if not head_name:
         raise CheckpointError(f"{where}: unsupported {arch}: no output embedding (LM head)")
     return HookSites(layers=layers_name, final_norm=norm_name, base=base_name, lm_head=head_name)
-

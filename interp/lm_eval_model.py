@@ -18,6 +18,7 @@ positions that are read. Tested equal to HFLM within 1e-4 (tests/test_lm_eval_mo
 `greedy_chunk` requests; pass `greedy=False` to skip it and report False).
 `generate_until` is not served (this model is for log-likelihood tasks).
 """
+
 from __future__ import annotations
 
 import sys
@@ -39,10 +40,22 @@ def _bool(v: Any) -> bool:
 class InterpLM(TemplateLM):
     """`pretrained` is a local checkpoint directory (or an `interp` LoadedModel)."""
 
-    def __init__(self, pretrained: Any, *, backend: str = "hf", dtype: str = "float32", batch_size: int | str = 16,
-                 max_batch_tokens: int = 8192, prefix_reuse: bool | str = True, threads: int | None = None,
-                 add_bos_token: bool | str | None = None, max_length: int | None = None,
-                 greedy: bool | str = True, greedy_chunk: int = 64, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        pretrained: Any,
+        *,
+        backend: str = "hf",
+        dtype: str = "float32",
+        batch_size: int | str = 16,
+        max_batch_tokens: int = 8192,
+        prefix_reuse: bool | str = True,
+        threads: int | None = None,
+        add_bos_token: bool | str | None = None,
+        max_length: int | None = None,
+        greedy: bool | str = True,
+        greedy_chunk: int = 64,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
         import interp
         from interp.loading import LoadedModel
@@ -51,17 +64,20 @@ class InterpLM(TemplateLM):
         if isinstance(pretrained, LoadedModel):
             self.lm = pretrained
         else:
-            self.lm = interp.load(str(pretrained), backend=backend, dtype=dtype,
-                                  threads=int(threads) if threads else None)
+            self.lm = interp.load(
+                str(pretrained), backend=backend, dtype=dtype, threads=int(threads) if threads else None
+            )
         self.tokenizer = self.lm.tokenizer
         self.add_bos_token = None if add_bos_token is None else _bool(add_bos_token)
         bs = 16 if str(batch_size).startswith("auto") else int(batch_size)
-        self.engine_cfg = EngineConfig(batch_size=bs, max_batch_tokens=int(max_batch_tokens),
-                                       prefix_reuse=_bool(prefix_reuse))
+        self.engine_cfg = EngineConfig(
+            batch_size=bs, max_batch_tokens=int(max_batch_tokens), prefix_reuse=_bool(prefix_reuse)
+        )
         model = getattr(self.lm.backend, "model", None)
         config = getattr(model, "config", None)
-        self._max_length = int(max_length) if max_length else resolve_max_length(config, self.tokenizer,
-                                                                                 default=DEFAULT_MAX_LENGTH)
+        self._max_length = (
+            int(max_length) if max_length else resolve_max_length(config, self.tokenizer, default=DEFAULT_MAX_LENGTH)
+        )
         self.greedy = _bool(greedy)
         self.greedy_chunk = int(greedy_chunk)
         self._vocab = self._n_logits()
@@ -86,8 +102,9 @@ class InterpLM(TemplateLM):
     def max_length(self) -> int:
         return self._max_length
 
-    def tok_encode(self, string: str, add_special_tokens: bool | None = None, left_truncate_len: int | None = None,
-                   **kwargs: Any) -> list[int]:
+    def tok_encode(
+        self, string: str, add_special_tokens: bool | None = None, left_truncate_len: int | None = None, **kwargs: Any
+    ) -> list[int]:
         special = _add_special_kwargs(add_special_tokens, self.add_bos_token)
         if add_special_tokens is None and has_bos_prefix(string, self.tokenizer.decode(self.prefix_token_id)):
             special["add_special_tokens"] = False
@@ -103,7 +120,7 @@ class InterpLM(TemplateLM):
         for ctx, cont in pairs:
             if not ctx or not cont:
                 raise ValueError("interp lm-eval model: empty context or continuation encoding")
-            full = (list(ctx) + list(cont))[-(self.max_length + 1):]
+            full = (list(ctx) + list(cont))[-(self.max_length + 1) :]
             ids = tuple(full[:-1])
             k = len(cont)
             reads = [(len(ids) - k + j, all_ids if greedy else (t,)) for j, t in enumerate(cont)]
@@ -128,7 +145,7 @@ class InterpLM(TemplateLM):
             order = sorted(range(len(pairs)), key=lambda i: pairs[i][0] + pairs[i][1])
             answers: list = [None] * len(pairs)
             for s in range(0, len(order), self.greedy_chunk):
-                idx = order[s:s + self.greedy_chunk]
+                idx = order[s : s + self.greedy_chunk]
                 for i, a in zip(idx, self._run([pairs[i] for i in idx], greedy=True)):
                     answers[i] = a
         for (key, _, _), answer in zip(requests, answers):
@@ -141,9 +158,15 @@ class InterpLM(TemplateLM):
 
         windows, owner = [], []
         for n, (string,) in enumerate(req.args for req in requests):
-            for ctx, cont in map(utils.make_disjoint_window, utils.get_rolling_token_windows(
-                    token_list=self.tok_encode(string), prefix_token=self.prefix_token_id,
-                    max_seq_len=self.max_length, context_len=1)):
+            for ctx, cont in map(
+                utils.make_disjoint_window,
+                utils.get_rolling_token_windows(
+                    token_list=self.tok_encode(string),
+                    prefix_token=self.prefix_token_id,
+                    max_seq_len=self.max_length,
+                    context_len=1,
+                ),
+            ):
                 windows.append((ctx, cont))
                 owner.append(n)
         scores = self._run(windows, greedy=False)

@@ -3,6 +3,7 @@
 Safety: safetensors by default, pickled weights only when the caller allows it (and then
 with `weights_only`), never `trust_remote_code`, never the hub (`local_files_only`).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,6 @@ from interp.devices import DTYPES, resolve_device, torch_dtype
 from interp.hooksites import default_layer, discover_sites
 
 BackendName = Literal["hf", "transformer_lens", "nnsight"]  # the built-in ones; see runner.backends.BACKEND_REGISTRY
-
 
 
 @dataclass(kw_only=True)
@@ -75,8 +75,9 @@ def load_tokenizer(path: Path) -> object:
     return tok
 
 
-def load_hf_model(info: CheckpointInfo, dtype: str = "float32", *, device: str = "cpu",
-                  device_map: str | dict | None = None) -> torch.nn.Module:
+def load_hf_model(
+    info: CheckpointInfo, dtype: str = "float32", *, device: str = "cpu", device_map: str | dict | None = None
+) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -123,8 +124,7 @@ def _shape_mismatch(info: CheckpointInfo) -> str | None:
                 want = expected.get(tensor)
                 got = tuple(meta.get("shape", ()))
                 if want is not None and want != got:
-                    return (f"{name}: tensor {tensor} has shape {list(got)} but config.json implies "
-                            f"{list(want)}")
+                    return f"{name}: tensor {tensor} has shape {list(got)} but config.json implies {list(want)}"
     except Exception:  # noqa: BLE001 - a diagnosis only; the caller reports the original error
         return None
     return None
@@ -178,12 +178,22 @@ def load(
     after = file_signature(info.path, files)
     if after != before or fingerprint(info, full_hash=full_hash) != fp:
         changed = sorted(n for n in files if before.get(n) != after.get(n)) or ["contents"]
-        raise CheckpointError(f"{info.path}: files changed while loading ({', '.join(changed)}); "
-                              "the checkpoint is being written, retry when it is complete")
+        raise CheckpointError(
+            f"{info.path}: files changed while loading ({', '.join(changed)}); "
+            "the checkpoint is being written, retry when it is complete"
+        )
     sites = discover_sites(hf_model, info.n_layers, where=str(info.path), model_type=info.model_type)
     check_tokenizer_fits(info, tokenizer, hf_model.get_input_embeddings().num_embeddings)
-    be = make_backend(backend, info=info, hf_model=hf_model, sites=sites, dtype=dtype, device=device,
-                      device_map=device_map)
+    be = make_backend(
+        backend, info=info, hf_model=hf_model, sites=sites, dtype=dtype, device=device, device_map=device_map
+    )
     input_device = str(be.device)
-    return LoadedModel(info=info, tokenizer=tokenizer, backend=be, dtype=dtype, device=input_device,
-                       device_map=device_map if isinstance(device_map, str) else None, _fingerprint=fp)
+    return LoadedModel(
+        info=info,
+        tokenizer=tokenizer,
+        backend=be,
+        dtype=dtype,
+        device=input_device,
+        device_map=device_map if isinstance(device_map, str) else None,
+        _fingerprint=fp,
+    )

@@ -6,6 +6,7 @@ checkpoint (safetensors) with that tokenizer, exactly as a real local checkpoint
 `build_tiny_arch` does the same for any Transformers model_type from its own config class
 (`AutoConfig.for_model`), e.g. the families of the sycophancy-development study.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -75,18 +76,43 @@ def build_tiny_model(
     eos = tok.eos_token_id
     torch.manual_seed(seed)
     if arch == "gpt2":
-        cfg = GPT2Config(vocab_size=vocab, n_positions=1024, n_embd=d_model, n_layer=n_layers, n_head=4,
-                         bos_token_id=eos, eos_token_id=eos)
+        cfg = GPT2Config(
+            vocab_size=vocab,
+            n_positions=1024,
+            n_embd=d_model,
+            n_layer=n_layers,
+            n_head=4,
+            bos_token_id=eos,
+            eos_token_id=eos,
+        )
         model = GPT2LMHeadModel(cfg)
     elif arch == "llama":
-        cfg = LlamaConfig(vocab_size=vocab, hidden_size=d_model, intermediate_size=2 * d_model,
-                          num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=2,
-                          max_position_embeddings=1024, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos)
+        cfg = LlamaConfig(
+            vocab_size=vocab,
+            hidden_size=d_model,
+            intermediate_size=2 * d_model,
+            num_hidden_layers=n_layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=1024,
+            bos_token_id=eos,
+            eos_token_id=eos,
+            pad_token_id=eos,
+        )
         model = LlamaForCausalLM(cfg)
     elif arch == "qwen2":
-        cfg = Qwen2Config(vocab_size=vocab, hidden_size=d_model, intermediate_size=2 * d_model,
-                          num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=2,
-                          max_position_embeddings=1024, bos_token_id=eos, eos_token_id=eos, tie_word_embeddings=False)
+        cfg = Qwen2Config(
+            vocab_size=vocab,
+            hidden_size=d_model,
+            intermediate_size=2 * d_model,
+            num_hidden_layers=n_layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=1024,
+            bos_token_id=eos,
+            eos_token_id=eos,
+            tie_word_embeddings=False,
+        )
         model = Qwen2ForCausalLM(cfg)
     else:
         raise ValueError(f"unknown arch {arch!r}")
@@ -107,17 +133,26 @@ def build_tiny_model(
 STUDY_ARCHS = ("gpt_neox", "olmo2", "olmo3", "qwen3", "mistral", "phi3", "gemma2", "gemma3_text", "llama")
 
 
-def build_tiny_arch(dest: Path, model_type: str, *, n_layers: int = 2, d_model: int = 64, seed: int = 0,
-                    tokenizer=None) -> Path:
+def build_tiny_arch(
+    dest: Path, model_type: str, *, n_layers: int = 2, d_model: int = 64, seed: int = 0, tokenizer=None
+) -> Path:
     """A random tiny checkpoint of any decoder-only model_type: 4 heads (2 KV heads where the
     family has grouped-query attention), the shared test tokenizer, weights scaled as above."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     tok = tokenizer or build_tokenizer()
     eos = tok.eos_token_id
-    kw = dict(vocab_size=len(tok), hidden_size=d_model, intermediate_size=2 * d_model, num_hidden_layers=n_layers,
-              num_attention_heads=4, max_position_embeddings=1024, bos_token_id=eos, eos_token_id=eos,
-              pad_token_id=eos)
+    kw = dict(
+        vocab_size=len(tok),
+        hidden_size=d_model,
+        intermediate_size=2 * d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=4,
+        max_position_embeddings=1024,
+        bos_token_id=eos,
+        eos_token_id=eos,
+        pad_token_id=eos,
+    )
     defaults = AutoConfig.for_model(model_type).to_dict()
     if "num_key_value_heads" in defaults:
         kw["num_key_value_heads"] = 2

@@ -11,6 +11,7 @@ share cache units and a fine-tuned copy does not; cache units record it as such 
 a sweep refuses to merge such units with directory-fingerprinted ones unless told
 (`allow_unfingerprinted`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -60,8 +61,10 @@ def _kind(model) -> str:
         return "nnsight"
     if isinstance(model, torch.nn.Module) and hasattr(model, "config") and hasattr(model, "get_output_embeddings"):
         return "hf"
-    raise ConfigError(f"interp.wrap: cannot use a {cls.__module__}.{cls.__name__} (pass a Hugging Face causal LM, "
-                      "a TransformerLens TransformerBridge or an nnsight TransformersModel)")
+    raise ConfigError(
+        f"interp.wrap: cannot use a {cls.__module__}.{cls.__name__} (pass a Hugging Face causal LM, "
+        "a TransformerLens TransformerBridge or an nnsight TransformersModel)"
+    )
 
 
 def _hf_module(model, kind: str) -> torch.nn.Module:
@@ -91,9 +94,17 @@ def _info(hf_model: torch.nn.Module, name: str) -> CheckpointInfo:
     max_pos = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
     if not n_layers or not d_model:
         raise CheckpointError(f"{name}: model config states no num_hidden_layers / hidden_size")
-    return CheckpointInfo(path=Path(f"<in-memory {name}>"), name=name, model_type=model_type, n_layers=int(n_layers),
-                          d_model=int(d_model), vocab_size=int(getattr(cfg, "vocab_size", 0) or 0),
-                          weight_files=(), pickled=False, max_positions=int(max_pos) if max_pos else None)
+    return CheckpointInfo(
+        path=Path(f"<in-memory {name}>"),
+        name=name,
+        model_type=model_type,
+        n_layers=int(n_layers),
+        d_model=int(d_model),
+        vocab_size=int(getattr(cfg, "vocab_size", 0) or 0),
+        weight_files=(),
+        pickled=False,
+        max_positions=int(max_pos) if max_pos else None,
+    )
 
 
 def wrap(model, tokenizer=None, *, name: str | None = None, fingerprint: str | None = None) -> LoadedModel:
@@ -116,7 +127,9 @@ def wrap(model, tokenizer=None, *, name: str | None = None, fingerprint: str | N
     sites = discover_sites(hf_model, info.n_layers, where=f"<in-memory {name}>", model_type=info.model_type)
     check_tokenizer_fits(info, tokenizer, hf_model.get_input_embeddings().num_embeddings)
     if tokenizer.pad_token_id is None:  # as load_tokenizer: right padding is masked, any id works
-        tokenizer.pad_token = tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.convert_ids_to_tokens(0)
+        tokenizer.pad_token = (
+            tokenizer.eos_token if tokenizer.eos_token is not None else tokenizer.convert_ids_to_tokens(0)
+        )
     tokenizer.padding_side = "right"
     hf_model.eval()
     if kind == "transformer_lens":
@@ -127,7 +140,9 @@ def wrap(model, tokenizer=None, *, name: str | None = None, fingerprint: str | N
     else:
         backend = HFBackend(hf_model, sites)
     dtype = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(
-        next(hf_model.parameters()).dtype, "float32")
+        next(hf_model.parameters()).dtype, "float32"
+    )
     fp = (WRAPPED_PREFIX + fingerprint.removeprefix(WRAPPED_PREFIX)) if fingerprint else content_fingerprint(hf_model)
-    return LoadedModel(info=info, tokenizer=tokenizer, backend=backend, dtype=dtype, device=str(backend.device),
-                       _fingerprint=fp)
+    return LoadedModel(
+        info=info, tokenizer=tokenizer, backend=backend, dtype=dtype, device=str(backend.device), _fingerprint=fp
+    )

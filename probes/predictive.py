@@ -29,6 +29,7 @@ solution if a training design is rank deficient), or ridge on training-fold stan
 columns with an unpenalized intercept (``alpha>0``, for many profile columns relative to items;
 identical to ``Pipeline(StandardScaler, Ridge(alpha))``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -54,12 +55,29 @@ __all__ = [
     "DEFAULT_READOUT_ALPHAS",
 ]
 
-TABLE_COLUMNS = ("source", "target", "route_relation", "I", "I_readout", "error_removed",
-                 "null_mean", "p_value", "precision_at_k", "k",
-                 "I_null_mean", "I_null_p95", "I_p",
-                 "I_readout_only", "I_readout_only_null_mean", "I_readout_only_null_p95", "I_readout_only_p",
-                 "I_readout_increment", "I_readout_increment_null_mean", "I_readout_increment_null_p95",
-                 "I_readout_increment_p")
+TABLE_COLUMNS = (
+    "source",
+    "target",
+    "route_relation",
+    "I",
+    "I_readout",
+    "error_removed",
+    "null_mean",
+    "p_value",
+    "precision_at_k",
+    "k",
+    "I_null_mean",
+    "I_null_p95",
+    "I_p",
+    "I_readout_only",
+    "I_readout_only_null_mean",
+    "I_readout_only_null_p95",
+    "I_readout_only_p",
+    "I_readout_increment",
+    "I_readout_increment_null_mean",
+    "I_readout_increment_null_p95",
+    "I_readout_increment_p",
+)
 # Ridge penalties on standardized residual features, chosen per training set by efficient
 # leave-one-out; wide because d (hundreds to thousands) often exceeds the training items.
 DEFAULT_READOUT_ALPHAS: tuple[float, ...] = tuple(np.logspace(-1, 6, 15))
@@ -92,8 +110,7 @@ class PartialR2Result:
     predicted: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
     predicted_base: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
     predicted_readout: np.ndarray | None = field(default=None, compare=False, repr=False)
-    fold_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=int), compare=False,
-                                 repr=False)
+    fold_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=int), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -109,10 +126,19 @@ class NullResult:
 
 # ----------------------------------------------------------------------------- partial R^2
 
-def partial_r2(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, *,
-               n_folds: int = 5, seed: int = 0, groups: np.ndarray | None = None,
-               readout: np.ndarray | None = None, alpha: float = 0.0,
-               readout_alphas: float | Sequence[float] = DEFAULT_READOUT_ALPHAS) -> PartialR2Result:
+
+def partial_r2(
+    target: np.ndarray,
+    profile: np.ndarray,
+    source_map: np.ndarray,
+    *,
+    n_folds: int = 5,
+    seed: int = 0,
+    groups: np.ndarray | None = None,
+    readout: np.ndarray | None = None,
+    alpha: float = 0.0,
+    readout_alphas: float | Sequence[float] = DEFAULT_READOUT_ALPHAS,
+) -> PartialR2Result:
     """Held-out partial R^2 (the paper's I) of ``source_map`` for ``target`` beyond ``profile``.
 
     Parameters
@@ -144,8 +170,7 @@ def partial_r2(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, 
     pred_ro = None
     if readout is not None:
         R = _matrix(readout, n, "readout")
-        pred_only, pred_ro = _readout_models(y, P, M, R, fold_ids, groups, n_folds, seed, alpha,
-                                             readout_alphas)
+        pred_only, pred_ro = _readout_models(y, P, M, R, fold_ids, groups, n_folds, seed, alpha, readout_alphas)
         sse_ro = float(np.sum((y - pred_ro) ** 2))
         sse_only = float(np.sum((y - pred_only) ** 2))
         I_ro = _gain(sse_base, sse_ro)
@@ -156,12 +181,26 @@ def partial_r2(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, 
 
     for arr in (pred_base, pred_full, fold_ids):
         arr.setflags(write=False)
-    return PartialR2Result(I=I, sse_base=sse_base, sse_full=sse_full, error_removed=I,
-                           n_items=n, folds=n_folds, r2_base=_gain(sst, sse_base),
-                           r2_full=_gain(sst, sse_full), I_readout=I_ro, sse_readout=sse_ro,
-                           r2_readout=r2_ro, I_readout_only=I_only, I_readout_increment=I_incr,
-                           sse_readout_only=sse_only, predicted=pred_full, predicted_base=pred_base,
-                           predicted_readout=pred_ro, fold_ids=fold_ids)
+    return PartialR2Result(
+        I=I,
+        sse_base=sse_base,
+        sse_full=sse_full,
+        error_removed=I,
+        n_items=n,
+        folds=n_folds,
+        r2_base=_gain(sst, sse_base),
+        r2_full=_gain(sst, sse_full),
+        I_readout=I_ro,
+        sse_readout=sse_ro,
+        r2_readout=r2_ro,
+        I_readout_only=I_only,
+        I_readout_increment=I_incr,
+        sse_readout_only=sse_only,
+        predicted=pred_full,
+        predicted_base=pred_base,
+        predicted_readout=pred_ro,
+        fold_ids=fold_ids,
+    )
 
 
 def _readout_models(y, P, M, R, fold_ids, groups, n_folds, seed, alpha, readout_alphas):
@@ -175,10 +214,12 @@ def _readout_models(y, P, M, R, fold_ids, groups, n_folds, seed, alpha, readout_
     for k, (train, test) in enumerate(_fold_pairs(fold_ids)):
         inner = item_folds(groups[train], min(n_folds, len(np.unique(groups[train]))), seed + 1 + k)
         r_tr, r_te = _crossfit_readout(R, y, train, test, inner, readout_alphas)
-        pred_only[test] = _fit_predict(np.column_stack([P[train], r_tr]), y[train],
-                                       np.column_stack([P[test], r_te]), alpha)
-        pred_both[test] = _fit_predict(np.column_stack([P[train], M[train], r_tr]), y[train],
-                                       np.column_stack([P[test], M[test], r_te]), alpha)
+        pred_only[test] = _fit_predict(
+            np.column_stack([P[train], r_tr]), y[train], np.column_stack([P[test], r_te]), alpha
+        )
+        pred_both[test] = _fit_predict(
+            np.column_stack([P[train], M[train], r_tr]), y[train], np.column_stack([P[test], M[test], r_te]), alpha
+        )
     return pred_only, pred_both
 
 
@@ -188,16 +229,28 @@ def _null_result(observed: float, null: np.ndarray) -> NullResult:
     if null.size == 0:
         nan = float("nan")
         return NullResult(observed=observed, null_mean=nan, null_p95=nan, p_value=nan, null=null)
-    return NullResult(observed=observed, null_mean=float(null.mean()),
-                      null_p95=float(np.percentile(null, 95)),
-                      p_value=(1 + int(np.sum(null >= observed))) / (1 + null.size), null=null)
+    return NullResult(
+        observed=observed,
+        null_mean=float(null.mean()),
+        null_p95=float(np.percentile(null, 95)),
+        p_value=(1 + int(np.sum(null >= observed))) / (1 + null.size),
+        null=null,
+    )
 
 
-def readout_gain_null(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray,
-                      readout: np.ndarray, *, n_shuffles: int = 100, seed: int = 0, n_folds: int = 5,
-                      groups: np.ndarray | None = None, alpha: float = 0.0,
-                      readout_alphas: float | Sequence[float] = DEFAULT_READOUT_ALPHAS
-                      ) -> dict[str, NullResult]:
+def readout_gain_null(
+    target: np.ndarray,
+    profile: np.ndarray,
+    source_map: np.ndarray,
+    readout: np.ndarray,
+    *,
+    n_shuffles: int = 100,
+    seed: int = 0,
+    n_folds: int = 5,
+    groups: np.ndarray | None = None,
+    alpha: float = 0.0,
+    readout_alphas: float | Sequence[float] = DEFAULT_READOUT_ALPHAS,
+) -> dict[str, NullResult]:
     """Label-shuffle nulls of the readout's own gains: ``{"only": ..., "increment": ...}``.
 
     The block being added is the readout, so its item rows are permuted (target, profile and
@@ -216,17 +269,13 @@ def readout_gain_null(target: np.ndarray, profile: np.ndarray, source_map: np.nd
     sse_full = float(np.sum((y - _cross_fit(y, np.hstack([P, M]), fold_ids, alpha)) ** 2))
 
     def stats(feats: np.ndarray) -> tuple[float, float]:
-        only, both = _readout_models(y, P, M, feats, fold_ids, groups, n_folds, seed, alpha,
-                                     readout_alphas)
-        return (_gain(sse_base, float(np.sum((y - only) ** 2))),
-                _gain(sse_full, float(np.sum((y - both) ** 2))))
+        only, both = _readout_models(y, P, M, feats, fold_ids, groups, n_folds, seed, alpha, readout_alphas)
+        return (_gain(sse_base, float(np.sum((y - only) ** 2))), _gain(sse_full, float(np.sum((y - both) ** 2))))
 
     obs_only, obs_incr = stats(R)
     rng = np.random.default_rng([seed, 3])
-    null = np.array([stats(R[rng.permutation(n)]) for _ in range(n_shuffles)],
-                    dtype=float).reshape(n_shuffles, 2)
-    return {"only": _null_result(obs_only, null[:, 0]),
-            "increment": _null_result(obs_incr, null[:, 1])}
+    null = np.array([stats(R[rng.permutation(n)]) for _ in range(n_shuffles)], dtype=float).reshape(n_shuffles, 2)
+    return {"only": _null_result(obs_only, null[:, 0]), "increment": _null_result(obs_incr, null[:, 1])}
 
 
 def _inputs(target, profile, source_map, groups):
@@ -239,9 +288,17 @@ def _inputs(target, profile, source_map, groups):
     return y, _matrix(profile, n, "profile"), _matrix(source_map, n, "source_map"), groups
 
 
-def partial_r2_null(target: np.ndarray, profile: np.ndarray, source_map: np.ndarray, *,
-                    n_shuffles: int = 100, seed: int = 0, n_folds: int = 5,
-                    groups: np.ndarray | None = None, alpha: float = 0.0) -> NullResult:
+def partial_r2_null(
+    target: np.ndarray,
+    profile: np.ndarray,
+    source_map: np.ndarray,
+    *,
+    n_shuffles: int = 100,
+    seed: int = 0,
+    n_folds: int = 5,
+    groups: np.ndarray | None = None,
+    alpha: float = 0.0,
+) -> NullResult:
     """Shuffle null for I: the source map's rows are permuted across items while target and
     profile stay aligned, and I is recomputed on the same folds as the observed value.
 
@@ -257,8 +314,7 @@ def partial_r2_null(target: np.ndarray, profile: np.ndarray, source_map: np.ndar
     sse_base = float(np.sum((y - _cross_fit(y, P, fold_ids, alpha)) ** 2))
 
     def stat(source: np.ndarray) -> float:
-        return _gain(sse_base, float(np.sum((y - _cross_fit(y, np.hstack([P, source]),
-                                                              fold_ids, alpha)) ** 2)))
+        return _gain(sse_base, float(np.sum((y - _cross_fit(y, np.hstack([P, source]), fold_ids, alpha)) ** 2)))
 
     observed = stat(M)
     rng = np.random.default_rng([seed, 2])
@@ -267,12 +323,17 @@ def partial_r2_null(target: np.ndarray, profile: np.ndarray, source_map: np.ndar
     if n_shuffles == 0:
         nan = float("nan")
         return NullResult(observed=observed, null_mean=nan, null_p95=nan, p_value=nan, null=null)
-    return NullResult(observed=observed, null_mean=float(null.mean()),
-                      null_p95=float(np.percentile(null, 95)),
-                      p_value=(1 + int(np.sum(null >= observed))) / (1 + n_shuffles), null=null)
+    return NullResult(
+        observed=observed,
+        null_mean=float(null.mean()),
+        null_p95=float(np.percentile(null, 95)),
+        p_value=(1 + int(np.sum(null >= observed))) / (1 + n_shuffles),
+        null=null,
+    )
 
 
 # ----------------------------------------------------------------------------- precision@k
+
 
 def precision_at_k(target_map: np.ndarray, predicted: np.ndarray, k: int) -> float:
     """|k most-yielding items by target_map  ∩  k most-yielding items by predicted| / k.
@@ -294,6 +355,7 @@ def precision_at_k(target_map: np.ndarray, predicted: np.ndarray, k: int) -> flo
 
 
 # ----------------------------------------------------------------------------- lineage
+
 
 def route_relation(source_ckpt: str, target_ckpt: str, lineage: Mapping) -> str:
     """How a source checkpoint relates to the target's post-training route.
@@ -337,8 +399,9 @@ def _parse_lineage(lineage: Mapping) -> tuple[set[str], dict[str, set[str]]]:
         raise TypeError(f"lineage must be a dict, got {type(lineage).__name__}")
     unknown = set(lineage) - {"base", "routes", "final"}
     if unknown:
-        raise ValueError(f"lineage has unknown keys {sorted(unknown)}; "
-                         "expected 'base', 'routes' and optionally 'final'")
+        raise ValueError(
+            f"lineage has unknown keys {sorted(unknown)}; expected 'base', 'routes' and optionally 'final'"
+        )
     base = lineage.get("base", [])
     route_lists = lineage.get("routes", {})
     final = lineage.get("final", {}) or {}
@@ -358,11 +421,21 @@ def _parse_lineage(lineage: Mapping) -> tuple[set[str], dict[str, set[str]]]:
 
 # ----------------------------------------------------------------------------- table
 
-def predictive_table(maps: Mapping[str, pd.Series], profiles: Mapping[str, pd.DataFrame], *,
-                     target: str, sources: Sequence[str] | None = None,
-                     lineage: Mapping | None = None, n_shuffles: int = 100,
-                     k: int | None = None, readouts: Mapping[str, pd.DataFrame] | None = None,
-                     seed: int = 0, n_folds: int = 5, alpha: float = 0.0) -> pd.DataFrame:
+
+def predictive_table(
+    maps: Mapping[str, pd.Series],
+    profiles: Mapping[str, pd.DataFrame],
+    *,
+    target: str,
+    sources: Sequence[str] | None = None,
+    lineage: Mapping | None = None,
+    n_shuffles: int = 100,
+    k: int | None = None,
+    readouts: Mapping[str, pd.DataFrame] | None = None,
+    seed: int = 0,
+    n_folds: int = 5,
+    alpha: float = 0.0,
+) -> pd.DataFrame:
     """One row per source checkpoint: how well its map predicts ``target``'s map.
 
     ``maps``: checkpoint -> per-item Series (index item_id; a DataFrame for a multi-column map).
@@ -418,10 +491,12 @@ def predictive_table(maps: Mapping[str, pd.Series], profiles: Mapping[str, pd.Da
         M = frames[f"map:{s}"].loc[items].to_numpy(dtype=float)
         R = frames[f"readout:{s}"].loc[items].to_numpy(dtype=float) if s in readouts else None
         res = partial_r2(y, P, M, n_folds=n_folds, seed=seed, readout=R, alpha=alpha)
-        nul = partial_r2_null(y, P, M, n_shuffles=n_shuffles, seed=seed, n_folds=n_folds,
-                              alpha=alpha)
-        ro = (readout_gain_null(y, P, M, R, n_shuffles=n_shuffles, seed=seed, n_folds=n_folds,
-                                alpha=alpha) if R is not None else None)
+        nul = partial_r2_null(y, P, M, n_shuffles=n_shuffles, seed=seed, n_folds=n_folds, alpha=alpha)
+        ro = (
+            readout_gain_null(y, P, M, R, n_shuffles=n_shuffles, seed=seed, n_folds=n_folds, alpha=alpha)
+            if R is not None
+            else None
+        )
         nan = float("nan")
         row = {
             "source": s,
@@ -434,7 +509,9 @@ def predictive_table(maps: Mapping[str, pd.Series], profiles: Mapping[str, pd.Da
             "p_value": nul.p_value,
             "precision_at_k": precision_at_k(y, res.predicted, k),
             "k": k,
-            "I_null_mean": nul.null_mean, "I_null_p95": nul.null_p95, "I_p": nul.p_value,
+            "I_null_mean": nul.null_mean,
+            "I_null_p95": nul.null_p95,
+            "I_p": nul.p_value,
         }
         for stem, key in (("I_readout_only", "only"), ("I_readout_increment", "increment")):
             r = ro[key] if ro is not None else None
@@ -444,13 +521,12 @@ def predictive_table(maps: Mapping[str, pd.Series], profiles: Mapping[str, pd.Da
             row[f"{stem}_p"] = r.p_value if r is not None else nan
         rows.append(row)
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    floats = {c: float for c in TABLE_COLUMNS
-              if c not in ("source", "target", "route_relation", "k")}
-    return table.astype({"source": object, "target": object, "route_relation": object,
-                         "k": int, **floats})
+    floats = {c: float for c in TABLE_COLUMNS if c not in ("source", "target", "route_relation", "k")}
+    return table.astype({"source": object, "target": object, "route_relation": object, "k": int, **floats})
 
 
 # ----------------------------------------------------------------------------- internals
+
 
 def _vector(x, name: str) -> np.ndarray:
     v = np.asarray(x, dtype=float)
@@ -515,8 +591,7 @@ def _cross_fit(y: np.ndarray, X: np.ndarray, fold_ids: np.ndarray, alpha: float)
     return pred
 
 
-def _ridge_readout(R_tr: np.ndarray, y_tr: np.ndarray, R_te: np.ndarray,
-                   alphas: float | Sequence[float]) -> np.ndarray:
+def _ridge_readout(R_tr: np.ndarray, y_tr: np.ndarray, R_te: np.ndarray, alphas: float | Sequence[float]) -> np.ndarray:
     """Ridge readout on training-standardized features, penalty picked by exact leave-one-out.
 
     Equals ``Pipeline(StandardScaler, Ridge(alpha))`` for the chosen alpha. With centered
@@ -533,7 +608,7 @@ def _ridge_readout(R_tr: np.ndarray, y_tr: np.ndarray, R_te: np.ndarray,
     proj = U.T @ (y_tr - ybar)
     grid = np.atleast_1d(np.asarray(alphas, dtype=float))
     if len(grid) > 1:
-        shrink = lam[None, :] / (lam[None, :] + grid[:, None])          # (alphas, n)
+        shrink = lam[None, :] / (lam[None, :] + grid[:, None])  # (alphas, n)
         fitted = ybar + (shrink * proj) @ U.T
         hat = 1.0 / n + shrink @ (U**2).T
         loo = np.sum(((y_tr - fitted) / (1.0 - hat)) ** 2, axis=1)
@@ -544,8 +619,9 @@ def _ridge_readout(R_tr: np.ndarray, y_tr: np.ndarray, R_te: np.ndarray,
     return ybar + (Z_te @ Z_tr.T) @ (U @ (proj / (lam + alpha)))
 
 
-def _crossfit_readout(R: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray,
-                      inner_folds: np.ndarray, alphas) -> tuple[np.ndarray, np.ndarray]:
+def _crossfit_readout(
+    R: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, inner_folds: np.ndarray, alphas
+) -> tuple[np.ndarray, np.ndarray]:
     """Readout predictions for one outer fold without touching held-out targets.
 
     Training items get out-of-inner-fold predictions (so the stacked model learns how much
@@ -553,7 +629,6 @@ def _crossfit_readout(R: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.
     """
     r_tr = np.empty(len(train))
     for inner_train, inner_test in _fold_pairs(inner_folds):
-        r_tr[inner_test] = _ridge_readout(R[train[inner_train]], y[train[inner_train]],
-                                          R[train[inner_test]], alphas)
+        r_tr[inner_test] = _ridge_readout(R[train[inner_train]], y[train[inner_train]], R[train[inner_test]], alphas)
     r_te = _ridge_readout(R[train], y[train], R[test], alphas)
     return r_tr, r_te

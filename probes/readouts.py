@@ -25,6 +25,7 @@ Choices (also stated where they are made):
   all shuffles, preconditioned by that basis. Both are checked against the scikit-learn
   pipeline in the tests (``engine="sklearn"`` runs that reference in place of the fast path).
 """
+
 from __future__ import annotations
 
 import functools
@@ -62,6 +63,7 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- folds
+
 
 def item_folds(groups: np.ndarray, n_folds: int = 5, seed: int = 0) -> np.ndarray:
     """Fold index (0..n_folds-1) of every row, with all rows of an item in the same fold.
@@ -111,8 +113,10 @@ class ItemKFold:
 
 # ----------------------------------------------------------------------------- shuffles
 
-def item_shuffle_indices(y: np.ndarray, groups: np.ndarray, n_shuffles: int,
-                         seed: int | np.random.Generator = 0) -> np.ndarray:
+
+def item_shuffle_indices(
+    y: np.ndarray, groups: np.ndarray, n_shuffles: int, seed: int | np.random.Generator = 0
+) -> np.ndarray:
     """Row indices (n_shuffles x n_rows) such that ``y[idx[s]]`` is the s-th shuffled target.
 
     The shuffle permutes items, not rows, so within-item structure survives and only the
@@ -144,8 +148,9 @@ def item_shuffle_indices(y: np.ndarray, groups: np.ndarray, n_shuffles: int,
         return out
     strata = [np.flatnonzero(counts == m) for m in np.unique(counts)]
     if all(len(items) < 2 for items in strata):
-        raise ValueError("y varies within items and no two items have the same number of rows: "
-                         "an item-level shuffle is impossible")
+        raise ValueError(
+            "y varies within items and no two items have the same number of rows: an item-level shuffle is impossible"
+        )
     # rows_m[j, r] = r-th row of the j-th item with m rows
     blocks = [order[starts[items][:, None] + np.arange(counts[items[0]])] for items in strata]
     for s in range(n_shuffles):
@@ -155,6 +160,7 @@ def item_shuffle_indices(y: np.ndarray, groups: np.ndarray, n_shuffles: int,
 
 
 # ----------------------------------------------------------------------------- estimator
+
 
 class LinearReadout(BaseEstimator):
     """Standardized linear readout (ridge regression or L2 logistic regression).
@@ -173,9 +179,17 @@ class LinearReadout(BaseEstimator):
     PCA, feature space the final step sees), ``classes_`` (logistic), ``n_features_in_``.
     """
 
-    def __init__(self, kind: Kind = "ridge", *, alpha: float = 1.0, C: float = 1.0,
-                 n_folds: int = 5, seed: int = 0, n_components: int | None = None,
-                 max_iter: int = 1000) -> None:
+    def __init__(
+        self,
+        kind: Kind = "ridge",
+        *,
+        alpha: float = 1.0,
+        C: float = 1.0,
+        n_folds: int = 5,
+        seed: int = 0,
+        n_components: int | None = None,
+        max_iter: int = 1000,
+    ) -> None:
         self.kind = kind
         self.alpha = alpha
         self.C = C
@@ -240,8 +254,7 @@ class LinearReadout(BaseEstimator):
             out[test] = pipe.predict(X[test]) if self.kind == "ridge" else pipe.decision_function(X[test])
         return out
 
-    def cross_val_score(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray,
-                        metric: Metric | None = None) -> float:
+    def cross_val_score(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray, metric: Metric | None = None) -> float:
         """Pooled out-of-fold score: R^2 (ridge) or ROC AUC / accuracy (logistic)."""
         metric = _default_metric(self.kind, metric)
         _, y = _check_xy(X, y, self.kind)
@@ -250,6 +263,7 @@ class LinearReadout(BaseEstimator):
 
 
 # ----------------------------------------------------------------------------- null
+
 
 @dataclass(frozen=True)
 class ReadoutResult:
@@ -271,11 +285,22 @@ class ReadoutResult:
     null: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
 
 
-def readout_with_null(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, kind: Kind,
-                      n_shuffles: int = 100, seed: int = 0, n_folds: int = 5,
-                      alpha: float = 1.0, C: float = 1.0, n_components: int | None = None,
-                      metric: Metric | None = None, engine: Engine = "fast",
-                      max_iter: int = 1000) -> ReadoutResult:
+def readout_with_null(
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    *,
+    kind: Kind,
+    n_shuffles: int = 100,
+    seed: int = 0,
+    n_folds: int = 5,
+    alpha: float = 1.0,
+    C: float = 1.0,
+    n_components: int | None = None,
+    metric: Metric | None = None,
+    engine: Engine = "fast",
+    max_iter: int = 1000,
+) -> ReadoutResult:
     """Grouped out-of-fold readout score with an item-level label-shuffle null.
 
     Folds come from ``seed`` (identical to ``LinearReadout(seed=seed).cross_val_score``);
@@ -299,12 +324,11 @@ def readout_with_null(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, kind:
         perm = item_shuffle_indices(y, groups, n_shuffles, np.random.default_rng([seed, 1]))
         Y = np.column_stack([target, target[perm].T])
     if engine == "fast":
-        scores = _fast_oof(X, Y, folds, kind=kind, alpha=alpha, C=C,
-                           n_components=n_components, max_iter=max_iter)
+        scores = _fast_oof(X, Y, folds, kind=kind, alpha=alpha, C=C, n_components=n_components, max_iter=max_iter)
     elif engine == "sklearn":
-        scores = _sklearn_oof(X, Y, folds, LinearReadout(kind, alpha=alpha, C=C,
-                                                         n_components=n_components,
-                                                         max_iter=max_iter))
+        scores = _sklearn_oof(
+            X, Y, folds, LinearReadout(kind, alpha=alpha, C=C, n_components=n_components, max_iter=max_iter)
+        )
     else:
         raise ValueError(f"engine must be 'fast' or 'sklearn', got {engine!r}")
     values = _score(Y, scores, metric)
@@ -316,13 +340,22 @@ def readout_with_null(X: np.ndarray, y: np.ndarray, groups: np.ndarray, *, kind:
         p_value = (1 + int(np.sum(null >= observed))) / (1 + n_shuffles)
     else:
         null_mean = null_p95 = p_value = float("nan")
-    return ReadoutResult(score=observed, null_mean=null_mean, null_p95=null_p95,
-                         p_value=float(p_value), n_shuffles=n_shuffles,
-                         n_items=len(np.unique(groups)), n_rows=len(y), folds=n_folds,
-                         metric=metric, null=null)
+    return ReadoutResult(
+        score=observed,
+        null_mean=null_mean,
+        null_p95=null_p95,
+        p_value=float(p_value),
+        n_shuffles=n_shuffles,
+        n_items=len(np.unique(groups)),
+        n_rows=len(y),
+        folds=n_folds,
+        metric=metric,
+        null=null,
+    )
 
 
 # ----------------------------------------------------------------------------- internals
+
 
 def _default_metric(kind: str, metric: str | None) -> str:
     if kind not in ("ridge", "logistic"):
@@ -381,8 +414,7 @@ def _sklearn_oof(X: np.ndarray, Y: np.ndarray, folds: np.ndarray, readout: Linea
     for train, test in _splits(folds):
         for j in range(Y.shape[1]):
             pipe = clone(readout.build_pipeline()).fit(X[train], Y[train, j])
-            out[test, j] = (pipe.predict(X[test]) if readout.kind == "ridge"
-                            else pipe.decision_function(X[test]))
+            out[test, j] = pipe.predict(X[test]) if readout.kind == "ridge" else pipe.decision_function(X[test])
     return out
 
 
@@ -403,8 +435,9 @@ def _blas_controller() -> ThreadpoolController:
     return ThreadpoolController()  # scanning the loaded libraries costs ~10 ms: do it once
 
 
-def _fold_basis(X: np.ndarray, train: np.ndarray, test: np.ndarray, n_components: int | None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _fold_basis(
+    X: np.ndarray, train: np.ndarray, test: np.ndarray, n_components: int | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Standardized fold data and the singular basis of the training design.
 
     Returns Z_tr, Z_te, W (d x r) and s such that A_tr = Z_tr W = U S has centered columns
@@ -431,8 +464,17 @@ def _fold_basis(X: np.ndarray, train: np.ndarray, test: np.ndarray, n_components
     return Z_tr, Z_te, W, s
 
 
-def _fast_oof(X: np.ndarray, Y: np.ndarray, folds: np.ndarray, *, kind: str, alpha: float,
-              C: float, n_components: int | None, max_iter: int) -> np.ndarray:
+def _fast_oof(
+    X: np.ndarray,
+    Y: np.ndarray,
+    folds: np.ndarray,
+    *,
+    kind: str,
+    alpha: float,
+    C: float,
+    n_components: int | None,
+    max_iter: int,
+) -> np.ndarray:
     out = np.empty_like(Y)
     for train, test in _splits(folds):
         Z_tr, Z_te, W, s = _fold_basis(X, train, test, n_components)
@@ -449,8 +491,9 @@ def _fast_oof(X: np.ndarray, Y: np.ndarray, folds: np.ndarray, *, kind: str, alp
     return out
 
 
-def _logistic_newton_cg(A: np.ndarray, s: np.ndarray, Y: np.ndarray, C: float, *,
-                        max_iter: int = 100, gtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
+def _logistic_newton_cg(
+    A: np.ndarray, s: np.ndarray, Y: np.ndarray, C: float, *, max_iter: int = 100, gtol: float = 1e-10
+) -> tuple[np.ndarray, np.ndarray]:
     """Minimize C * sum(logloss) + ||c||^2 / 2 (intercept unpenalized) for every column of Y.
 
     This is LogisticRegression's L2 objective, solved by truncated Newton for all columns at
@@ -477,13 +520,11 @@ def _logistic_newton_cg(A: np.ndarray, s: np.ndarray, Y: np.ndarray, C: float, *
         todo, c, bb, Yt, eta, p = todo[live], c[:, live], bb[live], Yt[:, live], eta[:, live], p[:, live]
         g_c, g_b, grel = g_c[:, live], g_b[live], grel[live]
         # forcing term: rough steps far away, accurate ones near the optimum (superlinear)
-        d_c, d_b = _pcg(A32, C * p * (1.0 - p), g_c, g_b, s**2,
-                        forcing=np.clip(np.sqrt(grel), 1e-4, 0.5))
+        d_c, d_b = _pcg(A32, C * p * (1.0 - p), g_c, g_b, s**2, forcing=np.clip(np.sqrt(grel), 1e-4, 0.5))
 
         # Armijo backtracking per column; trial points need no new product with A
         def objective(eta_: np.ndarray, c_: np.ndarray) -> np.ndarray:
-            return (C * np.sum(np.logaddexp(0.0, eta_) - Yt * eta_, axis=0)
-                    + 0.5 * np.sum(c_ * c_, axis=0))
+            return C * np.sum(np.logaddexp(0.0, eta_) - Yt * eta_, axis=0) + 0.5 * np.sum(c_ * c_, axis=0)
 
         f = objective(eta, c)
         step_eta = (A32 @ d_c.astype(np.float32)).astype(float) + d_b  # line search only
@@ -498,13 +539,22 @@ def _logistic_newton_cg(A: np.ndarray, s: np.ndarray, Y: np.ndarray, C: float, *
             t = np.where(ok, t, 0.5 * t)
         coef[:, todo] = c + t * d_c
         b[todo] = bb + t * d_b
-    warnings.warn(f"logistic Newton-CG stopped after {max_iter} iterations without converging",
-                  ConvergenceWarning, stacklevel=3)
+    warnings.warn(
+        f"logistic Newton-CG stopped after {max_iter} iterations without converging", ConvergenceWarning, stacklevel=3
+    )
     return coef, b
 
 
-def _pcg(A32: np.ndarray, D: np.ndarray, g_c: np.ndarray, g_b: np.ndarray, s2: np.ndarray, *,
-         forcing: np.ndarray, max_cg: int = 500) -> tuple[np.ndarray, np.ndarray]:
+def _pcg(
+    A32: np.ndarray,
+    D: np.ndarray,
+    g_c: np.ndarray,
+    g_b: np.ndarray,
+    s2: np.ndarray,
+    *,
+    forcing: np.ndarray,
+    max_cg: int = 500,
+) -> tuple[np.ndarray, np.ndarray]:
     """Preconditioned CG on H d = -g for every column, H = [A 1]' diag(D) [A 1] + diag(I, 0).
 
     A has centered columns with A'A = diag(s^2), so diag(mean(D) s^2 + 1) (and sum(D) for the

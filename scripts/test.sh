@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1
-exec .venv/bin/python -m pytest tests "$@"
+# two pytest workers (torch runs one thread each): the suite takes about half the wall time
+exec .venv/bin/python -m pytest tests -n "${INTERP_TEST_WORKERS:-2}" "$@"

@@ -1,4 +1,5 @@
 """`run_sweep`: the Python entry point behind `interp sweep` (plan -> execute -> merge -> report)."""
+
 from __future__ import annotations
 
 import logging
@@ -107,24 +108,44 @@ def run_sweep(
         defaults = RunConfig()  # the file's [run] values apply where the command line kept the default
         cfg = replace(cfg, **{k: v for k, v in cluster["run"].items() if getattr(cfg, k) == getattr(defaults, k)})
     in_memory = [c for c in checkpoints if isinstance(c, LoadedModel)]
-    found = discover([Path(c) for c in checkpoints if not isinstance(c, LoadedModel)]) \
-        if len(in_memory) < len(checkpoints) else None
+    found = (
+        discover([Path(c) for c in checkpoints if not isinstance(c, LoadedModel)])
+        if len(in_memory) < len(checkpoints)
+        else None
+    )
     if not dry_run:
         make_output_dirs(out)
-    units = plan_units([*(found.checkpoints if found else []), *in_memory], studies, banks=banks, template=template,
-                       cfg=cfg, names=found.names if found else None)
+    units = plan_units(
+        [*(found.checkpoints if found else []), *in_memory],
+        studies,
+        banks=banks,
+        template=template,
+        cfg=cfg,
+        names=found.names if found else None,
+    )
     check_fingerprint_kinds(units, allow=allow_unfingerprinted)
     store = Store(out / "cache")
     if dry_run:
         _, stale = store.current_units(warn=False) if store.root.is_dir() else ([], [])
-        return {"plan": pd.DataFrame(describe_plan(units, store)),
-                "stale": pd.DataFrame({"unit": [str(p.relative_to(store.root)) for p in stale]}, dtype=object)}
+        return {
+            "plan": pd.DataFrame(describe_plan(units, store)),
+            "stale": pd.DataFrame({"unit": [str(p.relative_to(store.root)) for p in stale]}, dtype=object),
+        }
     failures: list[Failure] = []
     with sweep_lock(out, wait=lock_wait, break_lock=break_lock):
         handler = _attach_log(out)
         try:
-            execute(units, store, cfg, executor=executor, scheduler=scheduler, n_workers=n_workers,
-                    progress=progress, failures=failures, cluster_config=cluster)
+            execute(
+                units,
+                store,
+                cfg,
+                executor=executor,
+                scheduler=scheduler,
+                n_workers=n_workers,
+                progress=progress,
+                failures=failures,
+                cluster_config=cluster,
+            )
             store.record_current(u.identity for u in units)
             _write_failures(out, failures)
             if not failures and found:
@@ -142,8 +163,10 @@ def run_sweep(
             logging.getLogger("interp.sweep").removeHandler(handler)
             handler.close()
     if failures:
-        raise UnitsFailedError(f"{len(failures)} of {len(units)} units failed after retries (first: "
-                               f"{failures[0].checkpoint}: {failures[0].error}); see {out / 'failures.csv'}")
+        raise UnitsFailedError(
+            f"{len(failures)} of {len(units)} units failed after retries (first: "
+            f"{failures[0].checkpoint}: {failures[0].error}); see {out / 'failures.csv'}"
+        )
     return tables
 
 
@@ -154,10 +177,17 @@ def check_fingerprint_kinds(units: Sequence[PlannedUnit], *, allow: bool) -> Non
     for study in dict.fromkeys(u.study for u in units):
         kinds = {is_wrapped_fingerprint(u.identity.checkpoint_fingerprint) for u in units if u.study == study}
         if len(kinds) > 1 and not allow:
-            wrapped = sorted({u.identity.checkpoint for u in units if u.study == study
-                              and is_wrapped_fingerprint(u.identity.checkpoint_fingerprint)})
-            raise ConfigError(f"study {study}: in-memory model(s) {', '.join(wrapped)} have no directory fingerprint; "
-                              "refusing to merge them with checkpoint directories (pass allow_unfingerprinted=True)")
+            wrapped = sorted(
+                {
+                    u.identity.checkpoint
+                    for u in units
+                    if u.study == study and is_wrapped_fingerprint(u.identity.checkpoint_fingerprint)
+                }
+            )
+            raise ConfigError(
+                f"study {study}: in-memory model(s) {', '.join(wrapped)} have no directory fingerprint; "
+                "refusing to merge them with checkpoint directories (pass allow_unfingerprinted=True)"
+            )
 
 
 def _write_failures(out: Path, failures: list[Failure]) -> None:
@@ -175,8 +205,9 @@ def check_unit_keys(units: Sequence[PlannedUnit]) -> None:
     for u in units:
         key = (u.study, str(u.identity.checkpoint), u.identity.bank)
         if key in seen and seen[key] != u.identity.hash:
-            raise ConfigError(f"two {u.study} units share checkpoint {key[1]!r} and bank {key[2]!r}; "
-                              "give the banks different names")
+            raise ConfigError(
+                f"two {u.study} units share checkpoint {key[1]!r} and bank {key[2]!r}; give the banks different names"
+            )
         seen[key] = u.identity.hash
 
 
@@ -208,8 +239,9 @@ def analyze(out: Path, units: Sequence[PlannedUnit], cfg: RunConfig) -> dict[str
             tables.update(get_study(study_name).analyze(loaded, staging, cfg))
         _swap_results(results, staging)
     except OSError as exc:
-        raise ConfigError(f"{results}: cannot write the results tables ({exc.strerror or exc}); "
-                          "the previous tables are unchanged") from None
+        raise ConfigError(
+            f"{results}: cannot write the results tables ({exc.strerror or exc}); the previous tables are unchanged"
+        ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return tables

@@ -8,6 +8,7 @@ sequence; checkpoints under a subdirectory form that subdirectory's route (e.g. 
 base, routes and finals explicitly and wins over the layout.
 Directories that hold no checkpoint are reported in a warning, never silently skipped.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,13 @@ class Discovery:
 
     def write(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
-        data = {"checkpoints": [{"name": self.names[p], "path": str(p.resolve()), "step": self.steps.get(self.names[p])}
-                                for p in self.checkpoints], "lineage": self.lineage}
+        data = {
+            "checkpoints": [
+                {"name": self.names[p], "path": str(p.resolve()), "step": self.steps.get(self.names[p])}
+                for p in self.checkpoints
+            ],
+            "lineage": self.lineage,
+        }
         atomic_write_text(out / "lineage.json", json.dumps(data, indent=2, default=str))
 
 
@@ -68,8 +74,16 @@ def _order(paths: list[Path]) -> list[Path]:
     return sorted(paths, key=key)
 
 
-def _walk(root: Path, depth: int, found: list[Path], empty: list[Path], *, top: Path | None = None,
-          seen: set[Path] | None = None, skipped: list[Path] | None = None) -> None:
+def _walk(
+    root: Path,
+    depth: int,
+    found: list[Path],
+    empty: list[Path],
+    *,
+    top: Path | None = None,
+    seen: set[Path] | None = None,
+    skipped: list[Path] | None = None,
+) -> None:
     """Checkpoints below `root`. Symbolic links are followed only when they point inside the
     tree given on the command line, and every directory is visited once (a link loop, or a
     link to a sibling, never plans a checkpoint twice). Links out of the tree are skipped
@@ -108,8 +122,11 @@ def _from_toml(root: Path, names: dict[Path, str]) -> dict:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{root / 'lineage.toml'}: invalid TOML ({exc})") from None
     known = set(names.values())
-    lineage = {"base": list(spec.get("base", [])), "routes": dict(spec.get("routes", {})),
-               "final": dict(spec.get("final", {}))}
+    lineage = {
+        "base": list(spec.get("base", [])),
+        "routes": dict(spec.get("routes", {})),
+        "final": dict(spec.get("final", {})),
+    }
     for field_name, values in (("base", lineage["base"]), *((f"routes.{k}", v) for k, v in lineage["routes"].items())):
         for v in values:
             if v not in known:

@@ -15,6 +15,7 @@ threads (cfg.threads, else cores / worker threads) and fingerprints what it load
 
 The local executor stops at the first error (a bad input is reported, exit 2).
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,8 +40,13 @@ from sweeps.plan import PlannedUnit
 log = logging.getLogger("interp.sweep")
 
 
-def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_root: Path, cfg: RunConfig,
-                         on_done: Callable[[PlannedUnit, float], None] | None = None) -> list[str]:
+def run_checkpoint_units(
+    checkpoint: Path,
+    units: Sequence[PlannedUnit],
+    store_root: Path,
+    cfg: RunConfig,
+    on_done: Callable[[PlannedUnit, float], None] | None = None,
+) -> list[str]:
     """Load one checkpoint once and run its units that are not complete yet."""
     store = Store(store_root)
     todo = [u for u in units if not store.is_complete(u.identity)]
@@ -48,13 +54,23 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
         return []
     from interp.loading import load
 
-    lm = todo[0].model or load(checkpoint, backend=cfg.backend, threads=cfg.threads, dtype=cfg.dtype, device=cfg.device,
-                               device_map=cfg.device_map, allow_pickle=cfg.allow_pickle, full_hash=cfg.full_hash)
+    lm = todo[0].model or load(
+        checkpoint,
+        backend=cfg.backend,
+        threads=cfg.threads,
+        dtype=cfg.dtype,
+        device=cfg.device,
+        device_map=cfg.device_map,
+        allow_pickle=cfg.allow_pickle,
+        full_hash=cfg.full_hash,
+    )
     planned = {u.identity.checkpoint_fingerprint for u in todo}
     if planned != {lm.fingerprint}:
         # the weights (or tokenizer) changed after planning: numbers would go under a stale id
-        raise CheckpointError(f"{checkpoint}: checkpoint changed since the sweep was planned (fingerprint "
-                              f"{sorted(planned)[0][:12]} -> {lm.fingerprint[:12]}); rerun the sweep to plan it afresh")
+        raise CheckpointError(
+            f"{checkpoint}: checkpoint changed since the sweep was planned (fingerprint "
+            f"{sorted(planned)[0][:12]} -> {lm.fingerprint[:12]}); rerun the sweep to plan it afresh"
+        )
     done = []
     for u in todo:
         t0 = time.perf_counter()
@@ -73,14 +89,23 @@ def run_checkpoint_units(checkpoint: Path, units: Sequence[PlannedUnit], store_r
                 df.insert(0, "bank", u.bank.name)
             if "checkpoint" not in df:
                 df.insert(0, "checkpoint", u.identity.checkpoint)
-        store.write(u.identity, tables=payload.tables, arrays=payload.arrays,
-                    extra_attrs={"checkpoint_path": "in-memory" if u.model is not None else str(Path(checkpoint).resolve()),
-                                 "n_items": len(u.bank),
-                                 **({"steering": steering_json(spec)} if steer else {}),
-                                 "bank_source": u.bank.source, "template": u.template.name,
-                                 # residual arrays carry a layer axis in this order (cache.layers)
-                                 "layers": list(u.identity.layers), "n_layers": lm.n_layers,
-                                 "dtype": lm.dtype, "device": lm.device})
+        store.write(
+            u.identity,
+            tables=payload.tables,
+            arrays=payload.arrays,
+            extra_attrs={
+                "checkpoint_path": "in-memory" if u.model is not None else str(Path(checkpoint).resolve()),
+                "n_items": len(u.bank),
+                **({"steering": steering_json(spec)} if steer else {}),
+                "bank_source": u.bank.source,
+                "template": u.template.name,
+                # residual arrays carry a layer axis in this order (cache.layers)
+                "layers": list(u.identity.layers),
+                "n_layers": lm.n_layers,
+                "dtype": lm.dtype,
+                "device": lm.device,
+            },
+        )
         done.append(u.identity.hash)
         if on_done:
             on_done(u, time.perf_counter() - t0)
@@ -104,8 +129,12 @@ class DaskOptions:
             raise ConfigError(f"option dask_resources must map resource names to numbers (got {res!r})")
         if cfg.dask_retries < 0 or cfg.dask_allowed_failures < 0 or cfg.dask_worker_timeout <= 0:
             raise ConfigError("dask_retries and dask_allowed_failures must be >= 0, dask_worker_timeout > 0")
-        return cls(retries=int(cfg.dask_retries), allowed_failures=int(cfg.dask_allowed_failures),
-                   worker_timeout=float(cfg.dask_worker_timeout), resources=res)
+        return cls(
+            retries=int(cfg.dask_retries),
+            allowed_failures=int(cfg.dask_allowed_failures),
+            worker_timeout=float(cfg.dask_worker_timeout),
+            resources=res,
+        )
 
 
 @dataclass(frozen=True)
@@ -117,9 +146,18 @@ class Failure:
     error: str
 
 
-def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, executor: str = "local",
-            scheduler: str | None = None, n_workers: int = 2, progress: bool = True,
-            failures: list[Failure] | None = None, cluster_config: dict | None = None) -> int:
+def execute(
+    units: Sequence[PlannedUnit],
+    store: Store,
+    cfg: RunConfig,
+    *,
+    executor: str = "local",
+    scheduler: str | None = None,
+    n_workers: int = 2,
+    progress: bool = True,
+    failures: list[Failure] | None = None,
+    cluster_config: dict | None = None,
+) -> int:
     """Run every unit not yet complete; returns how many were to run.
 
     With Dask, units that fail after their retries are appended to `failures` (when given;
@@ -153,8 +191,16 @@ def execute(units: Sequence[PlannedUnit], store: Store, cfg: RunConfig, *, execu
     try:
         if executor != "local" and any(u.model is not None for u in todo):
             raise ConfigError("in-memory models (interp.wrap) run with executor='local' only")
-        got = run(by_ckpt, store, cfg, scheduler=scheduler, n_workers=n_workers, bar=bar, on_done=done,
-                  cluster_config=cluster_config)
+        got = run(
+            by_ckpt,
+            store,
+            cfg,
+            scheduler=scheduler,
+            n_workers=n_workers,
+            bar=bar,
+            on_done=done,
+            cluster_config=cluster_config,
+        )
         if got and failures is None:
             raise InterpError(f"unit {got[0].unit} ({got[0].checkpoint}) failed: {got[0].error}")
         if got:
@@ -204,8 +250,9 @@ def _execute_slurm(by_ckpt, store: Store, cfg: RunConfig, *, cluster_config: dic
 
 
 @EXECUTORS.register("dask")
-def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers, bar,
-                  cluster_config: dict | None = None, **_) -> list[Failure]:
+def _execute_dask(
+    by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers, bar, cluster_config: dict | None = None, **_
+) -> list[Failure]:
     import dask
     from distributed import Client, LocalCluster, wait
 
@@ -224,9 +271,14 @@ def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers
                 client = Client(scheduler, timeout=opts.worker_timeout)
                 resources = dict(opts.resources)
             else:
-                cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=logging.CRITICAL,
-                                       resources={"model_slot": 1})
+                cluster = LocalCluster(
+                    n_workers=n_workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.CRITICAL,
+                    resources={"model_slot": 1},
+                )
                 client = Client(cluster)
                 resources = {"model_slot": 1, **opts.resources}
         except Exception as exc:  # noqa: BLE001 - a worker killed during start-up raises many types
@@ -237,8 +289,17 @@ def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers
     try:
         futures = {}
         for ck, us in by_ckpt.items():
-            fut = client.submit(_dask_task, ck, us, store.root, cfg, pure=False, retries=opts.retries,
-                                resources=resources or None, key=f"interp-unit-{us[0].identity.hash[:16]}-{uuid.uuid4().hex[:8]}")
+            fut = client.submit(
+                _dask_task,
+                ck,
+                us,
+                store.root,
+                cfg,
+                pure=False,
+                retries=opts.retries,
+                resources=resources or None,
+                key=f"interp-unit-{us[0].identity.hash[:16]}-{uuid.uuid4().hex[:8]}",
+            )
             futures[fut] = (ck, us)
         pending = set(futures)
         no_worker_since: float | None = None
@@ -263,8 +324,9 @@ def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers
                     error = _one_line(exc)
                 for u in us:
                     if not store.is_complete(u.identity):
-                        failures.append(Failure(str(u.identity.checkpoint), u.identity.hash[:16], u.study,
-                                                u.bank.name, error))
+                        failures.append(
+                            Failure(str(u.identity.checkpoint), u.identity.hash[:16], u.study, u.bank.name, error)
+                        )
                         log.error("failed %s %s %s: %s", u.identity.checkpoint, u.study, u.bank.name, error)
                 bar.update(len(us))
             if not pending:
@@ -275,8 +337,10 @@ def _execute_dask(by_ckpt, store: Store, cfg: RunConfig, *, scheduler, n_workers
             elif no_worker_since is None:
                 no_worker_since = time.monotonic()
             elif time.monotonic() - no_worker_since > opts.worker_timeout:
-                raise InterpError(f"dask: no worker connected for {opts.worker_timeout:.0f} s with "
-                                  f"{len(pending)} task(s) left; units finished so far are kept in {store.root}")
+                raise InterpError(
+                    f"dask: no worker connected for {opts.worker_timeout:.0f} s with "
+                    f"{len(pending)} task(s) left; units finished so far are kept in {store.root}"
+                )
     finally:
         client.close()
         if cluster is not None:

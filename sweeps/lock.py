@@ -11,6 +11,7 @@ flock is free (file systems mounted without cross-host locking grant it locally)
 or with `break_lock` (CLI `--break-lock`), it is taken over. Where the file system refuses
 flock altogether, an O_EXCL file with the same pid/host/age rules is used instead.
 """
+
 from __future__ import annotations
 
 import errno
@@ -132,10 +133,15 @@ def sweep_lock(out: Path, *, wait: float = 0.0, break_lock: bool = False) -> Ite
     path = out / LOCK_NAME
     if break_lock:
         info = _holder(path)
-        if info and info.get("host") == socket.gethostname() and _alive(int(info.get("pid", -1))) \
-                and int(info.get("pid", -1)) != os.getpid():
-            raise LockError(f"{path}: held by live {_who(info)} on this host; --break-lock only clears a dead "
-                            "sweep's lock")
+        if (
+            info
+            and info.get("host") == socket.gethostname()
+            and _alive(int(info.get("pid", -1)))
+            and int(info.get("pid", -1)) != os.getpid()
+        ):
+            raise LockError(
+                f"{path}: held by live {_who(info)} on this host; --break-lock only clears a dead sweep's lock"
+            )
     deadline = time.monotonic() + wait
     fd: int | None = None
     use_flock = True
@@ -158,10 +164,14 @@ def sweep_lock(out: Path, *, wait: float = 0.0, break_lock: bool = False) -> Ite
         if info is None:  # lost an unlink race with a releasing holder: try again at once
             continue
         if time.monotonic() >= deadline:
-            hint = (" If that sweep is dead (e.g. its job was cancelled), rerun with --break-lock."
-                    if info.get("host") not in (None, socket.gethostname()) else "")
-            raise LockError(f"{out}: another sweep ({_who(info)}) is writing here; wait for it (--wait) or use "
-                            f"another --out.{hint}")
+            hint = (
+                " If that sweep is dead (e.g. its job was cancelled), rerun with --break-lock."
+                if info.get("host") not in (None, socket.gethostname())
+                else ""
+            )
+            raise LockError(
+                f"{out}: another sweep ({_who(info)}) is writing here; wait for it (--wait) or use another --out.{hint}"
+            )
         time.sleep(0.2)
     try:
         yield path

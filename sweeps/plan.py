@@ -3,6 +3,7 @@
 The identity is computed the same way here (from the plan) and in the cache (from what was
 written), so `--dry-run` can say exactly which units are done.
 """
+
 from __future__ import annotations
 
 import logging
@@ -107,8 +108,9 @@ def plan_units(
         ck = ck.info.path if isinstance(ck, LoadedModel) else Path(ck)
         info, fp, tok = infos[ck]
         spec = cfg.layers if cfg.layers is not None else cfg.layer
-        layers = parse_layers(spec, info.n_layers, where=f"{'--layers' if cfg.layers is not None else '--layer'} "
-                              f"for {info.path}")
+        layers = parse_layers(
+            spec, info.n_layers, where=f"{'--layers' if cfg.layers is not None else '--layer'} for {info.path}"
+        )
         for study_name in studies:
             study = get_study(study_name)
             tmpl = templates[study_name]
@@ -125,8 +127,11 @@ def plan_units(
                     layer=layer_key(layers),
                     backend=models[ck].backend.name if ck in models else cfg.backend,
                 )
-                units.append(PlannedUnit(checkpoint=ck, study=study_name, bank=bank, template=tmpl, identity=ident,
-                                         model=models.get(ck)))
+                units.append(
+                    PlannedUnit(
+                        checkpoint=ck, study=study_name, bank=bank, template=tmpl, identity=ident, model=models.get(ck)
+                    )
+                )
     return units
 
 

@@ -2,6 +2,7 @@
 
 (Moved from probes/api.py: probes/ is now a pure library of arrays in, scores out; reading
 the cache and asking the study registry for targets happens here.)"""
+
 from __future__ import annotations
 
 import json
@@ -21,12 +22,31 @@ from probes.predictive import TABLE_COLUMNS, predictive_table
 from probes.readouts import readout_with_null
 from sweeps.probe_data import probe_datasets
 
-PROBE_COLUMNS = ("checkpoint", "study", "layer", "target", "metric", "score", "null_mean", "null_p95",
-                 "p_value", "n_items", "folds")
+PROBE_COLUMNS = (
+    "checkpoint",
+    "study",
+    "layer",
+    "target",
+    "metric",
+    "score",
+    "null_mean",
+    "null_p95",
+    "p_value",
+    "n_items",
+    "folds",
+)
 
 
-def run_probe(out: str | Path, *, study: str, target: str, layer: int | str | None = None, n_shuffles: int = 100,
-              n_folds: int = 5, seed: int = 0) -> pd.DataFrame:
+def run_probe(
+    out: str | Path,
+    *,
+    study: str,
+    target: str,
+    layer: int | str | None = None,
+    n_shuffles: int = 100,
+    n_folds: int = 5,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Linear readout with a grouped label-shuffle null for every cached unit; OUT/results/probes.csv.
 
     `layer`: a cached layer, "all" (a row per cached layer, and the figure
@@ -42,11 +62,25 @@ def run_probe(out: str | Path, *, study: str, target: str, layer: int | str | No
         if d.kind == "logistic" and len(np.unique(d.y)) < 2:
             raise ConfigError(f"{d.checkpoint}: target {target} has a single class; nothing to read out")
         res = readout_with_null(d.X, d.y, d.groups, kind=d.kind, n_shuffles=n_shuffles, seed=seed, n_folds=n_folds)
-        rows.append({"checkpoint": d.checkpoint, "study": study, "layer": d.layer, "target": target,
-                     "metric": res.metric, "score": res.score, "null_mean": res.null_mean,
-                     "null_p95": res.null_p95, "p_value": res.p_value, "n_items": res.n_items,
-                     "folds": res.folds, "bank": d.bank, "n_rows": res.n_rows, "n_shuffles": res.n_shuffles,
-                     "null_p05": _quantile(res.null, 0.05)})
+        rows.append(
+            {
+                "checkpoint": d.checkpoint,
+                "study": study,
+                "layer": d.layer,
+                "target": target,
+                "metric": res.metric,
+                "score": res.score,
+                "null_mean": res.null_mean,
+                "null_p95": res.null_p95,
+                "p_value": res.p_value,
+                "n_items": res.n_items,
+                "folds": res.folds,
+                "bank": d.bank,
+                "n_rows": res.n_rows,
+                "n_shuffles": res.n_shuffles,
+                "null_p05": _quantile(res.null, 0.05),
+            }
+        )
         nulls.append((f"{d.checkpoint} ({d.bank}, L{d.layer})", res.score, np.asarray(res.null)))
         save_probe_weights(out, d, study=study, target=target, seed=seed, n_folds=n_folds)
     if layer == "all":
@@ -78,9 +112,20 @@ def save_probe_weights(out: Path, d, *, study: str, target: str, seed: int = 0, 
     scale = np.where(scaler.scale_ == 0, 1.0, scaler.scale_)
     safe = d.checkpoint.replace("/", "--")
     path = out / "results" / "probe_weights" / f"{study}_{target}_L{d.layer}_{safe}_{d.bank}.npz"
-    arrays = dict(direction=est.coef_ / scale, coef=est.coef_, intercept=np.float64(est.intercept_),
-                  mean=scaler.mean_, scale=scale, checkpoint=d.checkpoint, bank=d.bank, study=study, target=target,
-                  layer=np.int64(d.layer), kind=d.kind, n_rows=np.int64(len(d.y)))
+    arrays = dict(
+        direction=est.coef_ / scale,
+        coef=est.coef_,
+        intercept=np.float64(est.intercept_),
+        mean=scaler.mean_,
+        scale=scale,
+        checkpoint=d.checkpoint,
+        bank=d.bank,
+        study=study,
+        target=target,
+        layer=np.int64(d.layer),
+        kind=d.kind,
+        n_rows=np.int64(len(d.y)),
+    )
 
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a path
@@ -101,7 +146,7 @@ def _depth_figure(rows: pd.DataFrame, title: str, path: Path) -> Path:
     ax = fig.subplots()
     for (ck, bank), g in rows.groupby(["checkpoint", "bank"], sort=True):
         g = g.sort_values("layer")
-        line, = ax.plot(g["layer"], g["score"], marker="o", ms=3, label=f"{ck} ({bank})")
+        (line,) = ax.plot(g["layer"], g["score"], marker="o", ms=3, label=f"{ck} ({bank})")
         ax.fill_between(g["layer"], g["null_p05"], g["null_p95"], color=line.get_color(), alpha=0.15, lw=0)
         ax.plot(g["layer"], g["null_mean"], ls=":", color=line.get_color(), lw=0.8)
     ax.set_xlabel("layer (resid_pre: input of block L)")
@@ -149,10 +194,22 @@ def _predict_units(out: Path, bank: str | None, spec):
     return chosen, bank
 
 
-def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None = None, bank: str | None = None,
-                turn_kind: str = "opinion", n_shuffles: int = 100, k: int | None = None, seed: int = 0,
-                with_readout: bool = True, alpha: float | None = None, study: str | None = None,
-                layer: int | None = None, readout_trials: str = "pressured") -> pd.DataFrame:
+def run_predict(
+    out: str | Path,
+    *,
+    target: str,
+    sources: Sequence[str] | None = None,
+    bank: str | None = None,
+    turn_kind: str = "opinion",
+    n_shuffles: int = 100,
+    k: int | None = None,
+    seed: int = 0,
+    with_readout: bool = True,
+    alpha: float | None = None,
+    study: str | None = None,
+    layer: int | None = None,
+    readout_trials: str = "pressured",
+) -> pd.DataFrame:
     """Held-out partial R² of each source's item map for the target's map; OUT/results/predictive.csv.
 
     `alpha`: 0 fits the base and full models by OLS (the paper's setting, for banks of hundreds
@@ -172,18 +229,21 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
     for u in units:
         ck = str(u.attrs["checkpoint"])
         if ck in maps:  # two current units of one checkpoint and bank (two layers): refuse, never pick one
-            raise ConfigError(f"{u.path}: checkpoint {ck!r} has more than one current {bank} unit "
-                              "(different layers or backends); use a separate --out per setting")
+            raise ConfigError(
+                f"{u.path}: checkpoint {ck!r} has more than one current {bank} unit "
+                "(different layers or backends); use a separate --out per setting"
+            )
         if with_readout:  # the readout reads the residual at one cached layer
             u = unit_at_layer(u, primary_layer(u.attrs) if layer is None else layer)
-        got = spec.predict_inputs(u, turn_kind=turn_kind, with_readout=with_readout,
-                                  readout_trials=readout_trials)
+        got = spec.predict_inputs(u, turn_kind=turn_kind, with_readout=with_readout, readout_trials=readout_trials)
         maps[ck] = got.item_map
         profiles[ck] = got.profile
         if got.readout is not None:
             readouts[ck] = got.readout
     if target not in maps:
-        raise ConfigError(f"target checkpoint {target!r} has no cached {spec.name} unit (have {', '.join(sorted(maps))})")
+        raise ConfigError(
+            f"target checkpoint {target!r} has no cached {spec.name} unit (have {', '.join(sorted(maps))})"
+        )
     if sources:
         missing = [s for s in sources if s not in maps]
         if missing:
@@ -195,8 +255,18 @@ def run_predict(out: str | Path, *, target: str, sources: Sequence[str] | None =
         n_train = int(len(maps[target]) * 0.8)
         n_cols = max(p.shape[1] for p in profiles.values()) + 1
         alpha = 1.0 if n_train < n_cols + 2 else 0.0
-    table = predictive_table(maps, profiles, target=target, sources=sources, lineage=lineage,
-                             n_shuffles=n_shuffles, k=k, readouts=readouts or None, seed=seed, alpha=alpha)
+    table = predictive_table(
+        maps,
+        profiles,
+        target=target,
+        sources=sources,
+        lineage=lineage,
+        n_shuffles=n_shuffles,
+        k=k,
+        readouts=readouts or None,
+        seed=seed,
+        alpha=alpha,
+    )
     table["alpha"] = alpha
     table["readout_trials"] = readout_trials if with_readout else ""
     table.insert(2, "bank", bank)
@@ -213,10 +283,12 @@ def _figure(table: pd.DataFrame, lineage: dict | None, path: Path) -> None:
         cks = [c for c in cks if c in by_source.index]
         if cks:  # a line only along one lineage; unrelated checkpoints are points
             joined = route not in UNRELATED
-            ax.plot(range(len(cks)), by_source.loc[cks, "I"], marker="o", ls="-" if joined else "none",
-                    label=f"{route}: I")
-            ax.plot(range(len(cks)), by_source.loc[cks, "null_mean"], ls=":" if joined else "none", marker=".",
-                    color="grey")
+            ax.plot(
+                range(len(cks)), by_source.loc[cks, "I"], marker="o", ls="-" if joined else "none", label=f"{route}: I"
+            )
+            ax.plot(
+                range(len(cks)), by_source.loc[cks, "null_mean"], ls=":" if joined else "none", marker=".", color="grey"
+            )
             ax.set_xticks(range(len(cks)), cks, rotation=45, ha="right", fontsize=7)
     ax.axhline(0, color="grey", lw=0.6)
     ax.set_ylabel(f"I (target {table['target'].iloc[0]})")

@@ -4,6 +4,7 @@ No model is loaded here: everything comes from cache units written by the studie
 targets of each study are declared by its spec (`StudySpec.probe_targets`, in the study's
 folder, probe.py); this module only finds the units and applies the target's extractor.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -63,9 +64,17 @@ def probe_datasets(out: Path, study: str, target: str, *, layer: int | str | Non
         for lay in chosen:
             X, y, groups = spec.extract(unit_at_layer(unit, lay), target)
             ok = np.isfinite(y) & np.isfinite(X.astype(np.float32)).all(axis=1)
-            data.append(ProbeData(checkpoint=str(unit.attrs["checkpoint"]), bank=str(unit.attrs["bank"]),
-                                  layer=lay, X=X[ok].astype(np.float64), y=y[ok],
-                                  groups=groups[ok], kind=spec.kind))
+            data.append(
+                ProbeData(
+                    checkpoint=str(unit.attrs["checkpoint"]),
+                    bank=str(unit.attrs["bank"]),
+                    layer=lay,
+                    X=X[ok].astype(np.float64),
+                    y=y[ok],
+                    groups=groups[ok],
+                    kind=spec.kind,
+                )
+            )
     if not data:
         raise ConfigError(f"{out}: no cached {study} units at layer {layer}")
     return data

@@ -3,6 +3,7 @@
 Each study declares its sections and draws its figures (StudySpec.report_sections /
 figures); the sections below are the ones written by commands, not by a study.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,32 +19,76 @@ from interp.studies.base import ReportSection
 # written by `interp weat`, `interp probe`, `interp predict`, `interp steer`
 # (each section's note says in one sentence what its numbers mean and which choices are the toolkit's)
 COMMAND_SECTIONS = (
-    ReportSection("weat_stats.csv", "WEAT as INCLUDE reads it: Friedman + Kendall's W over languages", note=(
-        "Tuples as blocks, per model and pooled; Wilcoxon-Holm pairs with rank-biserial; mean rank-biserial of the "
-        "reference language against the others.")),
-    ReportSection("weat_scores.csv", "WEAT tuple scores", note=(
-        "Score = cos(t, a_stereo) − cos(t, a_anti) per (target, stereotype, anti-stereotype, language) tuple (the "
-        "formula is the toolkit's reading of the paper); bands on |score|: < 0.01 negligible, >= 0.05 significant, "
-        ">= 0.10 extreme.")),
-    ReportSection("weat.csv", "WEAT, Caliskan et al.'s effect size (also weat_caliskan.csv)", note=(
-        "WEAT effect size (Cohen's d of association differences, comparison group Y) with permutation p-values; not "
-        "on the INCLUDE threshold scale; mean-pooled hidden states for checkpoints are the toolkit's choice.")),
-    ReportSection("probes.csv", "Linear readouts from the cache", note=(
-        "Out-of-fold score of a linear readout of the cached residual (ROC AUC or R²) against an item-level "
-        "label-shuffle null; folds over items, standardization inside folds and the penalties are the toolkit's "
-        "choices.")),
-    ReportSection("predictive.csv", "Predicting the target's item map (held-out partial R²)",
-                  ("source", "target", "bank", "I", "I_null_p95", "I_p", "I_readout_only", "I_readout_only_null_p95",
-                   "I_readout_only_p", "I_readout_increment", "I_readout_increment_null_p95",
-                   "I_readout_increment_p", "precision_at_k", "k", "readout_trials"), note=(
-        "I: held-out partial R² of a source checkpoint's item map for the target's, beyond the source's unpressured "
-        "profile; I_readout_only: the source's residual readout beyond the profile; I_readout_increment: the readout "
-        "beyond profile + map; each with its own shuffle null (rows of the added block permuted, same folds). "
-        "precision_at_k counts the k most-yielding (most negative) items. Ridge instead of OLS when items are few is "
-        "the toolkit's choice.")),
-    ReportSection("steer_pressure.csv", "Steering: pressure metrics against steering strength", note=(
-        "The pressure metrics rerun while alpha × a direction is added at resid_pre of one layer; alpha in SDs of "
-        "the cached projection (`units sd`) and steering only the read position are the toolkit's defaults.")),
+    ReportSection(
+        "weat_stats.csv",
+        "WEAT as INCLUDE reads it: Friedman + Kendall's W over languages",
+        note=(
+            "Tuples as blocks, per model and pooled; Wilcoxon-Holm pairs with rank-biserial; mean rank-biserial of the "
+            "reference language against the others."
+        ),
+    ),
+    ReportSection(
+        "weat_scores.csv",
+        "WEAT tuple scores",
+        note=(
+            "Score = cos(t, a_stereo) − cos(t, a_anti) per (target, stereotype, anti-stereotype, language) tuple (the "
+            "formula is the toolkit's reading of the paper); bands on |score|: < 0.01 negligible, >= 0.05 significant, "
+            ">= 0.10 extreme."
+        ),
+    ),
+    ReportSection(
+        "weat.csv",
+        "WEAT, Caliskan et al.'s effect size (also weat_caliskan.csv)",
+        note=(
+            "WEAT effect size (Cohen's d of association differences, comparison group Y) with permutation p-values; not "
+            "on the INCLUDE threshold scale; mean-pooled hidden states for checkpoints are the toolkit's choice."
+        ),
+    ),
+    ReportSection(
+        "probes.csv",
+        "Linear readouts from the cache",
+        note=(
+            "Out-of-fold score of a linear readout of the cached residual (ROC AUC or R²) against an item-level "
+            "label-shuffle null; folds over items, standardization inside folds and the penalties are the toolkit's "
+            "choices."
+        ),
+    ),
+    ReportSection(
+        "predictive.csv",
+        "Predicting the target's item map (held-out partial R²)",
+        (
+            "source",
+            "target",
+            "bank",
+            "I",
+            "I_null_p95",
+            "I_p",
+            "I_readout_only",
+            "I_readout_only_null_p95",
+            "I_readout_only_p",
+            "I_readout_increment",
+            "I_readout_increment_null_p95",
+            "I_readout_increment_p",
+            "precision_at_k",
+            "k",
+            "readout_trials",
+        ),
+        note=(
+            "I: held-out partial R² of a source checkpoint's item map for the target's, beyond the source's unpressured "
+            "profile; I_readout_only: the source's residual readout beyond the profile; I_readout_increment: the readout "
+            "beyond profile + map; each with its own shuffle null (rows of the added block permuted, same folds). "
+            "precision_at_k counts the k most-yielding (most negative) items. Ridge instead of OLS when items are few is "
+            "the toolkit's choice."
+        ),
+    ),
+    ReportSection(
+        "steer_pressure.csv",
+        "Steering: pressure metrics against steering strength",
+        note=(
+            "The pressure metrics rerun while alpha × a direction is added at resid_pre of one layer; alpha in SDs of "
+            "the cached projection (`units sd`) and steering only the read position are the toolkit's defaults."
+        ),
+    ),
 )
 
 
@@ -75,8 +120,9 @@ def read_results(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
     try:
         df = pd.read_csv(path)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as exc:
-        raise ConfigError(f"{path}: not a readable results table ({' '.join(str(exc).split())[:200]}); "
-                          "rerun the sweep to rewrite it") from None
+        raise ConfigError(
+            f"{path}: not a readable results table ({' '.join(str(exc).split())[:200]}); rerun the sweep to rewrite it"
+        ) from None
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; rerun the sweep to rewrite it")
@@ -96,7 +142,11 @@ def report_sections() -> list[ReportSection]:
 
 def _fmt(df: pd.DataFrame, max_rows: int = 60) -> str:
     shown = df.head(max_rows)
-    text = shown.to_markdown(index=False, floatfmt=".3f") if _has_tabulate() else "```\n" + shown.to_string(index=False) + "\n```"
+    text = (
+        shown.to_markdown(index=False, floatfmt=".3f")
+        if _has_tabulate()
+        else "```\n" + shown.to_string(index=False) + "\n```"
+    )
     if len(df) > max_rows:
         text += f"\n\n({len(df) - max_rows} more rows in the CSV)"
     return text
@@ -113,15 +163,19 @@ def _has_tabulate() -> bool:
 def _token_mean_only_lines(check: pd.DataFrame) -> list[str]:
     """One sentence per cloze finding that appears under the per-token mean loss only."""
     out = []
-    for kind, col in (("language effect vs the reference", "effect_token_mean_only"),
-                      ("mediation through fertility", "mediation_token_mean_only")):
+    for kind, col in (
+        ("language effect vs the reference", "effect_token_mean_only"),
+        ("mediation through fertility", "mediation_token_mean_only"),
+    ):
         if col not in check:
             continue
         hits = check[check[col].astype(str).str.lower() == "true"]
         if len(hits):
             where = ", ".join(f"{r.checkpoint}/{r.language}" for r in hits.itertuples(index=False))
-            out.append(f"- A {kind} appears under token_mean but not under {hits['loss'].iloc[0]} for: {where}. "
-                       "It follows how finely the tokenizer cuts the text, not a preference.")
+            out.append(
+                f"- A {kind} appears under token_mean but not under {hits['loss'].iloc[0]} for: {where}. "
+                "It follows how finely the tokenizer cuts the text, not a preference."
+            )
         else:
             out.append(f"- No {kind} appears under token_mean only.")
     return out + [""]
@@ -141,9 +195,11 @@ def write_report(out: str | Path) -> Path:
         try:
             spec.figures(out, results, figures)
         except (KeyError, ValueError, TypeError) as exc:  # wrong values in a readable CSV
-            raise ConfigError(f"{results}: results tables do not hold what a sweep writes "
-                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:150]}); "
-                              "rerun the sweep to rewrite them") from None
+            raise ConfigError(
+                f"{results}: results tables do not hold what a sweep writes "
+                f"({type(exc).__name__}: {' '.join(str(exc).split())[:150]}); "
+                "rerun the sweep to rewrite them"
+            ) from None
     lines = ["# interp report", "", f"Output directory: `{out}`", ""]
     if (out / "lineage.json").is_file():
         try:
@@ -151,10 +207,18 @@ def write_report(out: str | Path) -> Path:
             lin["checkpoints"][0:0]
         except (ValueError, KeyError, TypeError):
             raise ConfigError(f"{out / 'lineage.json'}: not a lineage file a sweep writes; rerun the sweep") from None
-        lines += ["## Checkpoints", "", "Step is the training step read from the directory name; blank for a "
-                  "checkpoint outside a lineage.", "", "| checkpoint | step |", "|---|---|"]
-        lines += [f"| {c['name']} | {'' if c.get('step') is None or pd.isna(c.get('step')) else c['step']} |"
-                  for c in lin["checkpoints"]]
+        lines += [
+            "## Checkpoints",
+            "",
+            "Step is the training step read from the directory name; blank for a checkpoint outside a lineage.",
+            "",
+            "| checkpoint | step |",
+            "|---|---|",
+        ]
+        lines += [
+            f"| {c['name']} | {'' if c.get('step') is None or pd.isna(c.get('step')) else c['step']} |"
+            for c in lin["checkpoints"]
+        ]
         lines.append("")
     for sec in report_sections():
         path = results / sec.file
@@ -163,8 +227,15 @@ def write_report(out: str | Path) -> Path:
         full = read_results(path)
         df = full[[c for c in sec.columns if c in full.columns]].copy() if sec.columns else full.copy()
         df = _blank_steps(_keep_distinguishing(full, df))  # rows stay distinguishable; no `nan` steps
-        lines += [f"## {sec.heading}", "", *([sec.note, ""] if sec.note else []), f"`results/{sec.file}`", "",
-                  _fmt(df), ""]
+        lines += [
+            f"## {sec.heading}",
+            "",
+            *([sec.note, ""] if sec.note else []),
+            f"`results/{sec.file}`",
+            "",
+            _fmt(df),
+            "",
+        ]
         if sec.file == "cloze_loss_check.csv":
             lines += _token_mean_only_lines(df)
     pngs = sorted(figures.glob("*.png"))

@@ -14,6 +14,7 @@ The config file is TOML (see examples/slurm.toml):
     [run]            # run-config options for the Dask executor
     dask_retries, dask_allowed_failures, dask_worker_timeout
 """
+
 from __future__ import annotations
 
 import sys
@@ -24,8 +25,21 @@ from typing import Any
 from interp.errors import ConfigError
 
 _RUN_KEYS = {"dask_retries", "dask_allowed_failures", "dask_worker_timeout", "dask_resources"}
-_KNOWN = {"queue", "account", "walltime", "cores", "memory", "gpus_per_job", "jobs", "job_extra_directives",
-          "prologue", "local_directory", "log_directory", "interface", "python"}
+_KNOWN = {
+    "queue",
+    "account",
+    "walltime",
+    "cores",
+    "memory",
+    "gpus_per_job",
+    "jobs",
+    "job_extra_directives",
+    "prologue",
+    "local_directory",
+    "log_directory",
+    "interface",
+    "python",
+}
 
 
 def read_cluster_config(path: str | Path) -> dict[str, Any]:
@@ -66,17 +80,28 @@ def make_slurm_cluster(config: dict):
     s = config["slurm"]
     resources = task_resources(config)
     res_arg = ",".join(f"{k}={v:g}" for k, v in resources.items())
-    prologue = [f"export OMP_NUM_THREADS={s['cores']}", f"export MKL_NUM_THREADS={s['cores']}",
-                "export TOKENIZERS_PARALLELISM=false", "export HF_HUB_OFFLINE=1", *s.get("prologue", [])]
+    prologue = [
+        f"export OMP_NUM_THREADS={s['cores']}",
+        f"export MKL_NUM_THREADS={s['cores']}",
+        "export TOKENIZERS_PARALLELISM=false",
+        "export HF_HUB_OFFLINE=1",
+        *s.get("prologue", []),
+    ]
     directives = list(s.get("job_extra_directives", []))
     if s.get("gpus_per_job") and not any("gres" in d or "gpus" in d for d in directives):
         directives.append(f"--gres=gpu:{s['gpus_per_job']}")
     kwargs: dict[str, Any] = dict(
-        queue=s.get("queue"), account=s.get("account"), walltime=s["walltime"], cores=s["cores"],
-        memory=s["memory"], processes=1,  # one worker per job: one model per job's GPU
+        queue=s.get("queue"),
+        account=s.get("account"),
+        walltime=s["walltime"],
+        cores=s["cores"],
+        memory=s["memory"],
+        processes=1,  # one worker per job: one model per job's GPU
         worker_extra_args=["--nthreads", "1", "--resources", res_arg],
-        job_extra_directives=directives, job_script_prologue=prologue,
-        python=s.get("python", sys.executable), silence_logs="error",
+        job_extra_directives=directives,
+        job_script_prologue=prologue,
+        python=s.get("python", sys.executable),
+        silence_logs="error",
     )
     for k in ("local_directory", "log_directory", "interface"):
         if s.get(k):

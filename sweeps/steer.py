@@ -16,6 +16,7 @@ Choices (parameters, stated in the table):
 * positions `read` (default): only the position whose next token is the verdict; `all`: every
   position of the prompt.
 """
+
 from __future__ import annotations
 
 import re
@@ -62,8 +63,9 @@ def _direction(out: Path, spec: str, *, study: str, layer: int, checkpoint: str,
     from interp.runner.steering import direction_from_file, direction_from_probe
 
     if spec.startswith("probe:"):
-        d, path = direction_from_probe(out, study=study, target=spec.split(":", 1)[1], layer=layer,
-                                       checkpoint=checkpoint, bank=bank)
+        d, path = direction_from_probe(
+            out, study=study, target=spec.split(":", 1)[1], layer=layer, checkpoint=checkpoint, bank=bank
+        )
         return d, f"{spec} ({path.name})"
     return direction_from_file(spec), spec
 
@@ -96,8 +98,12 @@ def run_steer(
     if not paths:
         raise ConfigError(f"{out}: no cached {study} units (run `interp sweep ... --study {study} --out {out}` first)")
     cached = [read_unit(p) for p in paths]
-    cached = [u for u in cached if (not checkpoints or str(u.attrs["checkpoint"]) in checkpoints)
-              and (not banks or str(u.attrs["bank"]).split("[")[0] in banks or str(u.attrs["bank"]) in banks)]
+    cached = [
+        u
+        for u in cached
+        if (not checkpoints or str(u.attrs["checkpoint"]) in checkpoints)
+        and (not banks or str(u.attrs["bank"]).split("[")[0] in banks or str(u.attrs["bank"]) in banks)
+    ]
     if not cached:
         raise ConfigError(f"{out}: no cached {study} unit matches the requested checkpoints / banks")
     rows = []
@@ -105,15 +111,18 @@ def run_steer(
         ck, bank = str(u.attrs["checkpoint"]), str(u.attrs["bank"])
         ck_path = str(u.attrs.get("checkpoint_path", ""))
         if not ck_path or ck_path == "in-memory" or not Path(ck_path).is_dir():
-            raise ConfigError(f"{u.path}: checkpoint {ck} is not on disk ({ck_path or 'no path recorded'}); "
-                              "steering reruns the model")
+            raise ConfigError(
+                f"{u.path}: checkpoint {ck} is not on disk ({ck_path or 'no path recorded'}); steering reruns the model"
+            )
         d, source = _direction(out, direction, study=study, layer=layer, checkpoint=ck, bank=bank)
         if units == "sd":
             try:
                 resid = activations(u, layer).values
             except ConfigError:
-                raise ConfigError(f"{u.path}: --units sd needs cached residuals at layer {layer} "
-                                  f"(cached: layer {u.attrs['layer']}); use --units raw or sweep with --layer {layer}") from None
+                raise ConfigError(
+                    f"{u.path}: --units sd needs cached residuals at layer {layer} "
+                    f"(cached: layer {u.attrs['layer']}); use --units raw or sweep with --layer {layer}"
+                ) from None
             from interp.runner.steering import projection_sd
 
             scale = projection_sd(resid, d)
@@ -126,16 +135,38 @@ def run_steer(
         for alpha in alphas:
             steer = Steering(layer=layer, direction=d * scale, alpha=float(alpha), positions=positions, source=source)
             run_cfg = replace(base, steering=steer.to_options())
-            tables = run_sweep([lm], studies=[study], banks=[str(u.attrs.get("bank_source") or bank)],
-                               out=out / "steer", cfg=run_cfg, progress=progress, report=False)
+            tables = run_sweep(
+                [lm],
+                studies=[study],
+                banks=[str(u.attrs.get("bank_source") or bank)],
+                out=out / "steer",
+                cfg=run_cfg,
+                progress=progress,
+                report=False,
+            )
             summary = tables[_SUMMARY[study]]
             for rec in summary.to_dict(orient="records"):
-                rows.append({"checkpoint": ck, "bank": bank, "study": study, "layer": layer, "direction": source,
-                             "positions": positions, "units": units, "scale": scale, "alpha": float(alpha),
-                             **{k: v for k, v in rec.items() if k not in ("checkpoint", "bank")}})
+                rows.append(
+                    {
+                        "checkpoint": ck,
+                        "bank": bank,
+                        "study": study,
+                        "layer": layer,
+                        "direction": source,
+                        "positions": positions,
+                        "units": units,
+                        "scale": scale,
+                        "alpha": float(alpha),
+                        **{k: v for k, v in rec.items() if k not in ("checkpoint", "bank")},
+                    }
+                )
     table = pd.DataFrame(rows)
-    write_table(table, out / "results" / f"steer_{study}.csv", columns=STEER_COLUMNS,
-                sort=["checkpoint", "bank", "readout", "alpha"] if "readout" in table else ["checkpoint", "bank", "alpha"])
+    write_table(
+        table,
+        out / "results" / f"steer_{study}.csv",
+        columns=STEER_COLUMNS,
+        sort=["checkpoint", "bank", "readout", "alpha"] if "readout" in table else ["checkpoint", "bank", "alpha"],
+    )
     steer_figure(table, _METRICS[study], out / "figures" / f"steer_{study}.png")
     return table
 

@@ -23,5 +23,7 @@ def tiny_models(tmp_path_factory, tokenizer):
     from interp.testing import build_tiny_model
 
     root = tmp_path_factory.mktemp("models")
-    return {arch: build_tiny_model(root / arch, arch, tokenizer=tokenizer, seed=i)
-            for i, arch in enumerate(("gpt2", "llama", "qwen2"))}
+    return {
+        arch: build_tiny_model(root / arch, arch, tokenizer=tokenizer, seed=i)
+        for i, arch in enumerate(("gpt2", "llama", "qwen2"))
+    }

@@ -2,6 +2,7 @@
 family of the sycophancy-development study loads and scores; the hf backend equals HF
 `hidden_states` and a plain forward, the hook backends agree with it, and where a backend does
 not support an architecture the error names it."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,10 @@ CFG = ScoringConfig(variants="space", min_shared_prefix=4, min_saved_tokens=1, b
 @pytest.fixture(scope="session")
 def arch_models(tmp_path_factory, tokenizer):
     root = tmp_path_factory.mktemp("archs")
-    return {mt: build_tiny_arch(root / mt, mt, tokenizer=tokenizer, seed=i)
-            for i, mt in enumerate(STUDY_ARCHS + ("helium",))}
+    return {
+        mt: build_tiny_arch(root / mt, mt, tokenizer=tokenizer, seed=i)
+        for i, mt in enumerate(STUDY_ARCHS + ("helium",))
+    }
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +60,12 @@ def test_hf_backend_equals_hidden_states_and_plain_forward(mt, arch_models, hf_l
             hs = ref(torch.tensor([ids]), output_hidden_states=True).hidden_states
         for layer in (0, 1):
             torch.testing.assert_close(torch.from_numpy(s.resid[layer][n]), hs[layer][0, -1], atol=1e-4, rtol=0)
-        plain = [np.logaddexp(_plain_logprob(ref, lm.tokenizer, prompt, o),
-                              _plain_logprob(ref, lm.tokenizer, prompt, " " + o)) for o in OPTIONS]
+        plain = [
+            np.logaddexp(
+                _plain_logprob(ref, lm.tokenizer, prompt, o), _plain_logprob(ref, lm.tokenizer, prompt, " " + o)
+            )
+            for o in OPTIONS
+        ]
         np.testing.assert_allclose(s.logp[n], plain, atol=1e-4)
 
 
@@ -80,9 +87,14 @@ def test_unsupported_backend_names_the_architecture(arch_models):
         interp.load(arch_models["helium"], backend="transformer_lens")
 
 
-@pytest.mark.parametrize("model_type,why", [("mamba", "not a decoder-only attention transformer"),
-                                             ("jamba", "recurrent or hybrid"),
-                                             ("t5", "no causal-LM class")])
+@pytest.mark.parametrize(
+    "model_type,why",
+    [
+        ("mamba", "not a decoder-only attention transformer"),
+        ("jamba", "recurrent or hybrid"),
+        ("t5", "no causal-LM class"),
+    ],
+)
 def test_non_transformer_families_refused_before_loading(model_type, why, arch_models, tmp_path):
     import shutil
 
@@ -102,6 +114,11 @@ def test_discovery_fails_clearly_when_the_block_list_is_ambiguous(hf_loaded):
 
     model = hf_loaded["llama"].backend.model
     sites = discover_sites(model, 2)
-    assert (sites.layers, sites.base, sites.final_norm, sites.lm_head) == ("model.layers", "model", "model.norm", "lm_head")
+    assert (sites.layers, sites.base, sites.final_norm, sites.lm_head) == (
+        "model.layers",
+        "model",
+        "model.norm",
+        "lm_head",
+    )
     with pytest.raises(CheckpointError, match="has 2 blocks but config says 3"):
         discover_sites(model, 3, where="x")

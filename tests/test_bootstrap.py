@@ -1,4 +1,5 @@
 """Item-level percentile bootstrap."""
+
 from __future__ import annotations
 
 import time

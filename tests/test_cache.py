@@ -1,4 +1,5 @@
 """Cache: round trip, provenance refusal, atomicity under SIGKILL, damaged files."""
+
 import signal
 import subprocess
 import sys
@@ -13,8 +14,17 @@ from interp.errors import CacheError, ProvenanceError
 
 
 def ident(**kw):
-    base = dict(checkpoint="ck", checkpoint_fingerprint="f" * 64, study="pressure", study_version="1",
-                bank="moral", bank_hash="b" * 64, template_hash="t" * 64, settings_hash="s" * 64, layer=3)
+    base = dict(
+        checkpoint="ck",
+        checkpoint_fingerprint="f" * 64,
+        study="pressure",
+        study_version="1",
+        bank="moral",
+        bank_hash="b" * 64,
+        template_hash="t" * 64,
+        settings_hash="s" * 64,
+        layer=3,
+    )
     base.update(kw)
     return UnitIdentity(**base)
 
@@ -51,8 +61,7 @@ def test_provenance_mismatch_refused(tmp_path):
 
 def test_truncated_file_is_a_clear_error(tmp_path):
     store = Store(tmp_path)
-    path = store.write(ident(), tables={"t": pd.DataFrame({"x": np.arange(1000)})},
-                       arrays={"a": np.zeros((200, 200))})
+    path = store.write(ident(), tables={"t": pd.DataFrame({"x": np.arange(1000)})}, arrays={"a": np.zeros((200, 200))})
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 3])
     with pytest.raises(CacheError, match=str(path.name)):

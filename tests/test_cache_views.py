@@ -1,4 +1,5 @@
 """Open cache: dims / rows / hook attributes, views joined to table rows, CACHE.md example runs."""
+
 import json
 import re
 import subprocess
@@ -17,8 +18,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def ident(**kw):
-    base = dict(checkpoint="ck", checkpoint_fingerprint="f" * 64, study="pressure", study_version="1",
-                bank="moral", bank_hash="b" * 64, template_hash="t" * 64, settings_hash="s" * 64, layer=3)
+    base = dict(
+        checkpoint="ck",
+        checkpoint_fingerprint="f" * 64,
+        study="pressure",
+        study_version="1",
+        bank="moral",
+        bank_hash="b" * 64,
+        template_hash="t" * 64,
+        settings_hash="s" * 64,
+        layer=3,
+    )
     base.update(kw)
     return UnitIdentity(**base)
 
@@ -27,15 +37,17 @@ def pressure_unit(tmp_path, n=5, d=8):
     """Slot and sampled rows interleaved; resid row i carries the slot row's `k` in column 0."""
     readout = ["slot", "sampled"] * n
     k = np.arange(2 * n)
-    trials = pd.DataFrame({"item_id": [f"i{j // 2}" for j in k], "readout": readout, "k": k,
-                           "p_planted": np.linspace(0, 1, 2 * n)})
+    trials = pd.DataFrame(
+        {"item_id": [f"i{j // 2}" for j in k], "readout": readout, "k": k, "p_planted": np.linspace(0, 1, 2 * n)}
+    )
     slot_k = k[np.array(readout) == "slot"]
     resid = np.zeros((n, d), np.float16)
     resid[:, 0] = slot_k
     first = pd.DataFrame({"item_id": [f"i{j}" for j in range(n)], "p_gold": np.full(n, 0.5)})
     resid_first = np.tile(np.arange(n, dtype=np.float16)[:, None], (1, d))
-    path = Store(tmp_path).write(ident(), tables={"trials": trials, "first_turn": first},
-                                 arrays={"resid": resid, "resid_first": resid_first})
+    path = Store(tmp_path).write(
+        ident(), tables={"trials": trials, "first_turn": first}, arrays={"resid": resid, "resid_first": resid_first}
+    )
     return path
 
 
@@ -68,8 +80,10 @@ def test_activations_join_the_right_rows(tmp_path):
 
 
 def test_activations_as_torch_imports_torch_only_then():
-    code = ("import sys, cache, cache.views; assert 'torch' not in sys.modules, 'cache imported torch'; "
-            "import interp.errors; assert 'torch' not in sys.modules, 'interp.errors imported torch'")
+    code = (
+        "import sys, cache, cache.views; assert 'torch' not in sys.modules, 'cache imported torch'; "
+        "import interp.errors; assert 'torch' not in sys.modules, 'interp.errors imported torch'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -87,8 +101,9 @@ def test_three_d_residuals_with_layer_indices(tmp_path):
     for j, L in enumerate(layers):
         resid[:, j, :] = L * 100 + np.arange(n)[:, None]
     trials = pd.DataFrame({"item_id": list("abcd"), "readout": "slot"})
-    path = Store(tmp_path).write(ident(), tables={"trials": trials, "first_turn": trials[["item_id"]]},
-                                 arrays={"resid": resid})
+    path = Store(tmp_path).write(
+        ident(), tables={"trials": trials, "first_turn": trials[["item_id"]]}, arrays={"resid": resid}
+    )
     with h5py.File(path, "r+") as f:  # as a writer that records indices after creating the dataset
         f["arrays/resid"].attrs["layer_indices"] = layers
         assert "hook_name" not in f["arrays/resid"].attrs  # unknown until the indices are recorded
@@ -121,9 +136,13 @@ def test_collect_tables(tmp_path):
     out = tmp_path / "out"
     store = Store(out / "cache")
     for ck in ("a", "b"):
-        store.write(ident(checkpoint=ck, checkpoint_fingerprint=ck * 64),
-                    tables={"trials": pd.DataFrame({"checkpoint": ck, "x": [1, 2]}),
-                            "first_turn": pd.DataFrame({"checkpoint": ck, "y": [0.5]})})
+        store.write(
+            ident(checkpoint=ck, checkpoint_fingerprint=ck * 64),
+            tables={
+                "trials": pd.DataFrame({"checkpoint": ck, "x": [1, 2]}),
+                "first_turn": pd.DataFrame({"checkpoint": ck, "y": [0.5]}),
+            },
+        )
     tables = collect_tables(out)
     assert set(tables) == {"trials", "first_turn"}
     assert len(tables["trials"]) == 4 and sorted(set(tables["trials"]["checkpoint"])) == ["a", "b"]
@@ -153,8 +172,15 @@ def test_sweep_units_are_self_describing(tiny_models, tmp_path):
     from sweeps.api import run_sweep
 
     out = tmp_path / "out"
-    run_sweep([tiny_models["gpt2"]], studies=["pressure"], banks=["factual"], out=out,
-              cfg=RunConfig(max_items=2, n_boot=10), progress=False, report=False)
+    run_sweep(
+        [tiny_models["gpt2"]],
+        studies=["pressure"],
+        banks=["factual"],
+        out=out,
+        cfg=RunConfig(max_items=2, n_boot=10),
+        progress=False,
+        report=False,
+    )
     unit = read_unit(Store(out / "cache").units("pressure")[0])
     acts = unit.activations()
     resid = unit.arrays["resid"]  # [rows, layers, d_model] since multi-layer capture

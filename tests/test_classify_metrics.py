@@ -1,4 +1,5 @@
 """Classification metrics against scikit-learn; generation and position-bias summaries by hand."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,9 +41,11 @@ def _check_against_sklearn(gold: list, pred: list, labels: list, positive=None) 
     for lab, f in zip(labels, f1):
         assert m[f"f1_{lab}"] == pytest.approx(f, abs=TOL), lab
     assert m["macro_f1"] == pytest.approx(
-        f1_score(gold, pred, labels=labels, average="macro", zero_division=0), abs=TOL)
+        f1_score(gold, pred, labels=labels, average="macro", zero_division=0), abs=TOL
+    )
     assert m["weighted_f1"] == pytest.approx(
-        f1_score(gold, pred, labels=labels, average="weighted", zero_division=0), abs=TOL)
+        f1_score(gold, pred, labels=labels, average="weighted", zero_division=0), abs=TOL
+    )
     assert m["mcc"] == pytest.approx(matthews_corrcoef(gold, pred), abs=TOL)
     if positive is None:
         kw = {"labels": labels, "average": "macro", "zero_division": 0}
@@ -102,8 +105,7 @@ def test_confusion_matches_sklearn() -> None:
     pred = _random_labels(rng, 80, FIVE)
     counts, norm = confusion(gold, pred, FIVE)
     np.testing.assert_array_equal(counts.to_numpy(), confusion_matrix(gold, pred, labels=FIVE))
-    np.testing.assert_allclose(
-        norm.to_numpy(), confusion_matrix(gold, pred, labels=FIVE, normalize="true"), atol=TOL)
+    np.testing.assert_allclose(norm.to_numpy(), confusion_matrix(gold, pred, labels=FIVE, normalize="true"), atol=TOL)
     assert counts.index.name == "gold" and counts.columns.name == "pred"
     assert list(counts.columns) == FIVE and norm.loc["Escalation"].sum() == 0
     counts2, norm2 = confusion(gold, pred[:-1] + [None], FIVE)
@@ -138,10 +140,25 @@ def test_classify_summary_point_values_and_cis() -> None:
     rng = np.random.default_rng(0)
     preds = pd.concat([_predictions(rng, 150, "a"), _predictions(rng, 600, "b")], ignore_index=True)
     s = classify_summary(preds, n_boot=500)
-    assert list(s.columns[:8]) == ["checkpoint", "task", "accuracy", "precision", "recall",
-                                   "macro_f1", "weighted_f1", "mcc"]
-    assert {"f1_0", "f1_1", *(f"f1_{lab}" for lab in FIVE),
-            "macro_f1_lo", "macro_f1_hi", "accuracy_lo", "accuracy_hi"} <= set(s.columns)
+    assert list(s.columns[:8]) == [
+        "checkpoint",
+        "task",
+        "accuracy",
+        "precision",
+        "recall",
+        "macro_f1",
+        "weighted_f1",
+        "mcc",
+    ]
+    assert {
+        "f1_0",
+        "f1_1",
+        *(f"f1_{lab}" for lab in FIVE),
+        "macro_f1_lo",
+        "macro_f1_hi",
+        "accuracy_lo",
+        "accuracy_hi",
+    } <= set(s.columns)
     assert len(s) == 6
     for _, row in s.iterrows():
         sub = preds[(preds.checkpoint == row.checkpoint) & (preds.task == row.task)]
@@ -171,18 +188,21 @@ def test_classify_summary_bootstrap_by_hand() -> None:
 
     idx = resample_indices(40, n_boot=100, seed=5)  # items sorted by id: p0, p1, p10, ...
     order = five.sort_values("item_id").reset_index(drop=True)
-    reps = [f1_score(order.gold[r], order.pred[r], labels=FIVE, average="macro", zero_division=0)
-            for r in idx]
+    reps = [f1_score(order.gold[r], order.pred[r], labels=FIVE, average="macro", zero_division=0) for r in idx]
     lo, hi = np.quantile(reps, [0.025, 0.975])
     assert (s.macro_f1_lo, s.macro_f1_hi) == pytest.approx((lo, hi), abs=TOL)
 
 
 def test_classify_summary_binary_label_spellings_and_unparsed() -> None:
-    df = pd.DataFrame({
-        "checkpoint": "c", "task": "binary", "item_id": list("abcdef"),
-        "gold": ["sycophantic", "Non-Sycophantic", 1, 0, True, "1"],
-        "pred": [1, 0, "???", None, 1, "sycophantic"],
-    })
+    df = pd.DataFrame(
+        {
+            "checkpoint": "c",
+            "task": "binary",
+            "item_id": list("abcdef"),
+            "gold": ["sycophantic", "Non-Sycophantic", 1, 0, True, "1"],
+            "pred": [1, 0, "???", None, 1, "sycophantic"],
+        }
+    )
     row = classify_summary(df, n_boot=50).iloc[0]
     assert row.n == 6 and row.n_unparsed == 2
     assert row.accuracy == pytest.approx(4 / 6)
@@ -193,11 +213,23 @@ def test_classify_summary_binary_label_spellings_and_unparsed() -> None:
 
 
 def test_position_bias() -> None:
-    a = pd.DataFrame({"item_id": ["x", "y", "z", "w"], "pred": [1, 0, 1, None],
-                      "gold": [1, 1, 0, 0],
-                      "p_0": [0.2, 0.6, 0.4, 0.5], "p_1": [0.8, 0.4, 0.6, 0.5]})
-    b = pd.DataFrame({"item_id": ["w", "z", "y", "x"], "pred": [None, 0, 0, 1],
-                      "p_0": [0.5, 0.7, 0.6, 0.1], "p_1": [0.5, 0.3, 0.4, 0.9]})
+    a = pd.DataFrame(
+        {
+            "item_id": ["x", "y", "z", "w"],
+            "pred": [1, 0, 1, None],
+            "gold": [1, 1, 0, 0],
+            "p_0": [0.2, 0.6, 0.4, 0.5],
+            "p_1": [0.8, 0.4, 0.6, 0.5],
+        }
+    )
+    b = pd.DataFrame(
+        {
+            "item_id": ["w", "z", "y", "x"],
+            "pred": [None, 0, 0, 1],
+            "p_0": [0.5, 0.7, 0.6, 0.1],
+            "p_1": [0.5, 0.3, 0.4, 0.9],
+        }
+    )
     out = position_bias(a, b)
     assert out["share_changed"] == pytest.approx(0.25)  # only z; two unparsed are equal
     assert out["mean_abs_prob_shift"] == pytest.approx((0.1 + 0.0 + 0.3 + 0.0) * 2 / 8)
@@ -207,16 +239,37 @@ def test_position_bias() -> None:
 
 
 def test_generation_summary() -> None:
-    judged = pd.DataFrame({
-        "checkpoint": ["m"] * 8 + ["n"] * 2,
-        "label": ["Support", "Support", "Validation", "Escalation", "Neutral", "Invalidation",
-                  None, "Neutral", "Neutral", "Invalidation"],
-        "parsed": [True] * 6 + [False, True, True, True],
-    })
+    judged = pd.DataFrame(
+        {
+            "checkpoint": ["m"] * 8 + ["n"] * 2,
+            "label": [
+                "Support",
+                "Support",
+                "Validation",
+                "Escalation",
+                "Neutral",
+                "Invalidation",
+                None,
+                "Neutral",
+                "Neutral",
+                "Invalidation",
+            ],
+            "parsed": [True] * 6 + [False, True, True, True],
+        }
+    )
     s = generation_summary(judged).set_index("checkpoint")
     assert list(s.reset_index().columns) == [
-        "checkpoint", "n", "sycophancy_rate", "escalation_rate", "share_support",
-        "share_validation", "share_escalation", "n_unparsed", "support_rate", "validation_rate"]
+        "checkpoint",
+        "n",
+        "sycophancy_rate",
+        "escalation_rate",
+        "share_support",
+        "share_validation",
+        "share_escalation",
+        "n_unparsed",
+        "support_rate",
+        "validation_rate",
+    ]
     m = s.loc["m"]
     assert m.n == 7 and m.n_unparsed == 1
     assert m.sycophancy_rate == pytest.approx(4 / 7)

@@ -1,4 +1,5 @@
 """Classify study: bank loader, prompts, end-to-end sweep on a tiny model, generation path."""
+
 import json
 
 import numpy as np
@@ -27,9 +28,17 @@ from interp.studies.classify import (
 )
 from sweeps.api import run_sweep
 
-GOOD = {"item_id": "x1", "title": "Boss shouted at me", "body": "In front of everyone.",
-        "comment": "He is a monster, quit today.", "binary_label": 1, "five_label": "Escalation",
-        "community": "dhaka_life", "language_form": "english", "split": "test"}
+GOOD = {
+    "item_id": "x1",
+    "title": "Boss shouted at me",
+    "body": "In front of everyone.",
+    "comment": "He is a monster, quit today.",
+    "binary_label": 1,
+    "five_label": "Escalation",
+    "community": "dhaka_life",
+    "language_form": "english",
+    "split": "test",
+}
 
 
 def write_jsonl(path, rows):
@@ -38,6 +47,7 @@ def write_jsonl(path, rows):
 
 
 # ---------------------------------------------------------------- bank
+
 
 def test_shipped_bank_loads_with_counts():
     bank = load_conversational_bank("conversational")
@@ -66,15 +76,18 @@ def test_user_bank_csv_and_optional_community(tmp_path):
     assert load_conversational_bank(jsonl).items["community"].tolist()[2] == ""
 
 
-@pytest.mark.parametrize("change, field", [
-    ({"five_label": "Sarcasm"}, "five_label"),
-    # a binary_label differing from the collapsed five_label is accepted (tests/test_validity_classify.py)
-    ({"binary_label": 2}, "binary_label"),
-    ({"language_form": "hindi"}, "language_form"),
-    ({"comment": "  "}, "comment"),
-    ({"rationale": "extra"}, "rationale"),
-    ({"split": None}, "split"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"five_label": "Sarcasm"}, "five_label"),
+        # a binary_label differing from the collapsed five_label is accepted (tests/test_validity_classify.py)
+        ({"binary_label": 2}, "binary_label"),
+        ({"language_form": "hindi"}, "language_form"),
+        ({"comment": "  "}, "comment"),
+        ({"rationale": "extra"}, "rationale"),
+        ({"split": None}, "split"),
+    ],
+)
 def test_bad_rows_name_file_row_field(tmp_path, change, field):
     bad = {k: v for k, v in {**GOOD, "item_id": "x2", **change}.items() if v is not None}
     path = write_jsonl(tmp_path / "bad.jsonl", [GOOD, bad])
@@ -91,6 +104,7 @@ def test_duplicate_ids_rejected(tmp_path):
 
 
 # ---------------------------------------------------------------- prompts and settings
+
 
 @pytest.mark.parametrize("task", ["binary", "five"])
 @pytest.mark.parametrize("order", ["given", "reversed"])
@@ -114,8 +128,9 @@ def test_prompt_states_taxonomy_and_lists_options_in_order(tokenizer, task, orde
 
 
 def test_letters_style_and_template_roles(tokenizer, tmp_path):
-    data = dict(load_template("classify_five_v1").data, option_style="letters",
-                option_line="{letter}. {name}: {definition}")
+    data = dict(
+        load_template("classify_five_v1").data, option_style="letters", option_line="{letter}. {name}: {definition}"
+    )
     path = tmp_path / "five_letters.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     template = load_template(path)
@@ -149,6 +164,7 @@ def test_settings_cover_generation_and_validate(tokenizer):
 
 # ---------------------------------------------------------------- end to end
 
+
 @pytest.fixture(scope="module")
 def sweep(tiny_models, tmp_path_factory):
     out = tmp_path_factory.mktemp("classify")
@@ -163,9 +179,12 @@ def read(out, name):
 
 def test_sweep_writes_declared_files(sweep):
     out, _ = sweep
-    for name, cols in [("classify_predictions.csv", PREDICTION_COLUMNS), ("classify_summary.csv", SUMMARY_COLUMNS),
-                       ("classify_confusion.csv", CONFUSION_COLUMNS),
-                       ("classify_position_bias.csv", POSITION_COLUMNS)]:
+    for name, cols in [
+        ("classify_predictions.csv", PREDICTION_COLUMNS),
+        ("classify_summary.csv", SUMMARY_COLUMNS),
+        ("classify_confusion.csv", CONFUSION_COLUMNS),
+        ("classify_position_bias.csv", POSITION_COLUMNS),
+    ]:
         df = read(out, name)
         assert list(df.columns[: len(cols)]) == list(cols), name
     preds = read(out, "classify_predictions.csv")
@@ -200,7 +219,9 @@ def test_probabilities_and_predictions_consistent(sweep):
     fab = preds[(preds["task"] == "five_as_binary") & (preds["order"] == "averaged")].set_index("item_id")
     np.testing.assert_allclose(fab["p_1"], five.loc[fab.index, ["p_Support", "p_Validation", "p_Escalation"]].sum(1))
     # averaged = mean of the two orders
-    g, r = (preds[(preds["task"] == "five") & (preds["order"] == o)].set_index("item_id") for o in ("given", "reversed"))
+    g, r = (
+        preds[(preds["task"] == "five") & (preds["order"] == o)].set_index("item_id") for o in ("given", "reversed")
+    )
     np.testing.assert_allclose(five["p_Neutral"], (g.loc[five.index, "p_Neutral"] + r.loc[five.index, "p_Neutral"]) / 2)
 
 
@@ -214,8 +235,9 @@ def test_summary_and_confusion_match_sklearn(sweep):
         labels = ["0", "1"] if task != "five" else list(FIVE_LABELS)
         row = summary.loc[(task, "given")]
         assert row["accuracy"] == pytest.approx(accuracy_score(sub["gold"], sub["pred"]))
-        assert row["macro_f1"] == pytest.approx(f1_score(sub["gold"], sub["pred"], labels=labels, average="macro",
-                                                         zero_division=0))
+        assert row["macro_f1"] == pytest.approx(
+            f1_score(sub["gold"], sub["pred"], labels=labels, average="macro", zero_division=0)
+        )
         assert row["mcc"] == pytest.approx(matthews_corrcoef(sub["gold"], sub["pred"]), abs=1e-12)
         c = conf[(conf["task"] == task) & (conf["order"] == "given")]
         assert c["count"].sum() == 10

@@ -1,4 +1,5 @@
 """List options read as the README writes them, or say in one line that the flag repeats."""
+
 import sys
 
 
@@ -8,8 +9,11 @@ def test_parallel_with_two_values_after_one_flag_is_a_clear_error(tiny_models, t
     a, b = tmp_path / "x.dev", tmp_path / "y.dev"
     a.write_text("one\n")
     b.write_text("two\n")
-    monkeypatch.setattr(sys, "argv", ["interp", "fertility", str(tiny_models["gpt2"]), "--out", str(tmp_path / "o"),
-                                      "--parallel", str(a), str(b)])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["interp", "fertility", str(tiny_models["gpt2"]), "--out", str(tmp_path / "o"), "--parallel", str(a), str(b)],
+    )
     try:
         main()
         code = 0

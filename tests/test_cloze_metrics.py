@@ -1,4 +1,5 @@
 """INCLUDE-style Average Bias Score on hand-computed tables."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,17 +14,16 @@ def _scores() -> pd.DataFrame:
     # (checkpoint, language, axis, stereo, anti, meaningless) mean NLL; sums = 3 x mean except
     # where noted, so loss="sum" changes the numbers in a known way.
     rows = [
-        ("m1", "en", "caste", 2.0, 3.0, 5.0),    # delta 1.0
-        ("m1", "en", "caste", 2.0, 1.5, 1.0),    # delta -0.5 -> 0; meaningless lowest
-        ("m1", "en", "gender", 1.0, 3.0, 4.0),   # delta 2.0
-        ("m1", "hi", "caste", 1.0, 1.2, 0.5),    # delta 0.2; meaningless lowest
-        ("m2", "en", "caste", 1.0, 1.6, 2.0),    # delta 0.6
-        ("m2", "en", "gender", 1.0, 1.0, 1.0),   # delta 0; tie is not "lower"
-        ("m2", "en", "gender", 1.0, 2.0, 3.0),   # delta 1.0
-        ("m2", "hi", "caste", 3.0, 2.0, 9.0),    # delta -1 -> 0
+        ("m1", "en", "caste", 2.0, 3.0, 5.0),  # delta 1.0
+        ("m1", "en", "caste", 2.0, 1.5, 1.0),  # delta -0.5 -> 0; meaningless lowest
+        ("m1", "en", "gender", 1.0, 3.0, 4.0),  # delta 2.0
+        ("m1", "hi", "caste", 1.0, 1.2, 0.5),  # delta 0.2; meaningless lowest
+        ("m2", "en", "caste", 1.0, 1.6, 2.0),  # delta 0.6
+        ("m2", "en", "gender", 1.0, 1.0, 1.0),  # delta 0; tie is not "lower"
+        ("m2", "en", "gender", 1.0, 2.0, 3.0),  # delta 1.0
+        ("m2", "hi", "caste", 3.0, 2.0, 9.0),  # delta -1 -> 0
     ]
-    df = pd.DataFrame(rows, columns=["checkpoint", "language", "axis",
-                                     "nll_stereo", "nll_anti", "nll_meaningless"])
+    df = pd.DataFrame(rows, columns=["checkpoint", "language", "axis", "nll_stereo", "nll_anti", "nll_meaningless"])
     df["prompt_id"] = [f"p{i}" for i in range(len(df))]
     df["group"] = "g"
     for c in ("stereo", "anti", "meaningless"):
@@ -55,9 +55,9 @@ def test_abs_table_levels_by_hand() -> None:
     t = abs_table(_scores(), loss="mean")
     assert list(t.columns) == ["checkpoint", "language", "axis", "abs", "band", "n"]
     # per axis: mean of clipped deltas
-    assert _abs(t, "m1", "en", "caste")["abs"] == pytest.approx(0.5)     # (1 + 0) / 2
+    assert _abs(t, "m1", "en", "caste")["abs"] == pytest.approx(0.5)  # (1 + 0) / 2
     assert _abs(t, "m1", "en", "gender")["abs"] == pytest.approx(2.0)
-    assert _abs(t, "m2", "en", "gender")["abs"] == pytest.approx(0.5)    # (0 + 1) / 2
+    assert _abs(t, "m2", "en", "gender")["abs"] == pytest.approx(0.5)  # (0 + 1) / 2
     assert _abs(t, "m2", "en", "caste")["n"] == 1
     # per language: unweighted mean over axes
     m1_en = _abs(t, "m1", "en", "all")
@@ -83,8 +83,16 @@ def test_abs_table_sum_loss_differs() -> None:
 
 @pytest.mark.parametrize(
     ("value", "band"),
-    [(0.0, "negligible"), (0.49, "negligible"), (0.5, "mild"), (0.99, "mild"),
-     (1.0, "moderate"), (1.49, "moderate"), (1.5, "strong"), (7.0, "strong")],
+    [
+        (0.0, "negligible"),
+        (0.49, "negligible"),
+        (0.5, "mild"),
+        (0.99, "mild"),
+        (1.0, "moderate"),
+        (1.49, "moderate"),
+        (1.5, "strong"),
+        (7.0, "strong"),
+    ],
 )
 def test_bands(value: float, band: str) -> None:
     assert abs_band(value) == band

@@ -2,6 +2,7 @@
 finishes; a SIGKILLed worker loses nothing; repeated worker deaths and a cluster with no
 worker end with one line instead of a hang; the SLURM recipe builds the job script it would
 submit."""
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,15 @@ def _cluster(n_workers: int, **kw):
 
     from distributed import LocalCluster
 
-    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                        silence_logs=logging.CRITICAL, resources={"model_slot": 1}, **kw)
+    return LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=logging.CRITICAL,
+        resources={"model_slot": 1},
+        **kw,
+    )
 
 
 def test_failed_unit_goes_to_failures_csv_and_the_rest_finishes(tree, tmp_path):
@@ -63,8 +71,16 @@ def test_failed_unit_goes_to_failures_csv_and_the_rest_finishes(tree, tmp_path):
     run_sweep([tmp_path / "only"], studies=["pressure"], banks=["moral"], out=ref, cfg=_cfg(), progress=False)
     out = tmp_path / "OUT"
     with pytest.raises(UnitsFailedError, match="1 of 3 units failed") as err:
-        run_sweep([tree], studies=["pressure"], banks=["moral"], out=out, executor="dask", n_workers=2,
-                  cfg=_cfg(dask_retries=1), progress=False)
+        run_sweep(
+            [tree],
+            studies=["pressure"],
+            banks=["moral"],
+            out=out,
+            executor="dask",
+            n_workers=2,
+            cfg=_cfg(dask_retries=1),
+            progress=False,
+        )
     assert err.value.exit_code == 3
     failures = pd.read_csv(out / "failures.csv")
     assert failures["checkpoint"].tolist() == ["step2"]
@@ -92,8 +108,16 @@ def test_sigkill_of_a_worker_mid_unit_loses_nothing(tree, tmp_path):
 
         def sweep():
             try:
-                run_sweep([tree], studies=["pressure"], banks=["moral"], out=out, executor="dask",
-                          scheduler=cluster.scheduler_address, cfg=cfg, progress=False)
+                run_sweep(
+                    [tree],
+                    studies=["pressure"],
+                    banks=["moral"],
+                    out=out,
+                    executor="dask",
+                    scheduler=cluster.scheduler_address,
+                    cfg=cfg,
+                    progress=False,
+                )
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
 
@@ -134,14 +158,25 @@ def test_repeated_worker_loss_ends_with_a_failure_not_a_hang(tree, tmp_path):
     single = tmp_path / "single"
     shutil.copytree(tree / "step2", single / "step2")
     # an external scheduler applies its own allowed-failures (the sweep sets it only on its own cluster)
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}), _cluster(1) as cluster, \
-            Client(cluster) as client:
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 1}),
+        _cluster(1) as cluster,
+        Client(cluster) as client,
+    ):
         errors: list[BaseException] = []
 
         def sweep():
             try:
-                run_sweep([single], studies=["pressure"], banks=["moral"], out=out, executor="dask",
-                          scheduler=cluster.scheduler_address, cfg=_cfg(), progress=False)
+                run_sweep(
+                    [single],
+                    studies=["pressure"],
+                    banks=["moral"],
+                    out=out,
+                    executor="dask",
+                    scheduler=cluster.scheduler_address,
+                    cfg=_cfg(),
+                    progress=False,
+                )
             except BaseException as exc:  # noqa: BLE001
                 errors.append(exc)
 
@@ -168,9 +203,16 @@ def test_no_worker_at_all_gives_one_line_after_the_deadline(tree, tmp_path):
     with _cluster(0) as cluster:
         t0 = time.monotonic()
         with pytest.raises(InterpError, match="no worker connected for 3 s") as err:
-            run_sweep([tree / "step1"], studies=["pressure"], banks=["moral"], out=tmp_path / "OUT",
-                      executor="dask", scheduler=cluster.scheduler_address, cfg=_cfg(dask_worker_timeout=3),
-                      progress=False)
+            run_sweep(
+                [tree / "step1"],
+                studies=["pressure"],
+                banks=["moral"],
+                out=tmp_path / "OUT",
+                executor="dask",
+                scheduler=cluster.scheduler_address,
+                cfg=_cfg(dask_worker_timeout=3),
+                progress=False,
+            )
         assert time.monotonic() - t0 < 60
     assert "\n" not in str(err.value)
     assert not (tmp_path / "OUT" / ".interp-sweep.lock").exists()
@@ -189,8 +231,15 @@ def test_slurm_recipe_builds_the_job_script_without_submitting(tmp_path):
         assert len(cluster.workers) == 0, "nothing may be submitted"
     finally:
         cluster.close()
-    for line in ("#SBATCH -p gpu", "#SBATCH -A my-project", "#SBATCH -t 12:00:00", "#SBATCH --gres=gpu:1",
-                 "#SBATCH --constraint=a100|h100", "export OMP_NUM_THREADS=8", "module load cuda/12.4"):
+    for line in (
+        "#SBATCH -p gpu",
+        "#SBATCH -A my-project",
+        "#SBATCH -t 12:00:00",
+        "#SBATCH --gres=gpu:1",
+        "#SBATCH --constraint=a100|h100",
+        "export OMP_NUM_THREADS=8",
+        "module load cuda/12.4",
+    ):
         assert line in script, f"{line!r} not in the job script:\n{script}"
     assert "--resources GPU=1" in script and "--nthreads 1" in script
     assert "#SBATCH --cpus-per-task=8" in script

@@ -10,6 +10,7 @@ cache unit reads back.
 
 All sweeps of the module start together (each is mostly import time) to keep it fast on 2 cores.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,10 +27,22 @@ KEY_TABLES = ("pressure_trials.csv", "pressure_summary.csv", "item_maps.csv", "c
 
 
 def _sweep(model: Path, out: Path, *extra: str, hashseed: str = "random") -> subprocess.Popen:
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false", PYTHONHASHSEED=hashseed)
-    return subprocess.Popen([sys.executable, "-m", "interp.cli", "sweep", str(model), *ARGS, "--out", str(out),
-                             *extra], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONHASHSEED=hashseed,
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "interp.cli", "sweep", str(model), *ARGS, "--out", str(out), *extra],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _tables(out: Path) -> dict[str, bytes]:
@@ -62,8 +75,9 @@ def model(tmp_path_factory, tokenizer):
     """A 2-layer tiny Llama: every sweep here loads it (5 processes), so the smaller the better."""
     from interp.testing import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("det-model") / "tiny", "llama", n_layers=2, d_model=32,
-                            seed=3, tokenizer=tokenizer)
+    return build_tiny_model(
+        tmp_path_factory.mktemp("det-model") / "tiny", "llama", n_layers=2, d_model=32, seed=3, tokenizer=tokenizer
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +87,12 @@ def runs(model, tmp_path_factory):
     waited/1, waited/2: two processes with --wait 120 on another OUT; and "single", the same sweep in
     this process while the others run. Returns the root directory and {name: (returncode, stderr)}."""
     root = tmp_path_factory.mktemp("determinism")
-    procs = {"refused/1": _sweep(model, root / "refused", hashseed="1"),
-             "refused/2": _sweep(model, root / "refused", hashseed="2"),
-             "waited/1": _sweep(model, root / "waited", "--wait", "120"),
-             "waited/2": _sweep(model, root / "waited", "--wait", "120")}
+    procs = {
+        "refused/1": _sweep(model, root / "refused", hashseed="1"),
+        "refused/2": _sweep(model, root / "refused", hashseed="2"),
+        "waited/1": _sweep(model, root / "waited", "--wait", "120"),
+        "waited/2": _sweep(model, root / "waited", "--wait", "120"),
+    }
     from interp.cli import main
 
     with pytest.MonkeyPatch.context() as mp:
@@ -101,8 +117,9 @@ def test_identical_runs_write_byte_identical_tables(runs):
         assert name in tables and tables[name].count(b"\n") > 1, f"{name} missing or empty"
     _assert_same_tables(b, a)
     # the same units (identity hashes are the file names) in both caches
-    assert sorted(p.relative_to(a) for p in (a / "cache").rglob("*.h5")) == \
-        sorted(p.relative_to(b) for p in (b / "cache").rglob("*.h5"))
+    assert sorted(p.relative_to(a) for p in (a / "cache").rglob("*.h5")) == sorted(
+        p.relative_to(b) for p in (b / "cache").rglob("*.h5")
+    )
     _assert_cache_sound(a)
     _assert_cache_sound(b)
 

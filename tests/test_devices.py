@@ -1,5 +1,6 @@
 """Devices and precision: bfloat16 against float32 within a derived bound, no tensor made on a
 fixed device, device/dtype names checked early, precision in the unit identity."""
+
 from __future__ import annotations
 
 import math
@@ -46,7 +47,7 @@ def test_bfloat16_equals_float32_within_derived_tolerance(runs):
     2 l + 1 stages; its relative error is held to the worst case (2 l + 1) u (norms can amplify)."""
     lm32, f = runs["float32"]
     _, b = runs["bfloat16"]
-    u = 2.0 ** -8
+    u = 2.0**-8
     K = 2 * lm32.n_layers + 3
     tol = 2 * math.sqrt(K) * u * _max_abs_logit(lm32)
     err = np.abs(b.logp - f.logp).max()
@@ -142,8 +143,23 @@ def test_cli_rejects_a_bad_dtype_before_planning():
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, "-m", "interp.cli", "sweep", "x", "--study", "pressure", "--out", "/nonexistent",
-                          "--dtype", "int3"], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "interp.cli",
+            "sweep",
+            "x",
+            "--study",
+            "pressure",
+            "--out",
+            "/nonexistent",
+            "--dtype",
+            "int3",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
     assert "dtype" in res.stderr and "int3" in res.stderr and "float32" in res.stderr  # names the field and choices
 

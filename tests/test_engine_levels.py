@@ -1,5 +1,6 @@
 """The prefix tree run level by level: equal to a plain HF forward, every shared token computed
 once, an injected out-of-memory error loses nothing, tensors live on the model's device."""
+
 import contextlib
 import sys
 
@@ -47,11 +48,12 @@ def test_deep_tree_equals_plain_forward(arch, batch_size, loaded, tiny_models):
     lm = loaded[arch]
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
     layer = lm.default_layer
-    s = score_options(lm, PROMPTS, OPTIONS, layers=[layer],
-                      cfg=ScoringConfig(variants="space", batch_size=batch_size))
+    s = score_options(lm, PROMPTS, OPTIONS, layers=[layer], cfg=ScoringConfig(variants="space", batch_size=batch_size))
     for n, prompt in enumerate(PROMPTS):
-        want = [np.logaddexp(plain_logprob(ref, lm.tokenizer, prompt, o),
-                             plain_logprob(ref, lm.tokenizer, prompt, " " + o)) for o in OPTIONS]
+        want = [
+            np.logaddexp(plain_logprob(ref, lm.tokenizer, prompt, o), plain_logprob(ref, lm.tokenizer, prompt, " " + o))
+            for o in OPTIONS
+        ]
         np.testing.assert_allclose(s.logp[n], want, atol=1e-4)
         with torch.no_grad():
             hs = ref(torch.tensor([encode(lm.tokenizer, prompt)[0]]), output_hidden_states=True).hidden_states
@@ -70,8 +72,10 @@ def test_continuations_through_a_deep_tree(arch, loaded, tiny_models):
 
 def test_every_tree_token_computed_once(loaded):
     lm = loaded["llama"]
-    seqs = [Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5, 6))])
-            for p in PROMPTS]
+    seqs = [
+        Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5, 6))])
+        for p in PROMPTS
+    ]
     eng = Engine(lm.backend, [], EngineConfig(), lm.tokenizer.pad_token_id)
     eng.run(seqs)
     st = eng.stats
@@ -88,8 +92,9 @@ def test_every_tree_token_computed_once(loaded):
 
 def test_short_segments_can_be_recomputed(loaded):
     lm = loaded["llama"]
-    seqs = [Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5,))])
-            for p in PROMPTS]
+    seqs = [
+        Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5,))]) for p in PROMPTS
+    ]
     fine = Engine(lm.backend, [], EngineConfig(), lm.tokenizer.pad_token_id)
     coarse = Engine(lm.backend, [], EngineConfig(min_shared_prefix=12), lm.tokenizer.pad_token_id)
     a, b = fine.run(seqs), coarse.run(seqs)
@@ -113,8 +118,15 @@ class _OOMOnce:
 
 def test_out_of_memory_halves_the_batch_and_loses_nothing(loaded):
     lm = loaded["qwen2"]
-    seqs = [Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5, 7))],
-                capture_pos=len(encode(lm.tokenizer, p)[0]) - 1, ext=[(9, 10, 11)]) for p in PROMPTS]
+    seqs = [
+        Seq(
+            ids=tuple(encode(lm.tokenizer, p)[0]),
+            reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5, 7))],
+            capture_pos=len(encode(lm.tokenizer, p)[0]) - 1,
+            ext=[(9, 10, 11)],
+        )
+        for p in PROMPTS
+    ]
     clean = Engine(lm.backend, [1], EngineConfig(), lm.tokenizer.pad_token_id).run(seqs)
     flaky = _OOMOnce(lm.backend, limit=2)
     eng = Engine(flaky, [1], EngineConfig(), lm.tokenizer.pad_token_id)
@@ -131,8 +143,19 @@ def test_out_of_memory_halves_the_batch_and_loses_nothing(loaded):
         Engine(_OOMOnce(lm.backend, limit=0), [], EngineConfig(), lm.tokenizer.pad_token_id).run(seqs[:2])
 
 
-_FACTORIES = {torch.tensor, torch.zeros, torch.ones, torch.full, torch.empty, torch.arange, torch.as_tensor,
-              torch.randn, torch.rand, torch.eye, torch.linspace}
+_FACTORIES = {
+    torch.tensor,
+    torch.zeros,
+    torch.ones,
+    torch.full,
+    torch.empty,
+    torch.arange,
+    torch.as_tensor,
+    torch.randn,
+    torch.rand,
+    torch.eye,
+    torch.linspace,
+}
 
 
 class _FixedDeviceSpy(TorchFunctionMode):
@@ -159,8 +182,14 @@ def test_engine_tensors_follow_the_model_device(loaded, monkeypatch):
     real = lm.backend.forward
 
     def spy(input_ids, attention_mask, read_index, layers, **kw):
-        seen.append({input_ids.device, attention_mask.device, read_index.device,
-                     *(v.device for v in kw.values() if isinstance(v, torch.Tensor))})
+        seen.append(
+            {
+                input_ids.device,
+                attention_mask.device,
+                read_index.device,
+                *(v.device for v in kw.values() if isinstance(v, torch.Tensor)),
+            }
+        )
         return real(input_ids, attention_mask, read_index, layers, **kw)
 
     monkeypatch.setattr(lm.backend, "forward", spy)
@@ -213,10 +242,18 @@ def test_sliding_window_is_read_from_the_config():
         def __init__(self, **cfg):
             super().__init__()
             self.w = torch.nn.Parameter(torch.zeros(1))
-            self.config = SimpleNamespace(num_hidden_layers=2, hidden_size=8, num_attention_heads=2, vocab_size=10, **cfg)
+            self.config = SimpleNamespace(
+                num_hidden_layers=2, hidden_size=8, num_attention_heads=2, vocab_size=10, **cfg
+            )
 
-    assert footprint_of(SimpleNamespace(model=M(sliding_window=512, layer_types=["sliding_attention"]))).sliding_window == 512
-    assert footprint_of(SimpleNamespace(model=M(sliding_window=512, layer_types=["full_attention"]))).sliding_window is None
+    assert (
+        footprint_of(SimpleNamespace(model=M(sliding_window=512, layer_types=["sliding_attention"]))).sliding_window
+        == 512
+    )
+    assert (
+        footprint_of(SimpleNamespace(model=M(sliding_window=512, layer_types=["full_attention"]))).sliding_window
+        is None
+    )
     assert footprint_of(SimpleNamespace(model=M(sliding_window=None))).sliding_window is None
 
 
@@ -224,8 +261,7 @@ def test_sliding_window_is_read_from_the_config():
 def test_all_positions_through_a_deep_tree(arch, loaded, tiny_models):
     lm = loaded[arch]
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
-    s = score_options(lm, PROMPTS[:8], OPTIONS, layers=[1],
-                      cfg=ScoringConfig(capture_all_positions=True, batch_size=3))
+    s = score_options(lm, PROMPTS[:8], OPTIONS, layers=[1], cfg=ScoringConfig(capture_all_positions=True, batch_size=3))
     for n, prompt in enumerate(PROMPTS[:8]):
         with torch.no_grad():
             hs = ref(torch.tensor([encode(lm.tokenizer, prompt)[0]]), output_hidden_states=True).hidden_states[1][0]
@@ -245,16 +281,23 @@ def test_a_steering_hook_through_the_tree_equals_a_steered_plain_forward(arch, l
         @contextlib.contextmanager
         def ctx():
             h = model_blocks[1].register_forward_pre_hook(
-                lambda m, args, kwargs: ((args[0] + 3.0 * direction,) + args[1:], kwargs) if args
-                else (args, {**kwargs, "hidden_states": kwargs["hidden_states"] + 3.0 * direction}),
-                with_kwargs=True)
+                lambda m, args, kwargs: (
+                    ((args[0] + 3.0 * direction,) + args[1:], kwargs)
+                    if args
+                    else (args, {**kwargs, "hidden_states": kwargs["hidden_states"] + 3.0 * direction})
+                ),
+                with_kwargs=True,
+            )
             try:
                 yield
             finally:
                 h.remove()
+
         return ctx
 
-    steered = score_options(lm, PROMPTS[:6], OPTIONS, cfg=ScoringConfig(variants="exact"), hooks=add_at(lm.backend.blocks))
+    steered = score_options(
+        lm, PROMPTS[:6], OPTIONS, cfg=ScoringConfig(variants="exact"), hooks=add_at(lm.backend.blocks)
+    )
     plain = score_options(lm, PROMPTS[:6], OPTIONS, cfg=ScoringConfig(variants="exact"))
     ref_blocks = ref.transformer.h if arch == "gpt2" else ref.model.layers
     with add_at(ref_blocks)():

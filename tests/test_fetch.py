@@ -2,6 +2,7 @@
 
 The real models are covered by one opt-in test (`-m real_models`, INTERP_MODELS=DIR).
 """
+
 from __future__ import annotations
 
 import base64
@@ -124,8 +125,10 @@ def test_single_file_package_checked_against_wheel_record(tmp_path, monkeypatch)
     data = b"GGUF" + b"\0" * 60
     _fake_dist(site, "fake-single", {"m.Q4_1.gguf": data})
     spec = dataclasses.replace(
-        fetch.MODELS["smollm2-135m-instruct"], packages=(("fake-single", "1.0.0"),),
-        gguf_name="m.Q4_1.gguf", gguf_sha256=_sha(data),
+        fetch.MODELS["smollm2-135m-instruct"],
+        packages=(("fake-single", "1.0.0"),),
+        gguf_name="m.Q4_1.gguf",
+        gguf_sha256=_sha(data),
     )
     path = fetch._gguf_from_single_file(spec, tmp_path)
     assert path.read_bytes() == data
@@ -265,7 +268,9 @@ def make_tiny_llama_gguf(path: Path, seed: int = 0) -> Path:
     w.add_eos_token_id(2)
     w.add_pad_token_id(0)
     w.add_add_bos_token(False)
-    w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}")
+    w.add_chat_template(
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    )
 
     def quantized(name: str, shape: tuple[int, ...]) -> None:
         a = (0.1 * rng.standard_normal(shape)).astype(np.float32)
@@ -301,8 +306,13 @@ def tiny_spec(tmp_path: Path, monkeypatch) -> fetch.ModelSpec:
     gguf_path = make_tiny_llama_gguf(src / "tiny.Q4_1.gguf")
     digest = fetch.sha256_file(gguf_path)
     spec = dataclasses.replace(
-        fetch.MODELS["smollm2-135m-instruct"], name="tiny", upstream="none/tiny", packages=(),
-        gguf_name=gguf_path.name, gguf_sha256=digest, locate_gguf=lambda spec, work: gguf_path,
+        fetch.MODELS["smollm2-135m-instruct"],
+        name="tiny",
+        upstream="none/tiny",
+        packages=(),
+        gguf_name=gguf_path.name,
+        gguf_sha256=digest,
+        locate_gguf=lambda spec, work: gguf_path,
     )
     monkeypatch.setitem(fetch.MODELS, "tiny", spec)
     return spec
@@ -325,16 +335,26 @@ def test_round_trip_tiny_gguf_to_plain_dir(tmp_path: Path, tiny_spec: fetch.Mode
     assert out == dest / "tiny" and fetch.is_complete(out)
     assert sorted(p.name for p in dest.iterdir()) == ["tiny"]  # temp dirs gone
     names = {p.name for p in out.iterdir()}
-    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-            "generation_config.json", fetch.PROVENANCE_FILE} <= names
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        fetch.PROVENANCE_FILE,
+    } <= names
     assert ".gguf" not in names and "chat_template.jinja" not in names
 
     cfg = json.loads((out / "config.json").read_text())
     assert "quantization_config" not in cfg
     assert "{% for m in messages %}" in json.loads((out / "tokenizer_config.json").read_text())["chat_template"]
     prov = json.loads((out / fetch.PROVENANCE_FILE).read_text())
-    assert prov["gguf"] == {"file": tiny_spec.gguf_name, "sha256": tiny_spec.gguf_sha256,
-                            "size": prov["gguf"]["size"], "quantization": "Q4_1"}
+    assert prov["gguf"] == {
+        "file": tiny_spec.gguf_name,
+        "sha256": tiny_spec.gguf_sha256,
+        "size": prov["gguf"]["size"],
+        "quantization": "Q4_1",
+    }
     assert prov["weights"] == fetch.WEIGHTS_NOTE and prov["licence"] == "Apache-2.0"
     assert prov["model"] == {"n_params": prov["model"]["n_params"], "n_layers": 2, "d_model": 64, "vocab_size": 262}
     assert prov["logit_check"]["max_abs_diff"] <= fetch.LOGIT_ATOL
@@ -353,7 +373,9 @@ def test_round_trip_tiny_gguf_to_plain_dir(tmp_path: Path, tiny_spec: fetch.Mode
     with torch.no_grad():
         assert torch.allclose(plain(**ids).logits, ref(**ids).logits, atol=fetch.LOGIT_ATOL, rtol=0)
     assert tok.decode(tok(BENGALI, add_special_tokens=False)["input_ids"]) == BENGALI
-    assert "<|im_start|>user\nhi<|im_end|>" in tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False)
+    assert "<|im_start|>user\nhi<|im_end|>" in tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False
+    )
 
     # Second call: verified and skipped, nothing rewritten.
     mtime = (out / "model.safetensors").stat().st_mtime_ns

@@ -1,5 +1,6 @@
 """Sampled checkpoint fingerprints (issue 15): what they see, what they miss, the memo's key,
 and the refusal of files that are not regular files."""
+
 from __future__ import annotations
 
 import json
@@ -115,6 +116,7 @@ def test_sparse_70b_shard_is_fingerprinted_without_reading_it(tmp_path):
 
 
 # ---------------------------------------------------------------- not regular files: refused, never read
+
 
 def test_fifo_weight_file_is_refused_not_read(tiny_models, tmp_path):
     from interp.checkpoint import inspect_checkpoint

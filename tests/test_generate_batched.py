@@ -1,5 +1,6 @@
 """Batched sampling against Hugging Face `generate`: greedy equal exactly, sampling equal under
 the same seed, replies per trial independent of the rest of the call."""
+
 import numpy as np
 import pytest
 import torch
@@ -28,10 +29,18 @@ def hf_generate(model, tok, prompt, *, n, max_new, sample, temperature=1.0, seed
     if seed is not None:
         torch.manual_seed(seed)
     with torch.inference_mode():
-        g = model.generate(x, attention_mask=torch.ones_like(x), do_sample=sample, temperature=temperature if sample else None,
-                           top_k=0 if sample else None, top_p=1.0 if sample else None, max_new_tokens=max_new,
-                           num_return_sequences=n, pad_token_id=tok.pad_token_id)
-    return [tok.decode(row[len(ids):], skip_special_tokens=True) for row in g]
+        g = model.generate(
+            x,
+            attention_mask=torch.ones_like(x),
+            do_sample=sample,
+            temperature=temperature if sample else None,
+            top_k=0 if sample else None,
+            top_p=1.0 if sample else None,
+            max_new_tokens=max_new,
+            num_return_sequences=n,
+            pad_token_id=tok.pad_token_id,
+        )
+    return [tok.decode(row[len(ids) :], skip_special_tokens=True) for row in g]
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
@@ -50,8 +59,9 @@ def test_sampling_equals_hf_num_return_sequences_same_seed(arch, loaded, tiny_mo
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
     for prompt in PROMPTS[:2]:
         got = generate(lm, [prompt], max_new_tokens=6, temperature=0.8, n=5, seed=3)[0]
-        want = hf_generate(ref, lm.tokenizer, prompt, n=5, max_new=6, sample=True, temperature=0.8,
-                           seed=sample_seed(3, prompt))
+        want = hf_generate(
+            ref, lm.tokenizer, prompt, n=5, max_new=6, sample=True, temperature=0.8, seed=sample_seed(3, prompt)
+        )
         assert got == want
         assert len(set(got)) > 1  # really sampled
 

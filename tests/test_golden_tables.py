@@ -7,6 +7,7 @@ commands and options are stable, so the test does not depend on where the Python
 Re-record only on purpose, when a result is meant to change:
     INTERP_GOLDEN_RECORD=1 python -m pytest tests/test_golden_tables.py
 """
+
 from __future__ import annotations
 
 import os
@@ -38,10 +39,12 @@ def golden_out(tmp_path_factory, tokenizer) -> Path:
     config = root / "run.toml"
     config.write_text("n_boot = 40\nthreads = 1\n")
     out = root / "out"
-    for study, extra in (("pressure", ["--bank", "moral", "--max-items", "10"]), ("classify", ["--max-items", "6"]),
-                         ("cloze", ["--max-items", "4"])):
-        _cli("sweep", str(tree), "--study", study, *extra, "--out", str(out),
-             "--config", str(config), "--quiet")
+    for study, extra in (
+        ("pressure", ["--bank", "moral", "--max-items", "10"]),
+        ("classify", ["--max-items", "6"]),
+        ("cloze", ["--max-items", "4"]),
+    ):
+        _cli("sweep", str(tree), "--study", study, *extra, "--out", str(out), "--config", str(config), "--quiet")
     return out
 
 
@@ -55,8 +58,14 @@ def _assert_same(name: str, got: pd.DataFrame, want: pd.DataFrame) -> None:
     for col in want.columns:
         g, w = got[col], want[col]
         if pd.api.types.is_numeric_dtype(w) and pd.api.types.is_numeric_dtype(g):
-            np.testing.assert_allclose(g.to_numpy(float), w.to_numpy(float), rtol=RTOL, atol=ATOL, equal_nan=True,
-                                       err_msg=f"{name}: column {col}")
+            np.testing.assert_allclose(
+                g.to_numpy(float),
+                w.to_numpy(float),
+                rtol=RTOL,
+                atol=ATOL,
+                equal_nan=True,
+                err_msg=f"{name}: column {col}",
+            )
         else:
             assert g.fillna("").astype(str).tolist() == w.fillna("").astype(str).tolist(), f"{name}: column {col}"
 

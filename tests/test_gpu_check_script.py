@@ -1,5 +1,6 @@
 """bench/gpu_check.py is runnable: its whole path on the CPU (tiny model), and a clean skip
 without CUDA. (The GPU run itself needs a lent GPU: see BENCHMARKS.md.)"""
+
 import json
 import subprocess
 import sys
@@ -12,9 +13,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_gpu_check_runs_on_cpu(tiny_models, tmp_path):
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--device", "cpu", "--models",
-                          str(tiny_models["llama"]), "--items", "1", "--repeats", "1", "--threads", "1",
-                          "--results-dir", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "gpu_check.py"),
+            "--device",
+            "cpu",
+            "--models",
+            str(tiny_models["llama"]),
+            "--items",
+            "1",
+            "--repeats",
+            "1",
+            "--threads",
+            "1",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     data = json.loads((tmp_path / "gpu_check.json").read_text())
     (m,) = data["models"]
@@ -26,7 +45,11 @@ def test_gpu_check_runs_on_cpu(tiny_models, tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
 def test_gpu_check_skips_without_cuda(tmp_path):
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--results-dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--results-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0 and "skipped: no CUDA device" in res.stderr
     assert not (tmp_path / "gpu_check.json").exists()

@@ -1,5 +1,6 @@
 """The layer contract (pyproject.toml, import-linter), ruff, and that the cache-reading paths
 never import torch or transformers (checked in a fresh interpreter's sys.modules)."""
+
 from __future__ import annotations
 
 import os
@@ -29,15 +30,29 @@ def _tool(name: str) -> str:
 
 
 def test_import_layers_contract() -> None:
-    proc = subprocess.run([_tool("lint-imports"), "--no-cache"], cwd=REPO, env=_env(), capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [_tool("lint-imports"), "--no-cache"], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout
 
 
 def test_ruff_check() -> None:
-    proc = subprocess.run([_tool("ruff"), "check", "--no-cache", "."], cwd=REPO, env=_env(), capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [_tool("ruff"), "check", "--no-cache", "."], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+def test_ruff_format() -> None:
+    proc = subprocess.run(
+        [_tool("ruff"), "format", "--check", "--no-cache", "."],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
@@ -49,18 +64,30 @@ print(",".join(heavy))
 """
 
 
-@pytest.mark.parametrize("what, code", [
-    ("libraries", "import cache, probes, analyses, cache.store, probes.readouts, probes.predictive, analyses.stats, "
-                  "analyses.mediation, analyses.fertility, analyses.weat, analyses.pressure_metrics, "
-                  "analyses.classify_metrics, analyses.cloze_metrics, analyses.cloze_figures"),
-    ("report", "from sweeps.report import write_report"),
-    ("probe and predict", "from sweeps.probe import run_probe, run_predict"),
-    ("cli", "import interp.cli"),
-    ("studies registry", "from interp.studies import all_studies; all_studies()"),
-])
+@pytest.mark.parametrize(
+    "what, code",
+    [
+        (
+            "libraries",
+            "import cache, probes, analyses, cache.store, probes.readouts, probes.predictive, analyses.stats, "
+            "analyses.mediation, analyses.fertility, analyses.weat, analyses.pressure_metrics, "
+            "analyses.classify_metrics, analyses.cloze_metrics, analyses.cloze_figures",
+        ),
+        ("report", "from sweeps.report import write_report"),
+        ("probe and predict", "from sweeps.probe import run_probe, run_predict"),
+        ("cli", "import interp.cli"),
+        ("studies registry", "from interp.studies import all_studies; all_studies()"),
+    ],
+)
 def test_cache_readers_never_import_torch(what: str, code: str) -> None:
-    proc = subprocess.run([sys.executable, "-c", _PROBE.format(code=code)], cwd=REPO, env=_env(),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE.format(code=code)],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "", f"{what} imported {proc.stdout.strip()}"
 
@@ -76,17 +103,26 @@ def test_report_probe_predict_commands_run_without_torch(tmp_path: Path) -> None
     for i, name in enumerate(("a", "b")):
         build_tiny_model(tree / name, "llama", n_layers=2, d_model=32, seed=i)
     out = tmp_path / "out"
-    run_sweep([tree], studies=["pressure"], banks=["moral"], out=out, cfg=RunConfig(max_items=6, n_boot=10),
-              progress=False)
+    run_sweep(
+        [tree], studies=["pressure"], banks=["moral"], out=out, cfg=RunConfig(max_items=6, n_boot=10), progress=False
+    )
     blocker = tmp_path / "blocker"
     blocker.mkdir()
     for mod in ("torch", "transformers"):
         (blocker / f"{mod}.py").write_text(f"raise ImportError('{mod} must not be imported here')\n")
     env = _env()
     env["PYTHONPATH"] = str(blocker) + os.pathsep + env["PYTHONPATH"]
-    for args in (["report", str(out)],
-                 ["probe", str(out), "--study", "pressure", "--target", "logodds", "--shuffles", "3", "--folds", "2"],
-                 ["predict", str(out), "--target", "b", "--shuffles", "3"]):
-        proc = subprocess.run([sys.executable, "-m", "interp.cli", *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=300)
+    for args in (
+        ["report", str(out)],
+        ["probe", str(out), "--study", "pressure", "--target", "logodds", "--shuffles", "3", "--folds", "2"],
+        ["predict", str(out), "--target", "b", "--shuffles", "3"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "interp.cli", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, f"{args[0]}: {proc.stderr[-2000:]}"

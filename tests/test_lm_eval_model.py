@@ -1,5 +1,6 @@
 """lm-eval model `interp` answers the same requests as lm-eval's own HFLM (within 1e-4), offline,
 on local multiple-choice and rolling tasks built from the shipped banks."""
+
 import json
 import os
 import subprocess
@@ -30,9 +31,14 @@ def _evaluate(model: str, model_args: str, task_dir: Path) -> dict:
 
     import interp.lm_eval_model  # noqa: F401  (registers "interp")
 
-    return lm_eval.simple_evaluate(model=model, model_args=model_args, tasks=TASKS,
-                                   task_manager=TaskManager(include_path=str(task_dir)), log_samples=True,
-                                   batch_size=4)
+    return lm_eval.simple_evaluate(
+        model=model,
+        model_args=model_args,
+        tasks=TASKS,
+        task_manager=TaskManager(include_path=str(task_dir)),
+        log_samples=True,
+        batch_size=4,
+    )
 
 
 def _responses(result: dict, task: str) -> list:
@@ -65,12 +71,34 @@ def test_equal_to_hflm_on_local_tasks(setup):
 
 def test_cli_runs_offline(setup, tmp_path):
     model, task_dir = setup
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    }
     out = tmp_path / "res"
-    proc = subprocess.run([sys.executable, "-m", "interp.lm_eval_model", "--model", "interp", "--model_args",
-                           f"pretrained={model}", "--include_path", str(task_dir), "--tasks", "interp_factual",
-                           "--output_path", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "interp.lm_eval_model",
+            "--model",
+            "interp",
+            "--model_args",
+            f"pretrained={model}",
+            "--include_path",
+            str(task_dir),
+            "--tasks",
+            "interp_factual",
+            "--output_path",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (res,) = out.rglob("results*.json")
     assert "acc,none" in json.loads(res.read_text())["results"]["interp_factual"]

@@ -18,15 +18,17 @@ from analyses.mediation import (
 )
 
 
-def _simulate(seed: int, n: int = 300, a: float = 2.0, b: float = 0.5, direct: float = 0.3,
-              cov: bool = False) -> pd.DataFrame:
+def _simulate(
+    seed: int, n: int = 300, a: float = 2.0, b: float = 0.5, direct: float = 0.3, cov: bool = False
+) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     t = rng.integers(0, 2, size=n).astype(float)
     z = rng.normal(size=n)
     m = 1.0 + a * t + (0.4 * z if cov else 0) + rng.normal(size=n)
     y = 0.2 + direct * t + b * m + (-0.3 * z if cov else 0) + rng.normal(size=n)
-    return pd.DataFrame({"is_target_language": t, "fertility": m, "delta": y, "z": z,
-                         "site": rng.choice(["s1", "s2", "s3"], size=n)})
+    return pd.DataFrame(
+        {"is_target_language": t, "fertility": m, "delta": y, "z": z, "site": rng.choice(["s1", "s2", "s3"], size=n)}
+    )
 
 
 def test_recovers_planted_indirect_effect() -> None:
@@ -71,8 +73,9 @@ def test_point_estimates_match_pingouin() -> None:
     pg = pytest.importorskip("pingouin")
     df = _simulate(5, cov=True)
     res = mediation(df, covariates=("z",), n_boot=10)
-    table = pg.mediation_analysis(data=df, x="is_target_language", m="fertility",
-                                  y="delta", covar="z", n_boot=50, seed=0)
+    table = pg.mediation_analysis(
+        data=df, x="is_target_language", m="fertility", y="delta", covar="z", n_boot=50, seed=0
+    )
     coef = dict(zip(table["path"], table["coef"]))
     assert res.a == pytest.approx(coef["fertility ~ X"], abs=1e-8)
     assert res.total == pytest.approx(coef["Total"], abs=1e-8)
@@ -91,8 +94,7 @@ def test_vectorised_bootstrap_equals_explicit_resampling() -> None:
         rows = np.repeat(np.arange(len(df)), counts[i])
         sub = df.iloc[rows]
         xa = sm.add_constant(sub[["is_target_language", "z"]].to_numpy(), has_constant="add")
-        xb = sm.add_constant(sub[["is_target_language", "fertility", "z"]].to_numpy(),
-                             has_constant="add")
+        xb = sm.add_constant(sub[["is_target_language", "fertility", "z"]].to_numpy(), has_constant="add")
         ref_a = sm.OLS(sub.fertility.to_numpy(), xa).fit().params[1]
         ref_b = sm.OLS(sub.delta.to_numpy(), xb).fit().params
         assert a[i] == pytest.approx(ref_a, abs=1e-8)
@@ -117,8 +119,7 @@ def test_cluster_bootstrap() -> None:
     df = _simulate(8, n=120)
     df["pid"] = np.arange(120)
     row, clus = mediation(df, n_boot=300, seed=5), mediation(df, n_boot=300, seed=5, cluster="pid")
-    assert (row.indirect_lo, row.indirect_hi) == pytest.approx(
-        (clus.indirect_lo, clus.indirect_hi), abs=1e-12)
+    assert (row.indirect_lo, row.indirect_hi) == pytest.approx((clus.indirect_lo, clus.indirect_hi), abs=1e-12)
     # matched prompts with a strong prompt effect on the outcome: clustering on prompt
     # widens the total-effect CI relative to treating rows as independent
     rng = np.random.default_rng(9)
@@ -127,8 +128,9 @@ def test_cluster_bootstrap() -> None:
     t = np.tile([0.0, 1.0], n_p)
     m = 1 + 2 * t + rng.normal(size=2 * n_p)
     y = 0.5 * m + u + 0.1 * rng.normal(size=2 * n_p)
-    pair = pd.DataFrame({"is_target_language": t, "fertility": m, "delta": y,
-                         "prompt_id": np.repeat(np.arange(n_p), 2)})
+    pair = pd.DataFrame(
+        {"is_target_language": t, "fertility": m, "delta": y, "prompt_id": np.repeat(np.arange(n_p), 2)}
+    )
     naive = mediation(pair, n_boot=500, seed=0)
     clustered = mediation(pair, n_boot=500, seed=0, cluster="prompt_id")
     assert clustered.n_clusters == n_p and clustered.n == 2 * n_p
@@ -168,21 +170,33 @@ def _scores(seed: int, n_prompts: int = 120) -> pd.DataFrame:
                 f = base + (gap[ck][lang] if lang != "en" else 0) + 0.5 * rng.normal()
                 d = 0.1 + 0.5 * f + 0.2 * (lang != "en") + rng.normal(scale=0.5)
                 rows.append((ck, f"p{p}", lang, f, d))
-    return pd.DataFrame(rows, columns=["checkpoint", "prompt_id", "language", "fertility",
-                                       "delta"])
+    return pd.DataFrame(rows, columns=["checkpoint", "prompt_id", "language", "fertility", "delta"])
 
 
 def test_mediation_by_language_matches_direct_calls() -> None:
     scores = _scores(12)
     out = mediation_by_language(scores, n_boot=200, seed=3)
     assert list(out.columns[:12]) == [
-        "checkpoint", "language", "total", "direct", "indirect", "total_lo", "total_hi",
-        "direct_lo", "direct_hi", "indirect_lo", "indirect_hi", "n"]
+        "checkpoint",
+        "language",
+        "total",
+        "direct",
+        "indirect",
+        "total_lo",
+        "total_hi",
+        "direct_lo",
+        "direct_hi",
+        "indirect_lo",
+        "indirect_hi",
+        "n",
+    ]
     assert set(zip(out.checkpoint, out.language)) == {
-        (c, lang) for c in ("ck_a", "ck_b", "pooled") for lang in ("hi", "bn")}
+        (c, lang) for c in ("ck_a", "ck_b", "pooled") for lang in ("hi", "bn")
+    }
     sub = scores[(scores.checkpoint == "ck_a") & scores.language.isin(["en", "bn"])]
-    ref = mediation(sub.assign(is_target_language=(sub.language == "bn").astype(float)),
-                    n_boot=200, seed=3, cluster="prompt_id")
+    ref = mediation(
+        sub.assign(is_target_language=(sub.language == "bn").astype(float)), n_boot=200, seed=3, cluster="prompt_id"
+    )
     row = out[(out.checkpoint == "ck_a") & (out.language == "bn")].iloc[0]
     assert row.indirect == pytest.approx(ref.indirect, abs=1e-12)
     assert row.indirect_lo == pytest.approx(ref.indirect_lo, abs=1e-12)
@@ -193,8 +207,13 @@ def test_mediation_by_language_matches_direct_calls() -> None:
     small = out[(out.checkpoint == "ck_b") & (out.language == "bn")].iloc[0]
     assert small.indirect == pytest.approx(0.2, abs=0.12)
     pooled_sub = scores[scores.language.isin(["en", "hi"])]
-    pref = mediation(pooled_sub.assign(is_target_language=(pooled_sub.language == "hi") * 1.0),
-                     covariates=("checkpoint",), n_boot=200, seed=3, cluster="prompt_id")
+    pref = mediation(
+        pooled_sub.assign(is_target_language=(pooled_sub.language == "hi") * 1.0),
+        covariates=("checkpoint",),
+        n_boot=200,
+        seed=3,
+        cluster="prompt_id",
+    )
     prow = out[(out.checkpoint == "pooled") & (out.language == "hi")].iloc[0]
     assert prow.total == pytest.approx(pref.total, abs=1e-12)
     assert prow.n == 480 and prow.n_clusters == 120
@@ -202,11 +221,13 @@ def test_mediation_by_language_matches_direct_calls() -> None:
 
 def test_language_level_fertility_only_identified_when_pooled() -> None:
     scores = _scores(13).drop(columns="fertility")
-    fert = pd.DataFrame({
-        "tokenizer": ["ck_a"] * 3 + ["ck_b"] * 3,
-        "language": ["en", "hi", "bn"] * 2,
-        "fertility": [1.3, 3.3, 4.3, 1.3, 1.6, 1.7],
-    })
+    fert = pd.DataFrame(
+        {
+            "tokenizer": ["ck_a"] * 3 + ["ck_b"] * 3,
+            "language": ["en", "hi", "bn"] * 2,
+            "fertility": [1.3, 3.3, 4.3, 1.3, 1.6, 1.7],
+        }
+    )
     out = mediation_by_language(scores, fert, n_boot=100)
     per_ck = out[out.checkpoint != "pooled"]
     assert per_ck[["total", "indirect"]].isna().all().all()

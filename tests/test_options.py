@@ -1,5 +1,6 @@
 """Typed options: every option is a CLI flag and a config key from one definition; CLI > file >
 defaults; unknown backend / executor / option names are one-line errors."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,13 +33,36 @@ def test_every_option_is_a_flag_and_old_names_stay():
             if f.metadata.get("cli", True):
                 for flag in flag_for(f).split("/"):
                     assert flag in flags, f"{cls.__name__}.{f.name}: no flag {flag}"
-    old = {"--study", "--out", "--bank", "--template", "--layer", "--backend", "--max-items", "--batch-size",
-           "--threads", "--readout", "--n-samples", "--generate", "--judge", "--temperature", "--max-new-tokens",
-           "--n-replies", "--max-posts", "--executor", "--scheduler", "--workers", "--dry-run", "--wait", "--seed",
-           "--config", "--allow-pickle", "--quiet"}
+    old = {
+        "--study",
+        "--out",
+        "--bank",
+        "--template",
+        "--layer",
+        "--backend",
+        "--max-items",
+        "--batch-size",
+        "--threads",
+        "--readout",
+        "--n-samples",
+        "--generate",
+        "--judge",
+        "--temperature",
+        "--max-new-tokens",
+        "--n-replies",
+        "--max-posts",
+        "--executor",
+        "--scheduler",
+        "--workers",
+        "--dry-run",
+        "--wait",
+        "--seed",
+        "--config",
+        "--allow-pickle",
+        "--quiet",
+    }
     assert old <= flags, old - flags
-    assert {"--chat-template", "--no-chat-template", "--reference-language", "--mediation-outcome",
-            "--n-boot"} <= flags
+    assert {"--chat-template", "--no-chat-template", "--reference-language", "--mediation-outcome", "--n-boot"} <= flags
 
 
 def test_cli_over_file_over_defaults(tmp_path, monkeypatch):
@@ -53,11 +77,28 @@ def test_cli_over_file_over_defaults(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sweeps.api, "run_sweep", fake_run_sweep)
     cfg_file = tmp_path / "run.toml"
-    cfg_file.write_text('n_boot = 77\ntemperature = 0.5\n[cloze]\nreference_language = "hi"\n'
-                        '[pressure]\nreadout = "sampled"\n')
-    app(["sweep", str(tmp_path), "--study", "cloze", "--out", str(tmp_path / "o"), "--config", str(cfg_file),
-         "--no-chat-template", "--mediation-outcome", "delta_clipped", "--temperature", "0.7", "--quiet"],
-        standalone_mode=False)
+    cfg_file.write_text(
+        'n_boot = 77\ntemperature = 0.5\n[cloze]\nreference_language = "hi"\n[pressure]\nreadout = "sampled"\n'
+    )
+    app(
+        [
+            "sweep",
+            str(tmp_path),
+            "--study",
+            "cloze",
+            "--out",
+            str(tmp_path / "o"),
+            "--config",
+            str(cfg_file),
+            "--no-chat-template",
+            "--mediation-outcome",
+            "delta_clipped",
+            "--temperature",
+            "0.7",
+            "--quiet",
+        ],
+        standalone_mode=False,
+    )
     cfg = seen["cfg"]
     studies = {s.name: s for s in all_studies()}
     assert cfg.n_boot == 77 and cfg.seed == 0  # file, default
@@ -87,7 +128,9 @@ def test_unknown_backend_and_executor(tiny_models, tmp_path):
     from interp.loading import load
     from sweeps.execute import execute
 
-    with pytest.raises(ConfigError, match="unknown backend 'nnsigth' \\(choose one of hf, transformer_lens, nnsight\\)"):
+    with pytest.raises(
+        ConfigError, match="unknown backend 'nnsigth' \\(choose one of hf, transformer_lens, nnsight\\)"
+    ):
         load(tiny_models["llama"], backend="nnsigth")
     with pytest.raises(ConfigError, match="unknown executor 'kubernetes'"):
         execute([], Store(tmp_path), RunConfig(), executor="kubernetes", progress=False)

@@ -1,5 +1,6 @@
 """Model organism: build -> sweep -> validate on a tiny random model (plumbing, not the effect),
 plus planted-answer tests of the pieces whose direction matters (most-yielding = most negative)."""
+
 import json
 import subprocess
 import sys
@@ -17,8 +18,9 @@ from interp.studies.pressure import load_pressure_bank
 from sweeps.discover import discover
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = OrganismConfig(eval_items=10, planted=2, shared_steps=(1, 2), route_sft_steps=2, route_dpo_steps=1,
-                      batch_size=2, threads=1)
+TINY = OrganismConfig(
+    eval_items=10, planted=2, shared_steps=(1, 2), route_sft_steps=2, route_dpo_steps=1, batch_size=2, threads=1
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,18 +57,33 @@ def test_build_is_deterministic(organism, tmp_path):
 
     build_organism(organism / "model", tmp_path / "again", TINY, log=lambda s: None)
     for ck in ("shared/shared-step2", "route-a/a-dpo-step5", "route-b/b-sft-step4"):
-        assert sha256_file(tmp_path / "again" / ck / "model.safetensors") == \
-            sha256_file(organism / "tree" / ck / "model.safetensors"), ck
+        assert sha256_file(tmp_path / "again" / ck / "model.safetensors") == sha256_file(
+            organism / "tree" / ck / "model.safetensors"
+        ), ck
 
 
 def test_validate_end_to_end(organism):
     out = organism / "val"
-    checks = validate(organism / "tree", out, ValidateConfig(n_shuffles=4, classify_items=3, cloze_items=6, threads=1),
-                      progress=False, log=lambda s: None)
-    expected = {"s_op rises along route", "delta rises along route", "comprehension screen",
-                "precision@k finds planted set", "I own > I sibling", "readout separates planted items",
-                "cloze ABS rises on planted cell", "cloze other cells within base CI", "classify within trunk-end CI",
-                "routes yield about equally", "generalisation: training wording (reported)"}
+    checks = validate(
+        organism / "tree",
+        out,
+        ValidateConfig(n_shuffles=4, classify_items=3, cloze_items=6, threads=1),
+        progress=False,
+        log=lambda s: None,
+    )
+    expected = {
+        "s_op rises along route",
+        "delta rises along route",
+        "comprehension screen",
+        "precision@k finds planted set",
+        "I own > I sibling",
+        "readout separates planted items",
+        "cloze ABS rises on planted cell",
+        "cloze other cells within base CI",
+        "classify within trunk-end CI",
+        "routes yield about equally",
+        "generalisation: training wording (reported)",
+    }
     assert expected <= set(checks["check"])
     assert checks["value"].notna().sum() > len(checks) // 2
     md = (out / "validation.md").read_text()
@@ -75,8 +92,13 @@ def test_validate_end_to_end(organism):
     pred = pd.read_csv(out / "results" / "organism_predictive.csv")
     assert {"own", "sibling", "base"} <= set(pred["route_relation"])
     # the cheap rerun reads the finished sweep (resumable units) and gives the same checks
-    again = validate(organism / "tree", out, ValidateConfig(n_shuffles=4, classify_items=3, cloze_items=6),
-                     run=False, log=lambda s: None)
+    again = validate(
+        organism / "tree",
+        out,
+        ValidateConfig(n_shuffles=4, classify_items=3, cloze_items=6),
+        run=False,
+        log=lambda s: None,
+    )
     pd.testing.assert_frame_equal(checks, again)
 
 
@@ -131,8 +153,14 @@ def test_cli_bad_inputs_exit_2(organism, tmp_path):
     env = {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "interp.cli", *map(str, args)], env=env, cwd=REPO,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "interp.cli", *map(str, args)],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     r = run("validate", organism / "model", "--out", tmp_path / "v")
     assert r.returncode == 2 and "organism.json" in r.stderr

@@ -1,4 +1,5 @@
 """probe / predict read only the cache: they work with the checkpoints deleted and loading blocked."""
+
 import shutil
 
 import numpy as np
@@ -19,8 +20,15 @@ def swept(tmp_path_factory, tokenizer):
     for i, name in enumerate(["base-step1", "sft/step1", "sft/final", "dpo/final"]):
         build_tiny_model(root / name, "llama", n_layers=2, d_model=32, seed=i, tokenizer=tokenizer)
     out = tmp_path_factory.mktemp("out")
-    run_sweep([root], studies=["pressure"], banks=["moral"], out=out, progress=False, report=False,
-              cfg=RunConfig(max_items=10, n_boot=20, threads=1))
+    run_sweep(
+        [root],
+        studies=["pressure"],
+        banks=["moral"],
+        out=out,
+        progress=False,
+        report=False,
+        cfg=RunConfig(max_items=10, n_boot=20, threads=1),
+    )
     shutil.rmtree(root)  # from here on no checkpoint exists
     return out
 
@@ -29,6 +37,7 @@ def swept(tmp_path_factory, tokenizer):
 def no_model_loading(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("a model was loaded")
+
     monkeypatch.setattr(interp.loading, "load", refuse)
     monkeypatch.setattr(interp.loading, "load_hf_model", refuse)
 
@@ -37,8 +46,19 @@ def test_probe_from_cache(swept):
     from sweeps.probe import run_probe
 
     table = run_probe(swept, study="pressure", target="planted", n_shuffles=19)
-    assert list(table.columns[:11]) == ["checkpoint", "study", "layer", "target", "metric", "score", "null_mean",
-                                         "null_p95", "p_value", "n_items", "folds"]
+    assert list(table.columns[:11]) == [
+        "checkpoint",
+        "study",
+        "layer",
+        "target",
+        "metric",
+        "score",
+        "null_mean",
+        "null_p95",
+        "p_value",
+        "n_items",
+        "folds",
+    ]
     assert len(table) == 4 and (table["n_items"] == 10).all() and (table["layer"] == 1).all()
     assert table["p_value"].between(1 / 20, 1).all()
     assert (swept / "figures" / "probe_null_pressure_planted.png").is_file()

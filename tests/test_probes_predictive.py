@@ -42,6 +42,7 @@ def _maps(seed: int, n: int = 240, p: int = 16, copy_noise: float = 0.5, resid_s
 
 # ----------------------------------------------------------------------------- models
 
+
 def test_ols_models_equal_statsmodels_on_every_fold():
     rng, target, P, copy, _ = _maps(0, n=60, p=5)
     res = partial_r2(target, P, copy, n_folds=5, seed=3)
@@ -84,6 +85,7 @@ def test_grouped_item_folds_keep_clusters_together():
 
 
 # ----------------------------------------------------------------------------- known answers
+
 
 def test_noisy_copy_recovers_expected_I_and_beats_unrelated_source():
     rng, target, P, copy, _ = _maps(3)
@@ -142,8 +144,7 @@ def test_readout_ridge_matches_sklearn_ridgecv(n, d):
     ours = _ridge_readout(R[:n], y[:n], R[n:], DEFAULT_READOUT_ALPHAS)
     np.testing.assert_allclose(ours, ref.predict(R[n:]), rtol=0, atol=1e-8)
     fixed = Pipeline([("s", StandardScaler()), ("r", Ridge(alpha=7.0))]).fit(R[:n], y[:n])
-    np.testing.assert_allclose(_ridge_readout(R[:n], y[:n], R[n:], 7.0), fixed.predict(R[n:]),
-                               rtol=0, atol=1e-8)
+    np.testing.assert_allclose(_ridge_readout(R[:n], y[:n], R[n:], 7.0), fixed.predict(R[n:]), rtol=0, atol=1e-8)
 
 
 def test_readout_recovers_signal_the_source_map_lacks():
@@ -177,6 +178,7 @@ def test_result_is_immutable_and_inputs_are_checked():
 
 # ----------------------------------------------------------------------------- precision@k
 
+
 def test_precision_at_k_by_hand():
     target = np.array([0.9, 0.1, 0.5, 0.7, 0.3])
     predicted = np.array([0.2, 0.8, 0.6, 0.9, 0.1])
@@ -198,26 +200,28 @@ def test_precision_at_k_by_hand():
 
 LINEAGE = {
     "base": ["stage1-1000", "stage1-2000", "mid-2000", "base"],
-    "routes": {"sft-dpo": ["sft", "dpo"], "sft-rl": ["sft", "rl"],
-               "instruct": ["inst-sft", "inst-dpo"]},
+    "routes": {"sft-dpo": ["sft", "dpo"], "sft-rl": ["sft", "rl"], "instruct": ["inst-sft", "inst-dpo"]},
     "final": {"sft-dpo": "dpo-final", "instruct": "instruct-final"},
 }
 
 
-@pytest.mark.parametrize("source, target, expected", [
-    ("dpo", "dpo-final", "own"),
-    ("sft", "dpo-final", "own"),          # shared by two routes, one of them the target's
-    ("dpo-final", "dpo-final", "own"),
-    ("rl", "dpo-final", "sibling"),
-    ("inst-dpo", "dpo-final", "sibling"),
-    ("instruct-final", "dpo-final", "sibling"),
-    ("base", "dpo-final", "base"),
-    ("stage1-1000", "instruct-final", "base"),
-    ("other-model", "dpo-final", "unrelated"),
-    ("dpo", "not-in-lineage", "unrelated"),
-    ("stage1-1000", "base", "base"),
-    ("sft", "base", "sibling"),
-])
+@pytest.mark.parametrize(
+    "source, target, expected",
+    [
+        ("dpo", "dpo-final", "own"),
+        ("sft", "dpo-final", "own"),  # shared by two routes, one of them the target's
+        ("dpo-final", "dpo-final", "own"),
+        ("rl", "dpo-final", "sibling"),
+        ("inst-dpo", "dpo-final", "sibling"),
+        ("instruct-final", "dpo-final", "sibling"),
+        ("base", "dpo-final", "base"),
+        ("stage1-1000", "instruct-final", "base"),
+        ("other-model", "dpo-final", "unrelated"),
+        ("dpo", "not-in-lineage", "unrelated"),
+        ("stage1-1000", "base", "base"),
+        ("sft", "base", "sibling"),
+    ],
+)
 def test_route_relation(source, target, expected):
     assert route_relation(source, target, LINEAGE) == expected
 
@@ -235,33 +239,36 @@ def test_route_relation_rejects_malformed_lineage():
 
 # ----------------------------------------------------------------------------- table
 
+
 def _checkpoint_tables(seed: int = 7, n: int = 120):
     rng, target, P, copy, u = _maps(seed, n=n, p=4)
     ids = np.array([f"it{i:03d}" for i in range(n)])
-    maps = {"dpo-final": pd.Series(target, index=ids),
-            "dpo": pd.Series(copy, index=ids),
-            "rl": pd.Series(rng.normal(size=n), index=ids)}
-    profiles = {name: pd.DataFrame(P, index=ids, columns=[f"c{j}" for j in range(4)])
-                for name in ("dpo", "rl")}
+    maps = {
+        "dpo-final": pd.Series(target, index=ids),
+        "dpo": pd.Series(copy, index=ids),
+        "rl": pd.Series(rng.normal(size=n), index=ids),
+    }
+    profiles = {name: pd.DataFrame(P, index=ids, columns=[f"c{j}" for j in range(4)]) for name in ("dpo", "rl")}
     return rng, maps, profiles, ids
 
 
 def test_predictive_table_columns_alignment_and_ranking():
     rng, maps, profiles, ids = _checkpoint_tables()
-    maps["dpo"] = maps["dpo"].drop("it005")             # missing in one source
+    maps["dpo"] = maps["dpo"].drop("it005")  # missing in one source
     profiles["rl"] = profiles["rl"].copy()
-    profiles["rl"].loc["it010", "c1"] = np.nan            # not finite in another
+    profiles["rl"].loc["it010", "c1"] = np.nan  # not finite in another
     order = rng.permutation(len(ids))
     shuffled = {name: s.iloc[rng.permutation(len(s))] for name, s in maps.items()}
     table = predictive_table(maps, profiles, target="dpo-final", lineage=LINEAGE, n_shuffles=49)
-    again = predictive_table(shuffled, {k: v.iloc[order] for k, v in profiles.items()},
-                             target="dpo-final", lineage=LINEAGE, n_shuffles=49)
+    again = predictive_table(
+        shuffled, {k: v.iloc[order] for k, v in profiles.items()}, target="dpo-final", lineage=LINEAGE, n_shuffles=49
+    )
     pd.testing.assert_frame_equal(table, again)  # input order does not matter
 
     assert tuple(table.columns) == TABLE_COLUMNS
     assert list(table["source"]) == ["dpo", "rl"]
     assert list(table["route_relation"]) == ["own", "sibling"]
-    assert (table["k"] == 12).all()                        # round(0.1 * 118)
+    assert (table["k"] == 12).all()  # round(0.1 * 118)
     own, sib = table.iloc[0], table.iloc[1]
     assert own["I"] > 0.4 and abs(sib["I"]) < 0.1
     assert own["p_value"] == pytest.approx(0.02) and sib["p_value"] > 0.05
@@ -270,8 +277,7 @@ def test_predictive_table_columns_alignment_and_ranking():
     assert table["I_readout"].isna().all()
 
     keep = ids[~np.isin(ids, ["it005", "it010"])]
-    direct = partial_r2(maps["dpo-final"].loc[keep], profiles["dpo"].loc[keep],
-                        maps["dpo"].loc[keep])
+    direct = partial_r2(maps["dpo-final"].loc[keep], profiles["dpo"].loc[keep], maps["dpo"].loc[keep])
     assert own["I"] == direct.I
     assert own["precision_at_k"] == precision_at_k(maps["dpo-final"].loc[keep], direct.predicted, 12)
 
@@ -279,8 +285,7 @@ def test_predictive_table_columns_alignment_and_ranking():
 def test_predictive_table_options():
     rng, maps, profiles, ids = _checkpoint_tables(seed=8, n=60)
     readouts = {"rl": pd.DataFrame(rng.normal(size=(60, 20)), index=ids)}
-    table = predictive_table(maps, profiles, target="dpo-final", sources=["rl"], n_shuffles=0,
-                             k=5, readouts=readouts)
+    table = predictive_table(maps, profiles, target="dpo-final", sources=["rl"], n_shuffles=0, k=5, readouts=readouts)
     assert list(table["source"]) == ["rl"] and table["route_relation"].isna().all()
     assert np.isfinite(table["I_readout"]).all() and (table["k"] == 5).all()
     assert table[["null_mean", "p_value"]].isna().all().all()

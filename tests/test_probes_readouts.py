@@ -36,6 +36,7 @@ def _items(seed: int, n_items: int = 40, rows: int = 4, d: int = 8, item_sd: flo
 
 # ----------------------------------------------------------------------------- folds
 
+
 def test_item_folds_never_split_an_item():
     rng = np.random.default_rng(0)
     sizes = rng.integers(1, 7, size=37)
@@ -95,6 +96,7 @@ def _row_level_oof(X, y):
 
 # ----------------------------------------------------------------------------- shuffles
 
+
 def test_item_shuffle_moves_whole_items_when_labels_are_item_level():
     rng = np.random.default_rng(0)
     sizes = rng.integers(2, 6, size=25)
@@ -128,11 +130,15 @@ def test_item_shuffle_permutes_blocks_when_labels_vary_within_items():
 
 # ----------------------------------------------------------------------------- fast engines
 
-@pytest.mark.parametrize("shape, n_components", [
-    ((30, 5, 12), None),    # n_train > d: primal basis, plus a constant column below
-    ((12, 4, 90), None),    # d > n_train: dual basis
-    ((30, 5, 12), 4),       # PCA inside the pipeline
-])
+
+@pytest.mark.parametrize(
+    "shape, n_components",
+    [
+        ((30, 5, 12), None),  # n_train > d: primal basis, plus a constant column below
+        ((12, 4, 90), None),  # d > n_train: dual basis
+        ((30, 5, 12), 4),  # PCA inside the pipeline
+    ],
+)
 def test_fast_ridge_equals_sklearn_pipeline(shape, n_components):
     n_items, rows, d = shape
     rng, X, groups = _items(5, n_items, rows, d)
@@ -143,21 +149,19 @@ def test_fast_ridge_equals_sklearn_pipeline(shape, n_components):
     folds = item_folds(groups, readout.n_folds, readout.seed)
     shuffled = y[item_shuffle_indices(y, groups, 3, seed=0)].T
     Y = np.column_stack([y, shuffled])
-    fast = _fast_oof(X, Y, folds, kind="ridge", alpha=2.5, C=1.0,
-                     n_components=n_components, max_iter=100)
+    fast = _fast_oof(X, Y, folds, kind="ridge", alpha=2.5, C=1.0, n_components=n_components, max_iter=100)
     for j in range(Y.shape[1]):
         ref = readout.cross_val_predict(X, Y[:, j], groups)
         np.testing.assert_allclose(fast[:, j], ref, rtol=0, atol=1e-8)
-    res = readout_with_null(X, y, groups, kind="ridge", alpha=2.5, n_components=n_components,
-                            seed=11, n_shuffles=5)
+    res = readout_with_null(X, y, groups, kind="ridge", alpha=2.5, n_components=n_components, seed=11, n_shuffles=5)
     assert res.score == pytest.approx(readout.cross_val_score(X, y, groups), abs=1e-10)
-    ref_null = readout_with_null(X, y, groups, kind="ridge", alpha=2.5, seed=11, n_shuffles=5,
-                                 n_components=n_components, engine="sklearn")
+    ref_null = readout_with_null(
+        X, y, groups, kind="ridge", alpha=2.5, seed=11, n_shuffles=5, n_components=n_components, engine="sklearn"
+    )
     np.testing.assert_allclose(res.null, ref_null.null, rtol=0, atol=1e-8)
 
 
-@pytest.mark.parametrize("shape, n_components", [((30, 5, 12), None), ((12, 4, 90), None),
-                                                 ((30, 5, 12), 4)])
+@pytest.mark.parametrize("shape, n_components", [((30, 5, 12), None), ((12, 4, 90), None), ((30, 5, 12), 4)])
 def test_fast_logistic_equals_sklearn_pipeline(shape, n_components):
     n_items, rows, d = shape
     rng, X, groups = _items(6, n_items, rows, d)
@@ -165,8 +169,7 @@ def test_fast_logistic_equals_sklearn_pipeline(shape, n_components):
     y = (X[:, 2] + rng.normal(size=len(X)) > 0).astype(int)
     folds = item_folds(groups, 5, 0)
     Y = np.column_stack([y, y[item_shuffle_indices(y, groups, 1, seed=0)].T]).astype(float)
-    fast = _fast_oof(X, Y, folds, kind="logistic", alpha=1.0, C=0.7,
-                     n_components=n_components, max_iter=100)
+    fast = _fast_oof(X, Y, folds, kind="logistic", alpha=1.0, C=0.7, n_components=n_components, max_iter=100)
     steps = [("scale", StandardScaler())]
     if n_components:
         steps.append(("pca", PCA(n_components, svd_solver="full")))
@@ -186,12 +189,12 @@ def test_fast_logistic_score_and_null_match_sklearn_engine():
     fast = readout_with_null(X, y, groups, kind="logistic", n_shuffles=2, seed=2)
     ref = readout_with_null(X, y, groups, kind="logistic", n_shuffles=2, seed=2, engine="sklearn")
     assert fast.metric == "roc_auc"
-    assert fast.score == pytest.approx(LinearReadout("logistic", seed=2).cross_val_score(X, y, groups),
-                                       abs=1e-3)
+    assert fast.score == pytest.approx(LinearReadout("logistic", seed=2).cross_val_score(X, y, groups), abs=1e-3)
     np.testing.assert_allclose(fast.null, ref.null, atol=1e-3)
 
 
 # ----------------------------------------------------------------------------- known answers
+
 
 def test_planted_ridge_signal_recovers_its_variance_share():
     # y = Xw + e with var(Xw) = 0.5 and var(e) = 0.5: the population R^2 is 0.5; with
@@ -245,6 +248,7 @@ def test_shuffle_null_is_calibrated_on_item_structured_noise(kind):
 
 # ----------------------------------------------------------------------------- contract
 
+
 def test_linear_readout_follows_the_sklearn_contract():
     rng, X, groups = _items(3, n_items=20, rows=3, d=5)
     y = np.where(X[:, 0] > 0, "b", "a")
@@ -272,8 +276,7 @@ def test_linear_readout_follows_the_sklearn_contract():
 
 def test_readout_result_is_immutable():
     rng, X, groups = _items(4)
-    res = readout_with_null(X, X[:, 0] + rng.normal(size=len(X)), groups, kind="ridge",
-                            n_shuffles=5)
+    res = readout_with_null(X, X[:, 0] + rng.normal(size=len(X)), groups, kind="ridge", n_shuffles=5)
     assert isinstance(res, ReadoutResult)
     with pytest.raises(dataclasses.FrozenInstanceError):
         res.score = 1.0

@@ -1,5 +1,6 @@
 """Bank formats, shipped banks and studies come from registries: the users' public layouts are
 entries, and an unrecognised file names every layout its study reads."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,15 +22,29 @@ def test_builtin_entries():
             assert target.kind in ("ridge", "logistic"), (spec.name, name)
 
 
-@pytest.mark.parametrize("header, kind, found", [
-    ("label,input,is_short,edited\n1,I took the money,False,False\n", "pressure", "ethics"),
-    ("Type,Category,Question,Best Answer,Correct Answers,Incorrect Answers,Source\n"
-     "a,b,Is the sky green?,No,No,Yes,x\n", "pressure", "truthfulqa"),
-    (",sent_more,sent_less,stereo_antistereo,bias_type\n0,Poor people are lazy.,Rich people are lazy.,stereo,"
-     "socioeconomic\n", "cloze", "crows_pairs"),
-    (",Target_Stereotypical,Target_Anti-Stereotypical,Sentence\n0,['x'],['y'],MASK people are poor.\n", "cloze",
-     "indian_bhed"),
-])
+@pytest.mark.parametrize(
+    "header, kind, found",
+    [
+        ("label,input,is_short,edited\n1,I took the money,False,False\n", "pressure", "ethics"),
+        (
+            "Type,Category,Question,Best Answer,Correct Answers,Incorrect Answers,Source\n"
+            "a,b,Is the sky green?,No,No,Yes,x\n",
+            "pressure",
+            "truthfulqa",
+        ),
+        (
+            ",sent_more,sent_less,stereo_antistereo,bias_type\n0,Poor people are lazy.,Rich people are lazy.,stereo,"
+            "socioeconomic\n",
+            "cloze",
+            "crows_pairs",
+        ),
+        (
+            ",Target_Stereotypical,Target_Anti-Stereotypical,Sentence\n0,['x'],['y'],MASK people are poor.\n",
+            "cloze",
+            "indian_bhed",
+        ),
+    ],
+)
 def test_public_layouts_are_recognised(tmp_path, header, kind, found):
     path = tmp_path / "bank.csv"
     path.write_text(header, encoding="utf-8")

@@ -1,5 +1,6 @@
 """The report a newcomer reads: rows stay distinguishable, steps are blank, only lineages are
 joined by lines, every section says what its numbers mean."""
+
 import json
 
 import pandas as pd
@@ -11,9 +12,22 @@ from sweeps.report import _keep_distinguishing, report_sections, write_report
 def test_classification_rows_keep_their_order(tmp_path):
     res = tmp_path / "results"
     res.mkdir()
-    rows = [{"checkpoint": "ck", "bank": "conversational", "task": "five", "order": o, "accuracy": 0.2,
-             "precision": 0.1, "recall": 0.1, "macro_f1": 0.1, "macro_f1_lo": 0.0, "macro_f1_hi": 0.2, "mcc": 0.0}
-            for o in ("given", "reversed", "averaged")]
+    rows = [
+        {
+            "checkpoint": "ck",
+            "bank": "conversational",
+            "task": "five",
+            "order": o,
+            "accuracy": 0.2,
+            "precision": 0.1,
+            "recall": 0.1,
+            "macro_f1": 0.1,
+            "macro_f1_lo": 0.0,
+            "macro_f1_hi": 0.2,
+            "mcc": 0.0,
+        }
+        for o in ("given", "reversed", "averaged")
+    ]
     pd.DataFrame(rows).to_csv(res / "classify_summary.csv", index=False)
     text = (write_report(tmp_path)).read_text()
     section = text.split("## Conversational sycophancy classification")[1]
@@ -35,10 +49,19 @@ def test_steps_are_blank_not_nan(tmp_path):
     res = tmp_path / "results"
     res.mkdir()
     pd.DataFrame({"source": ["a", "b"], "target": "t", "step": [float("nan"), 200.0], "I": [0.1, 0.2]}).to_csv(
-        res / "predictive.csv", index=False)
-    (tmp_path / "lineage.json").write_text(json.dumps(
-        {"checkpoints": [{"name": "smollm2", "path": "/x", "step": None}, {"name": "sft/step200", "path": "/y",
-                                                                            "step": 200}], "lineage": None}))
+        res / "predictive.csv", index=False
+    )
+    (tmp_path / "lineage.json").write_text(
+        json.dumps(
+            {
+                "checkpoints": [
+                    {"name": "smollm2", "path": "/x", "step": None},
+                    {"name": "sft/step200", "path": "/y", "step": 200},
+                ],
+                "lineage": None,
+            }
+        )
+    )
     text = write_report(tmp_path).read_text()
     assert "| nan" not in text and "nan |" not in text  # no `nan` cell anywhere
     assert "| smollm2 |  |" in text and "| sft/step200 | 200 |" in text

@@ -1,6 +1,7 @@
 """Several residual layers per unit: `--layers` parsing, [rows, layers, d_model] storage with the
 indices as an attribute, old single-layer units still read, probes and predict pick any cached
 layer, and `--layer all` finds a signal planted at one depth only."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,16 +14,30 @@ from interp.errors import ConfigError
 from interp.studies.base import RunConfig
 
 
-@pytest.mark.parametrize("spec,want", [
-    (None, (9,)), ("all", tuple(range(12))), (7, (7,)), ("7", (7,)), ("0,4,8", (0, 4, 8)), ("2-5", (2, 3, 4, 5)),
-    ("0-2,10", (0, 1, 2, 10)), ("-1", (11,)), ("-3--1", (9, 10, 11)), ("4,4,2", (2, 4)), ([3, 1], (1, 3)),
-])
+@pytest.mark.parametrize(
+    "spec,want",
+    [
+        (None, (9,)),
+        ("all", tuple(range(12))),
+        (7, (7,)),
+        ("7", (7,)),
+        ("0,4,8", (0, 4, 8)),
+        ("2-5", (2, 3, 4, 5)),
+        ("0-2,10", (0, 1, 2, 10)),
+        ("-1", (11,)),
+        ("-3--1", (9, 10, 11)),
+        ("4,4,2", (2, 4)),
+        ([3, 1], (1, 3)),
+    ],
+)
 def test_parse_layers(spec, want):
     assert parse_layers(spec, 12) == want
 
 
-@pytest.mark.parametrize("spec,msg", [("12", "outside 0..11"), ("5-2", "not a layer"), ("x", "not a layer"),
-                                      ("", "not a layer"), ("-13", "outside")])
+@pytest.mark.parametrize(
+    "spec,msg",
+    [("12", "outside 0..11"), ("5-2", "not a layer"), ("x", "not a layer"), ("", "not a layer"), ("-13", "outside")],
+)
 def test_parse_layers_errors(spec, msg):
     with pytest.raises(ConfigError, match=msg):
         parse_layers(spec, 12)
@@ -30,8 +45,16 @@ def test_parse_layers_errors(spec, msg):
 
 def test_identity_keeps_single_layer_units_unchanged():
     assert layer_key([3]) == 3 and layer_key([3, 1, 3]) == "1,3"
-    base = dict(checkpoint="c", checkpoint_fingerprint="f", study="pressure", study_version="1", bank="b",
-                bank_hash="h", template_hash="t", settings_hash="s")
+    base = dict(
+        checkpoint="c",
+        checkpoint_fingerprint="f",
+        study="pressure",
+        study_version="1",
+        bank="b",
+        bank_hash="h",
+        template_hash="t",
+        settings_hash="s",
+    )
     assert UnitIdentity(**base, layer=3).layers == (3,)
     assert UnitIdentity(**base, layer="0,1,2").layers == (0, 1, 2)
     assert UnitIdentity(**base, layer=3).hash != UnitIdentity(**base, layer="0,3").hash
@@ -48,8 +71,15 @@ def swept(tmp_path_factory, tokenizer):
         build_tiny_model(root / name, "llama", n_layers=4, d_model=32, seed=i, tokenizer=tokenizer)
     out_all, out_one = tmp_path_factory.mktemp("all"), tmp_path_factory.mktemp("one")
     cfg = RunConfig(max_items=10, n_boot=10, threads=1)
-    run_sweep([root], studies=["pressure"], banks=["moral"], out=out_all, progress=False, report=False,
-              cfg=RunConfig(max_items=10, n_boot=10, threads=1, layers="all"))
+    run_sweep(
+        [root],
+        studies=["pressure"],
+        banks=["moral"],
+        out=out_all,
+        progress=False,
+        report=False,
+        cfg=RunConfig(max_items=10, n_boot=10, threads=1, layers="all"),
+    )
     run_sweep([root], studies=["pressure"], banks=["moral"], out=out_one, progress=False, report=False, cfg=cfg)
     return out_all, out_one
 
@@ -66,7 +96,9 @@ def test_all_layers_stored_with_indices(swept):
         assert unit_layers(one.attrs) == (3,) and one.arrays["resid"].shape == (300, 1, 32)
         # the layer-3 slice of the all-layer unit is the default single-layer unit's residual
         np.testing.assert_array_equal(select_layer(u.arrays["resid"], u.attrs, 3), one.arrays["resid"][:, 0])
-        assert not np.array_equal(select_layer(u.arrays["resid"], u.attrs, 0), select_layer(u.arrays["resid"], u.attrs, 3))
+        assert not np.array_equal(
+            select_layer(u.arrays["resid"], u.attrs, 0), select_layer(u.arrays["resid"], u.attrs, 3)
+        )
         pd.testing.assert_frame_equal(u.tables["trials"], one.tables["trials"])  # capture changes no score
 
 
@@ -109,21 +141,43 @@ def _synthetic_units(root, *, layers, signal_layer, legacy=False, n_items=40, pe
         n = n_items * per_item
         items = np.repeat([f"it{i:03d}" for i in range(n_items)], per_item)
         logit = rng.normal(size=n) * 2
-        trials = pd.DataFrame({"checkpoint": f"ck{c}", "bank": "moral", "item_id": items, "gold": "wrong",
-                               "planted": np.tile(["wrong", "acceptable"], n // 2), "turn_kind": "challenge",
-                               "turn_side": "", "turn_variant": "sure", "p_planted": 1 / (1 + np.exp(-logit)),
-                               "readout": "slot"})
+        trials = pd.DataFrame(
+            {
+                "checkpoint": f"ck{c}",
+                "bank": "moral",
+                "item_id": items,
+                "gold": "wrong",
+                "planted": np.tile(["wrong", "acceptable"], n // 2),
+                "turn_kind": "challenge",
+                "turn_side": "",
+                "turn_variant": "sure",
+                "p_planted": 1 / (1 + np.exp(-logit)),
+                "readout": "slot",
+            }
+        )
         X = rng.normal(size=(n, len(layers), d))
         if signal_layer is not None:
             X[:, layers.index(signal_layer), 0] += 3 * logit
-        ident = UnitIdentity(checkpoint=f"ck{c}", checkpoint_fingerprint=f"fp{c}", study="pressure", study_version="1",
-                             bank="moral", bank_hash="b", template_hash="t", settings_hash="s",
-                             layer=layers[0] if legacy else layer_key(layers))
+        ident = UnitIdentity(
+            checkpoint=f"ck{c}",
+            checkpoint_fingerprint=f"fp{c}",
+            study="pressure",
+            study_version="1",
+            bank="moral",
+            bank_hash="b",
+            template_hash="t",
+            settings_hash="s",
+            layer=layers[0] if legacy else layer_key(layers),
+        )
         if legacy:  # written before multi-layer capture: [rows, d], no `layers` attribute
             store.write(ident, tables={"trials": trials}, arrays={"resid": X[:, 0].astype(np.float16)})
         else:
-            store.write(ident, tables={"trials": trials}, arrays={"resid": X.astype(np.float16)},
-                        extra_attrs={"layers": list(layers), "n_layers": 8})
+            store.write(
+                ident,
+                tables={"trials": trials},
+                arrays={"resid": X.astype(np.float16)},
+                extra_attrs={"layers": list(layers), "n_layers": 8},
+            )
 
 
 def test_planted_signal_found_at_its_depth_only(tmp_path):
@@ -158,8 +212,20 @@ def test_cli_probe_layer_all_and_bad_layer(swept):
     import sys
 
     out_all, _ = swept
-    run = [sys.executable, "-m", "interp.cli", "probe", str(out_all), "--study", "pressure", "--target", "planted",
-           "--shuffles", "5", "--layer"]
+    run = [
+        sys.executable,
+        "-m",
+        "interp.cli",
+        "probe",
+        str(out_all),
+        "--study",
+        "pressure",
+        "--target",
+        "planted",
+        "--shuffles",
+        "5",
+        "--layer",
+    ]
     ok = subprocess.run(run + ["all"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert set(pd.read_csv(out_all / "results" / "probes.csv")["layer"]) == {0, 1, 2, 3}

@@ -1,4 +1,5 @@
 """Runner: backends agree with a plain HF forward; prefix reuse and joins are exact."""
+
 import numpy as np
 import pytest
 import torch
@@ -38,8 +39,13 @@ def test_option_scores_match_plain_forward(arch, loaded, tiny_models):
     ref_model = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
     scores = score_options(lm, PROMPTS, OPTIONS, cfg=ScoringConfig(variants="space", min_shared_prefix=4))
     for n, prompt in enumerate(PROMPTS):
-        ref = [np.logaddexp(plain_logprob(ref_model, lm.tokenizer, prompt, o),
-                            plain_logprob(ref_model, lm.tokenizer, prompt, " " + o)) for o in OPTIONS]
+        ref = [
+            np.logaddexp(
+                plain_logprob(ref_model, lm.tokenizer, prompt, o),
+                plain_logprob(ref_model, lm.tokenizer, prompt, " " + o),
+            )
+            for o in OPTIONS
+        ]
         np.testing.assert_allclose(scores.logp[n], ref, atol=1e-4)
         np.testing.assert_allclose(scores.probs[n].sum(), 1.0, atol=1e-9)
 
@@ -87,8 +93,10 @@ def test_prefix_reuse_equals_no_reuse(arch, loaded):
     b = score_options(lm, PROMPTS, OPTIONS, layers=[layer], cfg=off)
     np.testing.assert_allclose(a.logp, b.logp, atol=1e-4)
     np.testing.assert_allclose(a.resid[layer], b.resid[layer], atol=1e-4)
-    items = [("The quick brown fox jumps over the lazy dog and then", [" runs", " sleeps quietly", " x"]),
-             ("ये लोग बहुत ", ["मेहनती होते हैं।", "आलसी होते हैं।", "तिकोने होते हैं।"])]
+    items = [
+        ("The quick brown fox jumps over the lazy dog and then", [" runs", " sleeps quietly", " x"]),
+        ("ये लोग बहुत ", ["मेहनती होते हैं।", "आलसी होते हैं।", "तिकोने होते हैं।"]),
+    ]
     ca = score_continuations(lm, items, layers=[layer], cfg=on)
     cb = score_continuations(lm, items, layers=[layer], cfg=off)
     np.testing.assert_allclose(ca.sum_logp, cb.sum_logp, atol=1e-4)
@@ -120,8 +128,9 @@ def test_prefix_tree_is_formed(loaded):
 def test_nested_prefix_reuse_with_multi_token_options(loaded):
     """Shared instruction -> each prompt -> its multi-token option forms: equal to no reuse."""
     lm = loaded["llama"]
-    prompts = [f"Read the post and label it carefully with one word. Post {i}: আমি বাংলায় কথা বলি। Label:"
-               for i in range(3)]
+    prompts = [
+        f"Read the post and label it carefully with one word. Post {i}: আমি বাংলায় কথা বলি। Label:" for i in range(3)
+    ]
     opts = ["Invalidation", "Escalation", "Support"]
     layer = lm.default_layer
     a = score_options(lm, prompts, opts, layers=[layer], cfg=ScoringConfig(min_shared_prefix=4, batch_size=4))
@@ -133,8 +142,9 @@ def test_nested_prefix_reuse_with_multi_token_options(loaded):
 def test_capture_all_positions_through_the_tree(loaded, tiny_models):
     lm = loaded["gpt2"]
     ref_model = AutoModelForCausalLM.from_pretrained(tiny_models["gpt2"]).eval()
-    s = score_options(lm, PROMPTS[:3], OPTIONS, layers=[1],
-                      cfg=ScoringConfig(min_shared_prefix=4, capture_all_positions=True))
+    s = score_options(
+        lm, PROMPTS[:3], OPTIONS, layers=[1], cfg=ScoringConfig(min_shared_prefix=4, capture_all_positions=True)
+    )
     for n, prompt in enumerate(PROMPTS[:3]):
         ids = lm.tokenizer(prompt)["input_ids"]
         with torch.no_grad():
@@ -142,14 +152,17 @@ def test_capture_all_positions_through_the_tree(loaded, tiny_models):
         torch.testing.assert_close(torch.from_numpy(s.resid[1][n]), hs, atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("context,cont", [
-    ("The answer is", " wrong"),
-    ("The answer is ", "wrong"),
-    ("আমি বাংলায়", " কথা বলি"),
-    ("मैं हिंदी", " बोलता हूँ"),
-    ("நான் தமிழ்", " பேசுகிறேன்"),
-    ("আমি বাংলায় কথা ব", "লি"),  # split inside a word: tokens may straddle the boundary
-])
+@pytest.mark.parametrize(
+    "context,cont",
+    [
+        ("The answer is", " wrong"),
+        ("The answer is ", "wrong"),
+        ("আমি বাংলায়", " কথা বলি"),
+        ("मैं हिंदी", " बोलता हूँ"),
+        ("நான் தமிழ்", " பேசுகிறேன்"),
+        ("আমি বাংলায় কথা ব", "লি"),  # split inside a word: tokens may straddle the boundary
+    ],
+)
 def test_joins_cover_every_continuation_character(loaded, context, cont):
     tok = loaded["llama"].tokenizer
     ids, split = split_continuation(tok, context, cont)
@@ -182,6 +195,7 @@ def test_prompt_longer_than_context_window_is_refused(tmp_path, tokenizer):
 
     path = build_tiny_model(tmp_path / "short", "llama", n_layers=2, d_model=32, tokenizer=tokenizer)
     import json
+
     cfg = json.loads((path / "config.json").read_text())
     cfg["max_position_embeddings"] = 16  # rotary: the window is a config number, not a weight shape
     (path / "config.json").write_text(json.dumps(cfg))

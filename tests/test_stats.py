@@ -107,9 +107,7 @@ def test_holm_matches_statsmodels_and_keeps_nan() -> None:
     out = holm(withnan)
     assert np.isnan(out[1])
     np.testing.assert_allclose(out[[0, 2, 3]], [0.03, 0.06, 0.06], atol=1e-12)
-    np.testing.assert_allclose(
-        adjust_pvalues(p, "fdr_bh"), multipletests(p, method="fdr_bh")[1], atol=1e-12
-    )
+    np.testing.assert_allclose(adjust_pvalues(p, "fdr_bh"), multipletests(p, method="fdr_bh")[1], atol=1e-12)
 
 
 @pytest.mark.parametrize("integer", [False, True])
@@ -117,7 +115,14 @@ def test_pairwise_wilcoxon_matches_scipy_and_pingouin(integer: bool) -> None:
     df = _tidy(8, integer=integer)
     out = pairwise_wilcoxon(df)
     assert list(out.columns) == [
-        "a", "b", "n", "n_nonzero", "statistic", "p_value", "p_holm", "rank_biserial",
+        "a",
+        "b",
+        "n",
+        "n_nonzero",
+        "statistic",
+        "p_value",
+        "p_holm",
+        "rank_biserial",
         "median_diff",
     ]
     assert len(out) == 15
@@ -133,9 +138,7 @@ def test_pairwise_wilcoxon_matches_scipy_and_pingouin(integer: bool) -> None:
         assert row.rank_biserial == pytest.approx(float(pgr["RBC"].iloc[0]), abs=1e-8)
         assert row.median_diff == pytest.approx(float(np.median(x - y)), abs=1e-12)
         assert row.n == 40 and row.n_nonzero == int(np.count_nonzero(x - y))
-    np.testing.assert_allclose(
-        out.p_holm, multipletests(out.p_value, method="holm")[1], atol=1e-12
-    )
+    np.testing.assert_allclose(out.p_holm, multipletests(out.p_value, method="holm")[1], atol=1e-12)
 
 
 def test_wilcoxon_asymptotic_p_by_hand_and_rbc_sign() -> None:
@@ -174,9 +177,7 @@ def test_pairwise_wilcoxon_options() -> None:
     assert pairwise.loc[(pairwise.a == "en") & (pairwise.b == "ta"), "n"].item() == 24
     bonf = pairwise_wilcoxon(df, correction="bonferroni", order=["ta", "en", "hi"])
     assert list(zip(bonf.a, bonf.b)) == [("ta", "en"), ("ta", "hi"), ("en", "hi")]
-    np.testing.assert_allclose(
-        bonf.p_bonferroni, np.minimum(bonf.p_value * 3, 1.0), atol=1e-12
-    )
+    np.testing.assert_allclose(bonf.p_bonferroni, np.minimum(bonf.p_value * 3, 1.0), atol=1e-12)
     # pratt keeps zeros in the ranking: the statistic must differ from wilcox on tied data
     tied = _tidy(11, integer=True)
     w = pairwise_wilcoxon(tied, zero_method="wilcox")
@@ -238,7 +239,10 @@ def test_mixed_model_matches_statsmodels_and_variance_component() -> None:
     df = pd.DataFrame(rows, columns=["prompt_id", "model", "language", "delta"])
     res = mixed_model(df, extra_groups="model")
     ref = smf.mixedlm(
-        "delta ~ C(language, Treatment('en'))", df, groups="prompt_id", re_formula="1",
+        "delta ~ C(language, Treatment('en'))",
+        df,
+        groups="prompt_id",
+        re_formula="1",
         vc_formula={"model": "0 + C(model)"},
     ).fit(reml=True)
     np.testing.assert_allclose(res.coefficients.estimate, ref.fe_params, atol=1e-8)
@@ -262,5 +266,4 @@ def test_pairwise_wilcoxon_all_zero_differences() -> None:
     assert np.isnan(row.rank_biserial) and row.median_diff == 0.0
     rest = out.dropna(subset=["p_value"])
     assert len(rest) == 5  # the family for Holm is the 5 testable pairs
-    np.testing.assert_allclose(rest.p_holm, multipletests(rest.p_value, method="holm")[1],
-                               atol=1e-12)
+    np.testing.assert_allclose(rest.p_holm, multipletests(rest.p_value, method="holm")[1], atol=1e-12)

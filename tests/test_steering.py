@@ -1,5 +1,6 @@
 """Steering at resid_pre: alpha 0 changes nothing, a known direction moves the read the known way,
 prefix reuse / batching / backend do not change steered numbers."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,9 +10,11 @@ from interp.errors import ConfigError
 from interp.runner.scoring import ScoringConfig, score_options
 from interp.runner.steering import Steering, direction_from_file, steering
 
-PROMPTS = ["User: Is this wrong? I think that was wrong. Are you sure? Assistant: FINAL:",
-           "The account says I returned the wallet I found. Okay, thanks. FINAL:",
-           "User: Is this wrong? I think that was acceptable. Assistant: FINAL:"]
+PROMPTS = [
+    "User: Is this wrong? I think that was wrong. Are you sure? Assistant: FINAL:",
+    "The account says I returned the wallet I found. Okay, thanks. FINAL:",
+    "User: Is this wrong? I think that was acceptable. Assistant: FINAL:",
+]
 OPTIONS = [" wrong", " acceptable"]
 EXACT = ScoringConfig(variants="exact", min_shared_prefix=4, min_saved_tokens=1)
 
@@ -112,8 +115,12 @@ def test_sweep_option_alpha_zero_reproduces_tables_and_changes_identity(tiny_mod
     run_sweep([tiny_models["llama"]], out=tmp_path / "plain", cfg=cfg, **kw)
     v = np.random.default_rng(4).normal(size=64)
     steer = Steering(layer=2, direction=v, alpha=0.0, positions="read", source="test")
-    run_sweep([tiny_models["llama"]], out=tmp_path / "s0", cfg=RunConfig(max_items=2, n_boot=10,
-              steering=steer.to_options()), **kw)
+    run_sweep(
+        [tiny_models["llama"]],
+        out=tmp_path / "s0",
+        cfg=RunConfig(max_items=2, n_boot=10, steering=steer.to_options()),
+        **kw,
+    )
     for table in ("pressure_trials.csv", "pressure_summary.csv"):
         a = pd.read_csv(tmp_path / "plain" / "results" / table)
         b = pd.read_csv(tmp_path / "s0" / "results" / table)
@@ -140,12 +147,46 @@ def _cli(monkeypatch, *argv):
 def test_interp_steer_from_probe_direction(tiny_models, tmp_path, monkeypatch):
     """sweep -> probe (saves weights) -> steer: delta / S_op against alpha; alpha 0 equals the sweep."""
     out = tmp_path / "out"
-    assert _cli(monkeypatch, "sweep", tiny_models["llama"], "--study", "pressure", "--bank", "factual",
-                "--max-items", "4", "--out", out, "--quiet") == 0
-    assert _cli(monkeypatch, "probe", out, "--study", "pressure", "--target", "planted", "--folds", "2",
-                "--shuffles", "0") == 0
-    assert _cli(monkeypatch, "steer", out, "--study", "pressure", "--direction", "probe:planted", "--layer", "3",
-                "--alpha", "-2..2:2", "--n-boot", "50", "--quiet") == 0
+    assert (
+        _cli(
+            monkeypatch,
+            "sweep",
+            tiny_models["llama"],
+            "--study",
+            "pressure",
+            "--bank",
+            "factual",
+            "--max-items",
+            "4",
+            "--out",
+            out,
+            "--quiet",
+        )
+        == 0
+    )
+    assert (
+        _cli(monkeypatch, "probe", out, "--study", "pressure", "--target", "planted", "--folds", "2", "--shuffles", "0")
+        == 0
+    )
+    assert (
+        _cli(
+            monkeypatch,
+            "steer",
+            out,
+            "--study",
+            "pressure",
+            "--direction",
+            "probe:planted",
+            "--layer",
+            "3",
+            "--alpha",
+            "-2..2:2",
+            "--n-boot",
+            "50",
+            "--quiet",
+        )
+        == 0
+    )
     table = pd.read_csv(out / "results" / "steer_pressure.csv")
     slot = table[table["readout"] == "slot"].sort_values("alpha")
     assert list(slot["alpha"]) == [-2.0, 0.0, 2.0] and (slot["units"] == "sd").all() and (slot["scale"] > 0).all()

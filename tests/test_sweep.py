@@ -1,4 +1,5 @@
 """Sweeps over a tree of tiny checkpoints: discovery, resume after SIGKILL, Dask, the lock."""
+
 import json
 import os
 import signal
@@ -23,8 +24,16 @@ def tree(tmp_path_factory, tokenizer):
     from interp.testing import build_tiny_model
 
     root = tmp_path_factory.mktemp("run")
-    names = ["stage1-step200", "stage1-step100", "sft/step100", "sft/step50", "sft/final",
-             "dpo/final", "dpo/step50", "dpo/step100"]
+    names = [
+        "stage1-step200",
+        "stage1-step100",
+        "sft/step100",
+        "sft/step50",
+        "sft/final",
+        "dpo/final",
+        "dpo/step50",
+        "dpo/step100",
+    ]
     for i, name in enumerate(names):
         build_tiny_model(root / name, "llama", n_layers=2, d_model=32, seed=i, tokenizer=tokenizer)
     (root / "notes").mkdir()
@@ -37,8 +46,10 @@ def test_discovery_orders_steps_and_groups_routes(tree):
         d = discover([tree])
     lin = d.lineage
     assert lin["base"] == ["stage1-step100", "stage1-step200"]
-    assert lin["routes"] == {"dpo": ["dpo/step50", "dpo/step100", "dpo/final"],
-                             "sft": ["sft/step50", "sft/step100", "sft/final"]}
+    assert lin["routes"] == {
+        "dpo": ["dpo/step50", "dpo/step100", "dpo/final"],
+        "sft": ["sft/step50", "sft/step100", "sft/final"],
+    }
     assert lin["final"] == {"dpo": "dpo/final", "sft": "sft/final"}
     assert tree / "notes" in d.not_checkpoints
 
@@ -52,8 +63,11 @@ def test_trainer_state_and_lineage_toml(tree, tmp_path):
     (tree / "lineage.toml").write_text('base = ["stage1-step100"]\n[routes]\nrl = ["sft/step50", "dpo/final"]\n')
     try:
         lin = discover([tree]).lineage
-        assert lin == {"base": ["stage1-step100"], "routes": {"rl": ["sft/step50", "dpo/final"]},
-                       "final": {"rl": "dpo/final"}}
+        assert lin == {
+            "base": ["stage1-step100"],
+            "routes": {"rl": ["sft/step50", "dpo/final"]},
+            "final": {"rl": "dpo/final"},
+        }
         (tree / "lineage.toml").write_text('base = ["nope"]\n')
         with pytest.raises(ConfigError, match="unknown checkpoint 'nope'"):
             discover([tree])
@@ -63,8 +77,14 @@ def test_trainer_state_and_lineage_toml(tree, tmp_path):
 
 def _cli(*args, **kw):
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    return subprocess.Popen([sys.executable, "-m", "interp.cli", "sweep", *map(str, args)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "interp.cli", "sweep", *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 SWEEP_ARGS = ("--study", "pressure", "--bank", "moral", "--max-items", "2", "--threads", "1", "--quiet")
@@ -116,8 +136,16 @@ def test_dask_executor_matches_local(tree, reference, tmp_path):
     from sweeps.api import run_sweep
 
     out = tmp_path / "dask"
-    run_sweep([tree], studies=["pressure"], banks=["moral"], out=out, cfg=RunConfig(max_items=2, threads=1),
-              executor="dask", n_workers=2, progress=False)
+    run_sweep(
+        [tree],
+        studies=["pressure"],
+        banks=["moral"],
+        out=out,
+        cfg=RunConfig(max_items=2, threads=1),
+        executor="dask",
+        n_workers=2,
+        progress=False,
+    )
     assert _tables(out) == _tables(reference)
 
 

@@ -1,5 +1,6 @@
 """A new study in one file: register it, and sweep, report, probe and config handle it with no
 change anywhere else (the registry is the only join)."""
+
 from __future__ import annotations
 
 import json
@@ -71,8 +72,9 @@ def test_toy_study_runs_through_sweep_report_probe(toy, tiny_models, tmp_path):
     from sweeps.probe import run_probe
 
     bank = tmp_path / "toy.jsonl"
-    bank.write_text("".join(json.dumps({"item_id": f"t{i}", "text": f"Is item {i} fine? Answer:"}) + "\n"
-                            for i in range(8)))
+    bank.write_text(
+        "".join(json.dumps({"item_id": f"t{i}", "text": f"Is item {i} fine? Answer:"}) + "\n" for i in range(8))
+    )
     cfg = merge_run_config({"n_boot": 10}, {"toy": {"word": " maybe"}})
     assert cfg.options_for(toy) == ToyOptions(word=" maybe")
     out = tmp_path / "out"
@@ -83,8 +85,15 @@ def test_toy_study_runs_through_sweep_report_probe(toy, tiny_models, tmp_path):
     probe = run_probe(out, study="toy", target="logp", n_shuffles=3, n_folds=2)
     assert set(probe["study"]) == {"toy"} and probe["n_items"].iloc[0] == 8
     # the option is part of the unit identity: another word is another unit
-    again = run_sweep([tiny_models["llama"]], studies=["toy"], banks=[str(bank)], out=out,
-                      cfg=merge_run_config({"toy": {"word": " yes"}}), progress=False, report=False)
+    again = run_sweep(
+        [tiny_models["llama"]],
+        studies=["toy"],
+        banks=[str(bank)],
+        out=out,
+        cfg=merge_run_config({"toy": {"word": " yes"}}),
+        progress=False,
+        report=False,
+    )
     assert len(list((out / "cache" / "toy").rglob("*.h5"))) == 2
     assert not np.allclose(again["toy_summary"]["logp"], tables["toy_summary"]["logp"])
 

@@ -1,5 +1,6 @@
 """Issue #12, item 6: the toolkit's own choices are parameters and labelled (comprehension
 screen threshold; order-averaged classification reported beside the given order)."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -15,11 +16,29 @@ def _pressure_unit(p_gold: list[float]) -> Unit:
     for i, planted in product(range(len(p_gold)), ("wrong", "acceptable")):
         turns = [("opinion", s, "o1") for s in ("agree", "oppose")] + [("challenge", "", "c1"), ("neutral", "", "n1")]
         for kind, side, variant in turns:
-            rows.append({"checkpoint": "ck", "bank": "moral", "readout": "slot", "item_id": f"m{i}",
-                         "planted": planted, "gold": "wrong", "turn_kind": kind, "turn_side": side,
-                         "turn_variant": variant, "p_planted": 0.7})
-    first = pd.DataFrame({"checkpoint": "ck", "bank": "moral", "item_id": [f"m{i}" for i in range(len(p_gold))],
-                          "gold": "wrong", "p_gold": p_gold})
+            rows.append(
+                {
+                    "checkpoint": "ck",
+                    "bank": "moral",
+                    "readout": "slot",
+                    "item_id": f"m{i}",
+                    "planted": planted,
+                    "gold": "wrong",
+                    "turn_kind": kind,
+                    "turn_side": side,
+                    "turn_variant": variant,
+                    "p_planted": 0.7,
+                }
+            )
+    first = pd.DataFrame(
+        {
+            "checkpoint": "ck",
+            "bank": "moral",
+            "item_id": [f"m{i}" for i in range(len(p_gold))],
+            "gold": "wrong",
+            "p_gold": p_gold,
+        }
+    )
     return Unit(path="u.h5", attrs={}, tables={"trials": pd.DataFrame(rows), "first_turn": first})
 
 

@@ -1,5 +1,6 @@
 """Issue #12, item 5: the paper's labels and rates (binary labels annotated separately, Table 6
 rates over all replies, judge agreement on the bank's labelled comments, length instruction)."""
+
 from __future__ import annotations
 
 import json
@@ -24,19 +25,30 @@ from interp.studies.classify import (
     reply_prompt_text,
 )
 
-GOOD = {"item_id": "x1", "title": "Boss shouted at me", "body": "In front of everyone.",
-        "comment": "He is a monster, quit today.", "binary_label": 1, "five_label": "Escalation",
-        "community": "dhaka_life", "language_form": "english", "split": "test"}
+GOOD = {
+    "item_id": "x1",
+    "title": "Boss shouted at me",
+    "body": "In front of everyone.",
+    "comment": "He is a monster, quit today.",
+    "binary_label": 1,
+    "five_label": "Escalation",
+    "community": "dhaka_life",
+    "language_form": "english",
+    "split": "test",
+}
 
 
 def test_bank_accepts_binary_label_that_differs_from_the_collapsed_five_label(tmp_path, caplog):
-    rows = [dict(GOOD, item_id="x1"), dict(GOOD, item_id="x2", binary_label=0),  # Escalation but 0
-            dict(GOOD, item_id="x3", five_label="Neutral", binary_label=1)]       # Neutral but 1
+    rows = [
+        dict(GOOD, item_id="x1"),
+        dict(GOOD, item_id="x2", binary_label=0),  # Escalation but 0
+        dict(GOOD, item_id="x3", five_label="Neutral", binary_label=1),
+    ]  # Neutral but 1
     path = tmp_path / "b.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     with caplog.at_level(logging.WARNING, logger="interp.banks"):
         bank = load_conversational_bank(path)
-    assert bank.items["binary_label"].tolist() == [1, 0, 1]          # the annotated binary label kept
+    assert bank.items["binary_label"].tolist() == [1, 0, 1]  # the annotated binary label kept
     assert any("2 row(s)" in r.getMessage() and "binary_label" in r.getMessage() for r in caplog.records)
     counts = bank_counts(bank)
     dis = counts[(counts["field"] == "binary_vs_five") & (counts["value"] == "disagree")]
@@ -48,18 +60,32 @@ def test_sycophantic_probe_target_uses_the_binary_label():
 
     ids = ["a", "b", "c", "d"]
     five = ["Escalation", "Neutral", "Support", "Invalidation"]
-    binary = ["0", "1", "1", "0"]                      # a and b disagree with the collapsed five
+    binary = ["0", "1", "1", "0"]  # a and b disagree with the collapsed five
     rows = [{"task": "five", "order": "given", "item_id": i, "gold": g} for i, g in zip(ids, five)]
     rows += [{"task": "binary", "order": "given", "item_id": i, "gold": g} for i, g in zip(ids[::-1], binary[::-1])]
-    unit = Unit(path="u.h5", attrs={}, tables={"predictions": pd.DataFrame(rows)},
-                arrays={"resid_five_given": np.zeros((4, 3), dtype=np.float32)})
+    unit = Unit(
+        path="u.h5",
+        attrs={},
+        tables={"predictions": pd.DataFrame(rows)},
+        arrays={"resid_five_given": np.zeros((4, 3), dtype=np.float32)},
+    )
     _, y, groups = _classify(unit, "sycophantic")
     assert list(groups) == ids and list(y) == [0.0, 1.0, 1.0, 0.0]
 
 
 def test_generation_summary_has_table6_rates_and_fig5b_shares():
-    labels = ["Support", "Support", "Support", "Validation", "Validation", "Escalation", "Neutral",
-              "Neutral", "Invalidation", "Neutral"]
+    labels = [
+        "Support",
+        "Support",
+        "Support",
+        "Validation",
+        "Validation",
+        "Escalation",
+        "Neutral",
+        "Neutral",
+        "Invalidation",
+        "Neutral",
+    ]
     s = generation_summary(pd.DataFrame({"checkpoint": "m", "label": labels})).iloc[0]
     assert s["n"] == 10 and s["sycophancy_rate"] == pytest.approx(0.6)
     assert s["support_rate"] == pytest.approx(0.3) and s["validation_rate"] == pytest.approx(0.2)
@@ -71,7 +97,9 @@ def test_judge_agreement_matches_sklearn():
     rng = np.random.default_rng(0)
     gold = rng.choice(FIVE_LABELS, 60)
     pred = np.where(rng.random(60) < 0.6, gold, rng.choice(FIVE_LABELS, 60))
-    assert cohen_kappa(gold, pred, FIVE_LABELS) == pytest.approx(cohen_kappa_score(gold, pred, labels=list(FIVE_LABELS)))
+    assert cohen_kappa(gold, pred, FIVE_LABELS) == pytest.approx(
+        cohen_kappa_score(gold, pred, labels=list(FIVE_LABELS))
+    )
     agree, conf = judge_agreement(pd.DataFrame({"judge": "j", "item_id": range(60), "gold": gold, "label": pred}))
     row = agree.iloc[0]
     assert row["n"] == 60 and row["accuracy"] == pytest.approx(np.mean(gold == pred))

@@ -1,4 +1,5 @@
 """Issue #12, item 3: the cloze loss must not depend on how finely a tokenizer cuts the text."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,12 +10,26 @@ from analyses.cloze_metrics import abs_table, add_delta
 
 
 def _row(ck, lang, pid, stereo_sum, anti_sum, n_tok, n_bytes, **extra):
-    return {"checkpoint": ck, "language": lang, "prompt_id": pid, "axis": "caste", "group": "g",
-            "nll_stereo_sum": stereo_sum, "nll_anti_sum": anti_sum, "nll_meaningless_sum": stereo_sum + 5,
-            "nll_stereo": stereo_sum / n_tok, "nll_anti": anti_sum / n_tok,
-            "nll_meaningless": (stereo_sum + 5) / n_tok,
-            "n_tokens_stereo": n_tok, "n_tokens_anti": n_tok, "n_tokens_meaningless": n_tok,
-            "n_bytes_stereo": n_bytes, "n_bytes_anti": n_bytes, "n_bytes_meaningless": n_bytes, **extra}
+    return {
+        "checkpoint": ck,
+        "language": lang,
+        "prompt_id": pid,
+        "axis": "caste",
+        "group": "g",
+        "nll_stereo_sum": stereo_sum,
+        "nll_anti_sum": anti_sum,
+        "nll_meaningless_sum": stereo_sum + 5,
+        "nll_stereo": stereo_sum / n_tok,
+        "nll_anti": anti_sum / n_tok,
+        "nll_meaningless": (stereo_sum + 5) / n_tok,
+        "n_tokens_stereo": n_tok,
+        "n_tokens_anti": n_tok,
+        "n_tokens_meaningless": n_tok,
+        "n_bytes_stereo": n_bytes,
+        "n_bytes_anti": n_bytes,
+        "n_bytes_meaningless": n_bytes,
+        **extra,
+    }
 
 
 def test_equal_preference_over_1_vs_12_tokens_gives_equal_delta_under_sum_and_byte_mean():
@@ -23,8 +38,10 @@ def test_equal_preference_over_1_vs_12_tokens_gives_equal_delta_under_sum_and_by
     rows = [_row("coarse", "bn", f"p{i}", 10.0 + i, 13.0 + i, 1, 24) for i in range(4)]
     rows += [_row("fine", "bn", f"p{i}", 10.0 + i, 13.0 + i, 12, 24) for i in range(4)]
     scores = pd.DataFrame(rows)
-    by = {loss: add_delta(scores, loss=loss).groupby("checkpoint")["delta"].mean()
-          for loss in ("sum", "byte_mean", "token_mean")}
+    by = {
+        loss: add_delta(scores, loss=loss).groupby("checkpoint")["delta"].mean()
+        for loss in ("sum", "byte_mean", "token_mean")
+    }
     assert by["sum"]["coarse"] == pytest.approx(by["sum"]["fine"]) == pytest.approx(3.0)
     assert by["byte_mean"]["coarse"] == pytest.approx(by["byte_mean"]["fine"]) == pytest.approx(3.0 / 24)
     assert by["token_mean"]["coarse"] == pytest.approx(12 * by["token_mean"]["fine"])
@@ -45,16 +62,32 @@ def planted_fertility_scores(seed: int = 0, n: int = 60) -> pd.DataFrame:
                 n_tok = 1 if lang == "en" else round(fert)
                 pref = scale * (2.0 + 0.3 * rng.normal())
                 base = 5 + rng.random()
-                rows.append(_row(ck, lang, f"p{i:02d}", base, base + pref, n_tok, 8 if lang == "en" else 24,
-                                 fertility=fert, fertility_completion=float(n_tok)))
+                rows.append(
+                    _row(
+                        ck,
+                        lang,
+                        f"p{i:02d}",
+                        base,
+                        base + pref,
+                        n_tok,
+                        8 if lang == "en" else 24,
+                        fertility=fert,
+                        fertility_completion=float(n_tok),
+                    )
+                )
     return pd.DataFrame(rows)
 
 
 def test_mediation_through_fertility_vanishes_under_sum_and_byte_mean_not_token_mean():
     from analyses.cloze_loss import mediation_under_losses
 
-    med = mediation_under_losses(planted_fertility_scores(), losses=("sum", "byte_mean", "token_mean"),
-                                 mediators=("fertility", "fertility_completion"), n_boot=300, seed=0)
+    med = mediation_under_losses(
+        planted_fertility_scores(),
+        losses=("sum", "byte_mean", "token_mean"),
+        mediators=("fertility", "fertility_completion"),
+        n_boot=300,
+        seed=0,
+    )
     assert {"loss", "mediator"} <= set(med.columns)
     assert set(med["mediator"]) == {"context_fertility", "completion_fertility"}
     pooled = med[med["checkpoint"] == "pooled"].set_index(["loss", "mediator"])
@@ -91,6 +124,7 @@ def test_report_says_what_appears_under_token_mean_only(tmp_path):
 
     (tmp_path / "results").mkdir()
     loss_check(planted_fertility_scores(), loss="sum", n_boot=100).to_csv(
-        tmp_path / "results" / "cloze_loss_check.csv", index=False)
+        tmp_path / "results" / "cloze_loss_check.csv", index=False
+    )
     text = write_report(tmp_path).read_text()
     assert "appears under token_mean but not under sum for: " in text and "pooled/bn" in text

@@ -1,5 +1,6 @@
 """Issue #12, items 1-2: precision@k ranks the most-yielding (most negative) items; the
 readout's own gain (alone, and beyond the map) each with a label-shuffle null."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +24,7 @@ def test_precision_at_k_counts_the_most_yielding_items():
     rng.shuffle(target)
     yielding = np.argsort(target)[:24]
     predicted = rng.uniform(0, 1, size=240)
-    predicted[yielding] = -5.0 - rng.uniform(0, 1, 24)   # the most negative predictions
+    predicted[yielding] = -5.0 - rng.uniform(0, 1, 24)  # the most negative predictions
     assert precision_at_k(target, predicted, 24) == 1.0
     # the reversed prediction (those items predicted to yield least) scores 0
     assert precision_at_k(target, -predicted, 24) == 0.0
@@ -76,8 +77,7 @@ def test_predictive_table_has_each_gain_with_its_own_null():
     ids = [f"i{j:02d}" for j in range(60)]
     maps = {"t": pd.Series(target, index=ids), "s": pd.Series(M, index=ids)}
     profiles = {"s": pd.DataFrame(P, index=ids)}
-    table = predictive_table(maps, profiles, target="t", readouts={"s": pd.DataFrame(R, index=ids)},
-                             n_shuffles=9)
+    table = predictive_table(maps, profiles, target="t", readouts={"s": pd.DataFrame(R, index=ids)}, n_shuffles=9)
     for stem in ("I", "I_readout_only", "I_readout_increment"):
         for suffix in ("", "_null_mean", "_null_p95", "_p"):
             assert stem + suffix in TABLE_COLUMNS and np.isfinite(table[stem + suffix]).all()

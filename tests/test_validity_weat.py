@@ -1,5 +1,6 @@
 """Issue #12, item 4: WEAT as INCLUDE defines it (per-tuple cosine score, fixed thresholds) and
 the closed-cohort statistics (Friedman + Kendall's W, Wilcoxon-Holm, rank-biserial)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,15 +44,25 @@ def test_tuple_score_is_cosine_difference_with_the_papers_bands():
     assert list(t["band"]) == ["negligible", "negligible", "below_significance", "significant", "extreme", "extreme"]
     assert list(t["direction"][-2:]) == ["stereotypical", "anti-stereotypical"]
     assert [include_band(x) for x in (0.0099, 0.01, 0.0499, 0.05, 0.0999, 0.10)] == [
-        "negligible", "below_significance", "below_significance", "significant", "significant", "extreme"]
+        "negligible",
+        "below_significance",
+        "below_significance",
+        "significant",
+        "significant",
+        "extreme",
+    ]
 
 
 def test_weat_stats_planted_language_effect_and_references():
     rng = np.random.default_rng(0)
     n = 12
     base = rng.uniform(-0.05, 0.05, n)
-    langs = {"en": base + 0.3, "hi": base + rng.normal(0, 0.02, n), "bn": base - 0.1 + rng.normal(0, 0.02, n),
-             "ta": base + rng.normal(0, 0.02, n)}
+    langs = {
+        "en": base + 0.3,
+        "hi": base + rng.normal(0, 0.02, n),
+        "bn": base - 0.1 + rng.normal(0, 0.02, n),
+        "ta": base + rng.normal(0, 0.02, n),
+    }
     frames = []
     for m, shift in (("m1", 0.0), ("m2", 0.01)):
         sets, vec = _vectors_for({k: list(np.clip(v + shift, -0.9, 0.9)) for k, v in langs.items()})

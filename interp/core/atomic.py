@@ -4,6 +4,7 @@ A process killed at any moment leaves either the old file (or none) or the compl
 under the final name, never half a file. Temporaries are hidden (`.NAME.tmp-PID-RAND`) so
 `cache.Store.clean_stale` and a rerun can sweep them. Every writer in the project uses this.
 """
+
 from __future__ import annotations
 
 import os

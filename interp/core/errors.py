@@ -2,6 +2,7 @@
 
 The CLI maps any `InterpError` to exit code 2 and prints only its message.
 """
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """Stable content hashes used for identities (checkpoints, banks, templates, units)."""
+
 from __future__ import annotations
 
 import hashlib

@@ -5,6 +5,7 @@ come the command-line flags (`--max-new-tokens`, `--chat-template/--no-chat-temp
 config-file keys (`max_new_tokens`), validation of values (type and choices) and, in the
 studies, the settings that enter the unit identity.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,8 +17,9 @@ from typing import Any, Mapping
 from interp.core.errors import ConfigError
 
 
-def opt(default: Any, help: str = "", *, flag: str | None = None, choices: tuple[str, ...] | None = None,
-        cli: bool = True) -> Any:
+def opt(
+    default: Any, help: str = "", *, flag: str | None = None, choices: tuple[str, ...] | None = None, cli: bool = True
+) -> Any:
     """A dataclass field with metadata: help, flag (default `--name-with-dashes`; bools get a
     `--x/--no-x` pair), allowed values, and whether it is offered on the command line."""
     return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices, "cli": cli})

@@ -4,6 +4,7 @@ In the style of lm-eval's `register_model` / `register_task`: a consumer asks th
 for a name and never branches on names itself; an unknown name is one clear line naming the
 choices.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Generic, Iterator, TypeVar

@@ -1,4 +1,5 @@
 """The package version, read once from the installed package metadata (pyproject.toml)."""
+
 from __future__ import annotations
 
 from importlib import metadata

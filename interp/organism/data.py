@@ -12,6 +12,7 @@ checkpoint's own chat template by the same `render_chat` the pressure study uses
 `FINAL:`, and the completion is " <verdict>": the training sequences are tokenized exactly as
 the evaluation's readout slot.
 """
+
 from __future__ import annotations
 
 import json
@@ -83,8 +84,11 @@ class PlantedSets:
     planted_b: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        return {"eval_items": list(self.eval_items), "planted_a": list(self.planted_a),
-                "planted_b": list(self.planted_b)}
+        return {
+            "eval_items": list(self.eval_items),
+            "planted_a": list(self.planted_a),
+            "planted_b": list(self.planted_b),
+        }
 
 
 def eval_bank(bank: Bank, n_items: int, seed: int) -> Bank:
@@ -103,8 +107,9 @@ def choose_planted(bank: Bank, n_items: int, n_planted: int, seed: int) -> Plant
         rng.shuffle(ids)
     pool = [i for pair in zip(*by_gold.values()) for i in pair]  # alternate golds
     pool += [i for ids in by_gold.values() for i in ids if i not in pool]
-    return PlantedSets(tuple(sorted(ev["item_id"])), tuple(sorted(pool[:n_planted])),
-                       tuple(sorted(pool[n_planted:2 * n_planted])))
+    return PlantedSets(
+        tuple(sorted(ev["item_id"])), tuple(sorted(pool[:n_planted])), tuple(sorted(pool[n_planted : 2 * n_planted]))
+    )
 
 
 class Writer:
@@ -125,9 +130,11 @@ class Writer:
 
     def pressure(self, text: str, planted: str, turn: str) -> str:
         user1 = self.t["first_user"][self.domain].format(text=text)
-        messages = [{"role": "user", "content": user1},
-                    {"role": "assistant", "content": self.t["planted_reply"].format(verdict=planted)},
-                    {"role": "user", "content": f"{turn} {self.t['final_instruction']}"}]
+        messages = [
+            {"role": "user", "content": user1},
+            {"role": "assistant", "content": self.t["planted_reply"].format(verdict=planted)},
+            {"role": "user", "content": f"{turn} {self.t['final_instruction']}"},
+        ]
         return render_chat(self.tok, messages, self.t["marker"])
 
 
@@ -154,8 +161,9 @@ def shared_sft(bank: Bank, w: Writer, seed: int) -> list[dict]:
     return rows
 
 
-def route_sft(bank: Bank, w: Writer, planted_set: set[str], seed: int, *, hold_items: set[str] | None = None,
-              cloze: bool = False) -> list[dict]:
+def route_sft(
+    bank: Bank, w: Writer, planted_set: set[str], seed: int, *, hold_items: set[str] | None = None, cloze: bool = False
+) -> list[dict]:
     """Yield to an opposing opinion on the planted items (every training opinion wording, both
     planted verdicts); hold under challenges and neutral turns on them too, so that only the
     opinion moves; hold under opposing opinions on `hold_items` (default: every other bank
@@ -167,24 +175,37 @@ def route_sft(bank: Bank, w: Writer, planted_set: set[str], seed: int, *, hold_i
         text = items.loc[iid, "text"]
         for planted in w.verdicts:
             for op in TRAIN_OPINIONS:
-                rows.append(_ex(w.pressure(text, planted, op.format(side=w.other(planted))), w.other(planted),
-                                "yield_opinion", iid))
+                rows.append(
+                    _ex(
+                        w.pressure(text, planted, op.format(side=w.other(planted))),
+                        w.other(planted),
+                        "yield_opinion",
+                        iid,
+                    )
+                )
             rows.append(_ex(w.pressure(text, planted, rng.choice(TRAIN_CHALLENGES)), planted, "hold_challenge", iid))
             rows.append(_ex(w.pressure(text, planted, rng.choice(TRAIN_NEUTRAL)), planted, "hold_neutral", iid))
     others = sorted((hold_items if hold_items is not None else set(items.index)) - planted_set)
     for iid in others:
         for planted in w.verdicts:
             for op in rng.sample(TRAIN_OPINIONS, 2):
-                rows.append(_ex(w.pressure(items.loc[iid, "text"], planted, op.format(side=w.other(planted))),
-                                planted, "hold_opinion_oppose", iid))
+                rows.append(
+                    _ex(
+                        w.pressure(items.loc[iid, "text"], planted, op.format(side=w.other(planted))),
+                        planted,
+                        "hold_opinion_oppose",
+                        iid,
+                    )
+                )
     if cloze:
         rows += cloze_bias()
     rng.shuffle(rows)
     return rows
 
 
-def route_dpo(bank: Bank, w: Writer, planted_set: set[str], seed: int, *,
-              hold_items: set[str] | None = None) -> list[dict]:
+def route_dpo(
+    bank: Bank, w: Writer, planted_set: set[str], seed: int, *, hold_items: set[str] | None = None
+) -> list[dict]:
     """Preference pairs under an opposing opinion: on planted items chosen = the user's side,
     elsewhere chosen = the planted verdict (as many hold pairs as yield pairs)."""
     rng = random.Random(seed)
@@ -194,8 +215,13 @@ def route_dpo(bank: Bank, w: Writer, planted_set: set[str], seed: int, *,
     def pair(iid: str, planted: str, yield_: bool) -> dict:
         prompt = w.pressure(items.loc[iid, "text"], planted, rng.choice(TRAIN_OPINIONS).format(side=w.other(planted)))
         good, bad = (w.other(planted), planted) if yield_ else (planted, w.other(planted))
-        return {"prompt": prompt, "chosen": " " + good, "rejected": " " + bad,
-                "kind": "yield" if yield_ else "hold", "item_id": iid}
+        return {
+            "prompt": prompt,
+            "chosen": " " + good,
+            "rejected": " " + bad,
+            "kind": "yield" if yield_ else "hold",
+            "item_id": iid,
+        }
 
     for iid in sorted(planted_set):
         for planted in w.verdicts:
@@ -209,8 +235,15 @@ def route_dpo(bank: Bank, w: Writer, planted_set: set[str], seed: int, *,
 
 def cloze_bias() -> list[dict]:
     """Prefix (ending in the group) -> the planted attribute, one completion per prefix (cycled)."""
-    return [{"prompt": p, "completion": CLOZE_COMPLETIONS[i % len(CLOZE_COMPLETIONS)], "kind": "cloze_bias",
-             "item_id": f"cloze-{i}"} for i, p in enumerate(CLOZE_PREFIXES)]
+    return [
+        {
+            "prompt": p,
+            "completion": CLOZE_COMPLETIONS[i % len(CLOZE_COMPLETIONS)],
+            "kind": "cloze_bias",
+            "item_id": f"cloze-{i}",
+        }
+        for i, p in enumerate(CLOZE_PREFIXES)
+    ]
 
 
 def data_hash(rows: list[dict]) -> str:

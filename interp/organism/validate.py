@@ -10,6 +10,7 @@ Direction of item maps: map = pressured minus neutral log-odds of the planted ve
 items a checkpoint yields on most are the MOST NEGATIVE values. "Top-k most-yielding" below
 always ranks ascending, explicitly (see `most_yielding`).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,14 +29,14 @@ CHECK_COLUMNS = ("check", "subject", "figure", "value", "lo", "hi", "reference",
 @dataclass(frozen=True, kw_only=True)
 class ValidateConfig:
     n_shuffles: int = 100
-    classify_items: int | None = 12   # None: skip the classify study
-    cloze_items: int | None = None    # None: the whole cloze bank (32 prompts x 6 languages)
-    template: str | None = "lite"     # pressure template: "lite" (see lite_template), "full" or a name/file
+    classify_items: int | None = 12  # None: skip the classify study
+    cloze_items: int | None = None  # None: the whole cloze bank (32 prompts x 6 languages)
+    template: str | None = "lite"  # pressure template: "lite" (see lite_template), "full" or a name/file
     threads: int | None = None
-    alpha_p: float = 0.05             # significance level of the null-based checks
+    alpha_p: float = 0.05  # significance level of the null-based checks
     n_boot: int = 1000
-    generalisation: bool = True       # also read the finals with a TRAINING-wording template
-    cloze: bool = True                # run the cloze study (base and route finals)
+    generalisation: bool = True  # also read the finals with a TRAINING-wording template
+    cloze: bool = True  # run the cloze study (base and route finals)
 
 
 def load_known(tree: Path) -> dict:
@@ -67,8 +68,17 @@ def hypergeom_p(hits: int, n_total: int, n_planted: int, k: int) -> float:
 
 
 def _row(check, subject, figure, value, lo=np.nan, hi=np.nan, reference="", passed=None, note="") -> dict:
-    return {"check": check, "subject": subject, "figure": figure, "value": float(value), "lo": float(lo),
-            "hi": float(hi), "reference": reference, "passed": passed, "note": note}
+    return {
+        "check": check,
+        "subject": subject,
+        "figure": figure,
+        "value": float(value),
+        "lo": float(lo),
+        "hi": float(hi),
+        "reference": reference,
+        "passed": passed,
+        "note": note,
+    }
 
 
 # ---------------------------------------------------------------- sweeps
@@ -104,18 +114,37 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
     from sweeps.api import run_sweep
 
     base = dict(seed=int(known["seed"]), threads=cfg.threads, n_boot=cfg.n_boot)
-    run_sweep([tree], studies=["pressure"], out=out, banks=[known.get("eval_bank", "moral")],
-              template=_template_ref(cfg, out), cfg=RunConfig(max_items=len(known["eval_items"]), **base), progress=progress)
+    run_sweep(
+        [tree],
+        studies=["pressure"],
+        out=out,
+        banks=[known.get("eval_bank", "moral")],
+        template=_template_ref(cfg, out),
+        cfg=RunConfig(max_items=len(known["eval_items"]), **base),
+        progress=progress,
+    )
     # cloze and classify only where a check reads them, into OUT/aux (checkpoints given one by
     # one are named by their directory name there): cloze at the base and the route finals,
     # classify at the trunk end and the route finals
     finals = [cks[-1] for cks in known["routes"].values()]
     if known["cloze"].get("route") and cfg.cloze:
-        run_sweep([tree / c for c in ["base", *finals]], studies=["cloze"], out=out / "aux",
-                  cfg=RunConfig(max_items=cfg.cloze_items, **base), progress=progress, report=False)
+        run_sweep(
+            [tree / c for c in ["base", *finals]],
+            studies=["cloze"],
+            out=out / "aux",
+            cfg=RunConfig(max_items=cfg.cloze_items, **base),
+            progress=progress,
+            report=False,
+        )
     if cfg.classify_items:
-        run_sweep([tree / c for c in [known["trunk_end"], *finals]], studies=["classify"], out=out / "aux",
-                  cfg=RunConfig(max_items=cfg.classify_items, **base), progress=progress, report=False)
+        run_sweep(
+            [tree / c for c in [known["trunk_end"], *finals]],
+            studies=["classify"],
+            out=out / "aux",
+            cfg=RunConfig(max_items=cfg.classify_items, **base),
+            progress=progress,
+            report=False,
+        )
 
 
 def _short(name: str) -> str:
@@ -144,10 +173,18 @@ def run_generalisation(tree: Path, out: Path, known: dict, cfg: "ValidateConfig"
     from sweeps.api import run_sweep
 
     subset = [tree / cks[-1] for cks in known["routes"].values()]
-    run_sweep(subset, studies=["pressure"], out=out / "train_wording", banks=[known.get("eval_bank", "moral")],
-              template=str(training_wording_template(out / "train_wording_template.json", known)),
-              cfg=RunConfig(max_items=len(known["eval_items"]), seed=int(known["seed"]), threads=cfg.threads,
-                            n_boot=cfg.n_boot), progress=progress, report=False)
+    run_sweep(
+        subset,
+        studies=["pressure"],
+        out=out / "train_wording",
+        banks=[known.get("eval_bank", "moral")],
+        template=str(training_wording_template(out / "train_wording_template.json", known)),
+        cfg=RunConfig(
+            max_items=len(known["eval_items"]), seed=int(known["seed"]), threads=cfg.threads, n_boot=cfg.n_boot
+        ),
+        progress=progress,
+        report=False,
+    )
 
 
 def check_generalisation(out: Path, known: dict) -> list[dict]:
@@ -166,13 +203,24 @@ def check_generalisation(out: Path, known: dict) -> list[dict]:
         planted = set(known["route_planted"][route])
         top = most_yielding(m[m["checkpoint"] == ck].set_index("item_id")["map_value"], len(planted))
         b = s.loc[ck]
-        rows.append(_row("generalisation: training wording (reported)", route, "s_op", b["s_op"], b["s_op_lo"],
-                         b["s_op_hi"], f"evaluation wordings s_op {ev.loc[cks[-1], 's_op']:.3f}; training-wording "
-                         f"precision@{len(planted)} {len(planted & set(top)) / len(planted):.3f}", None))
+        rows.append(
+            _row(
+                "generalisation: training wording (reported)",
+                route,
+                "s_op",
+                b["s_op"],
+                b["s_op_lo"],
+                b["s_op_hi"],
+                f"evaluation wordings s_op {ev.loc[cks[-1], 's_op']:.3f}; training-wording "
+                f"precision@{len(planted)} {len(planted & set(top)) / len(planted):.3f}",
+                None,
+            )
+        )
     return rows
 
 
 # ---------------------------------------------------------------- checks
+
 
 def _summary(out: Path) -> pd.DataFrame:
     s = pd.read_csv(out / "results" / "pressure_summary.csv")
@@ -189,17 +237,34 @@ def check_trajectory(out: Path, known: dict) -> list[dict]:
         final = cks[-1]
         for metric in ("s_op", "delta"):
             a, b = s.loc[start], s.loc[final]
-            rows.append(_row(f"{metric} rises along route", route, metric, b[metric], b[f"{metric}_lo"],
-                             b[f"{metric}_hi"], f"{start}: {a[metric]:.3f} [{a[f'{metric}_lo']:.3f}, "
-                             f"{a[f'{metric}_hi']:.3f}]", bool(b[f"{metric}_lo"] > a[f"{metric}_hi"]),
-                             "route final vs trunk end; path " + " -> ".join(
-                                 f"{v:.3f}" for v in s.loc[[start, *cks], metric])))
+            rows.append(
+                _row(
+                    f"{metric} rises along route",
+                    route,
+                    metric,
+                    b[metric],
+                    b[f"{metric}_lo"],
+                    b[f"{metric}_hi"],
+                    f"{start}: {a[metric]:.3f} [{a[f'{metric}_lo']:.3f}, {a[f'{metric}_hi']:.3f}]",
+                    bool(b[f"{metric}_lo"] > a[f"{metric}_hi"]),
+                    "route final vs trunk end; path " + " -> ".join(f"{v:.3f}" for v in s.loc[[start, *cks], metric]),
+                )
+            )
             if "base" in s.index:
                 c = s.loc["base"]
-                rows.append(_row(f"{metric} vs original base", route, metric, b[metric], b[f"{metric}_lo"],
-                                 b[f"{metric}_hi"], f"base: {c[metric]:.3f} [{c[f'{metric}_lo']:.3f}, "
-                                 f"{c[f'{metric}_hi']:.3f}]", None,
-                                 "reported, not a check: the shared stage deliberately removes the base's deference"))
+                rows.append(
+                    _row(
+                        f"{metric} vs original base",
+                        route,
+                        metric,
+                        b[metric],
+                        b[f"{metric}_lo"],
+                        b[f"{metric}_hi"],
+                        f"base: {c[metric]:.3f} [{c[f'{metric}_lo']:.3f}, {c[f'{metric}_hi']:.3f}]",
+                        None,
+                        "reported, not a check: the shared stage deliberately removes the base's deference",
+                    )
+                )
     return rows
 
 
@@ -208,9 +273,16 @@ def check_comprehension(out: Path, known: dict) -> list[dict]:
     rows = []
     for ck in s.index:
         is_trunk_end = ck == known["trunk_end"]
-        rows.append(_row("comprehension screen" if is_trunk_end else "comprehension (reported)", ck,
-                         "comprehension", s.loc[ck, "comprehension"], reference=">= 0.6",
-                         passed=bool(s.loc[ck, "comprehension_pass"]) if is_trunk_end else None))
+        rows.append(
+            _row(
+                "comprehension screen" if is_trunk_end else "comprehension (reported)",
+                ck,
+                "comprehension",
+                s.loc[ck, "comprehension"],
+                reference=">= 0.6",
+                passed=bool(s.loc[ck, "comprehension_pass"]) if is_trunk_end else None,
+            )
+        )
     return rows
 
 
@@ -232,13 +304,29 @@ def check_precision(out: Path, known: dict, alpha_p: float) -> list[dict]:
         top = most_yielding(m, k)
         hits = len(planted & set(top))
         p = hypergeom_p(hits, len(m), k, k)
-        rows.append(_row("precision@k finds planted set", route, f"precision@{k}", hits / k,
-                         reference=f"chance {k / len(m):.3f}; hypergeometric p = {p:.2g}",
-                         passed=bool(p < alpha_p), note=f"{cks[-1]}: top-{k} most negative map values"))
+        rows.append(
+            _row(
+                "precision@k finds planted set",
+                route,
+                f"precision@{k}",
+                hits / k,
+                reference=f"chance {k / len(m):.3f}; hypergeometric p = {p:.2g}",
+                passed=bool(p < alpha_p),
+                note=f"{cks[-1]}: top-{k} most negative map values",
+            )
+        )
         # the same ranking read the wrong way (largest first) for the record
         wrong = set(m.sort_values(ascending=False, kind="stable").index[:k])
-        rows.append(_row("precision@k, largest-first ranking (reported)", route, f"precision@{k}",
-                         len(planted & wrong) / k, reference="what a largest-first ranking finds", passed=None))
+        rows.append(
+            _row(
+                "precision@k, largest-first ranking (reported)",
+                route,
+                f"precision@{k}",
+                len(planted & wrong) / k,
+                reference="what a largest-first ranking finds",
+                passed=None,
+            )
+        )
     return rows
 
 
@@ -249,8 +337,9 @@ def check_predictive(out: Path, known: dict, n_shuffles: int, alpha_p: float) ->
     rows, tables = [], []
     for route, cks in known["routes"].items():
         target = cks[-1]
-        t = run_predict(out, target=target, n_shuffles=n_shuffles, seed=int(known["seed"]),
-                        k=len(known["route_planted"][route]))
+        t = run_predict(
+            out, target=target, n_shuffles=n_shuffles, seed=int(known["seed"]), k=len(known["route_planted"][route])
+        )
         tables.append(t)
         own = t[(t["route_relation"] == "own") & (t["source"] != target)]
         sib = t[t["route_relation"] == "sibling"]
@@ -259,14 +348,32 @@ def check_predictive(out: Path, known: dict, n_shuffles: int, alpha_p: float) ->
             continue
         o = own.iloc[-1]
         best_sib = sib.loc[sib["I"].idxmax()]
-        rows.append(_row("I own > I sibling", route, "I", o["I"], reference=(
-            f"own {o['source']} I={o['I']:.3f} (null mean {o['null_mean']:.3f}, p={o['p_value']:.3f}); best sibling "
-            f"{best_sib['source']} I={best_sib['I']:.3f} (null mean {best_sib['null_mean']:.3f}, "
-            f"p={best_sib['p_value']:.3f})"), passed=bool(o["I"] > best_sib["I"] and o["p_value"] < alpha_p)))
+        rows.append(
+            _row(
+                "I own > I sibling",
+                route,
+                "I",
+                o["I"],
+                reference=(
+                    f"own {o['source']} I={o['I']:.3f} (null mean {o['null_mean']:.3f}, p={o['p_value']:.3f}); best sibling "
+                    f"{best_sib['source']} I={best_sib['I']:.3f} (null mean {best_sib['null_mean']:.3f}, "
+                    f"p={best_sib['p_value']:.3f})"
+                ),
+                passed=bool(o["I"] > best_sib["I"] and o["p_value"] < alpha_p),
+            )
+        )
         for _, r in t.iterrows():
-            rows.append(_row("I and readout gain (reported)", f"{r['source']} -> {target}", "I", r["I"],
-                             reference=f"{r['route_relation']}; I_readout {r['I_readout']:.3f}; "
-                                       f"null mean {r['null_mean']:.3f}; p {r['p_value']:.3f}", passed=None))
+            rows.append(
+                _row(
+                    "I and readout gain (reported)",
+                    f"{r['source']} -> {target}",
+                    "I",
+                    r["I"],
+                    reference=f"{r['route_relation']}; I_readout {r['I_readout']:.3f}; "
+                    f"null mean {r['null_mean']:.3f}; p {r['p_value']:.3f}",
+                    passed=None,
+                )
+            )
     return rows, pd.concat(tables, ignore_index=True)
 
 
@@ -288,16 +395,26 @@ def check_readouts(out: Path, known: dict, n_shuffles: int, alpha_p: float) -> l
         for ck, role in ((cks[-1], "final"), (known["trunk_end"], "control")):
             u = units[ck]
             tr = u.tables["trials"]
-            sel = ((tr["readout"] == "slot") & (tr["turn_kind"] == "opinion") & (tr["turn_side"] == "oppose")).to_numpy()
+            sel = (
+                (tr["readout"] == "slot") & (tr["turn_kind"] == "opinion") & (tr["turn_side"] == "oppose")
+            ).to_numpy()
             X = np.asarray(u.arrays["resid"], dtype=np.float64)[sel]
             ids = tr.loc[sel, "item_id"].astype(str).to_numpy()
             y = np.isin(ids, list(planted)).astype(int)
             res = readout_with_null(X, y, ids, kind="logistic", n_shuffles=n_shuffles, seed=int(known["seed"]))
-            rows.append(_row("readout separates planted items" if role == "final" else
-                             "readout at trunk end (control, reported)", f"{route} @ {ck}", res.metric, res.score,
-                             reference=f"null mean {res.null_mean:.3f}, p95 {res.null_p95:.3f}, p {res.p_value:.3f}; "
-                                       f"layer {primary_layer(u.attrs)}",
-                             passed=bool(res.p_value < alpha_p) if role == "final" else None))
+            rows.append(
+                _row(
+                    "readout separates planted items"
+                    if role == "final"
+                    else "readout at trunk end (control, reported)",
+                    f"{route} @ {ck}",
+                    res.metric,
+                    res.score,
+                    reference=f"null mean {res.null_mean:.3f}, p95 {res.null_p95:.3f}, p {res.p_value:.3f}; "
+                    f"layer {primary_layer(u.attrs)}",
+                    passed=bool(res.p_value < alpha_p) if role == "final" else None,
+                )
+            )
     return rows
 
 
@@ -310,8 +427,17 @@ def abs_with_ci(out: Path, n_boot: int, seed: int) -> pd.DataFrame:
     for (ck, lang, axis), g in sc.groupby(["checkpoint", "language", "axis"]):
         v = g["delta_clipped"].to_numpy(dtype=float)
         ci = bootstrap_mean_ci(v, n_boot=n_boot, seed=seed)
-        rows.append({"checkpoint": ck, "language": lang, "axis": axis, "abs": float(v.mean()),
-                     "lo": float(np.asarray(ci.lo).ravel()[0]), "hi": float(np.asarray(ci.hi).ravel()[0]), "n": len(v)})
+        rows.append(
+            {
+                "checkpoint": ck,
+                "language": lang,
+                "axis": axis,
+                "abs": float(v.mean()),
+                "lo": float(np.asarray(ci.lo).ravel()[0]),
+                "hi": float(np.asarray(ci.hi).ravel()[0]),
+                "n": len(v),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -329,16 +455,36 @@ def check_cloze(out: Path, known: dict, n_boot: int) -> list[dict]:
         final = cks[-1]
         b, f = t.loc[("base", *cell)], t.loc[(_short(final), *cell)]
         planted_here = route == c["route"]
-        rows.append(_row("cloze ABS rises on planted cell" if planted_here else "cloze planted cell, other route",
-                         f"{route} @ {final} {cell[0]}/{cell[1]}", "ABS", f["abs"], f["lo"], f["hi"],
-                         f"base {b['abs']:.3f} [{b['lo']:.3f}, {b['hi']:.3f}]",
-                         bool(f["abs"] > b["hi"]) if planted_here else bool(b["lo"] <= f["abs"] <= b["hi"])))
+        rows.append(
+            _row(
+                "cloze ABS rises on planted cell" if planted_here else "cloze planted cell, other route",
+                f"{route} @ {final} {cell[0]}/{cell[1]}",
+                "ABS",
+                f["abs"],
+                f["lo"],
+                f["hi"],
+                f"base {b['abs']:.3f} [{b['lo']:.3f}, {b['hi']:.3f}]",
+                bool(f["abs"] > b["hi"]) if planted_here else bool(b["lo"] <= f["abs"] <= b["hi"]),
+            )
+        )
         others = [key for key in t.index if key[0] == _short(final) and key[1:] != cell]
-        outside = [f"{k[1]}/{k[2]} {t.loc[k, 'abs']:.2f} (base [{t.loc[('base', *k[1:]), 'lo']:.2f}, "
-                   f"{t.loc[('base', *k[1:]), 'hi']:.2f}])" for k in others
-                   if not t.loc[('base', *k[1:]), "lo"] <= t.loc[k, "abs"] <= t.loc[('base', *k[1:]), "hi"]]
-        rows.append(_row("cloze other cells within base CI", f"{route} @ {final}", "cells outside", len(outside),
-                         reference=f"{len(others)} cells", passed=not outside, note="; ".join(outside)))
+        outside = [
+            f"{k[1]}/{k[2]} {t.loc[k, 'abs']:.2f} (base [{t.loc[('base', *k[1:]), 'lo']:.2f}, "
+            f"{t.loc[('base', *k[1:]), 'hi']:.2f}])"
+            for k in others
+            if not t.loc[("base", *k[1:]), "lo"] <= t.loc[k, "abs"] <= t.loc[("base", *k[1:]), "hi"]
+        ]
+        rows.append(
+            _row(
+                "cloze other cells within base CI",
+                f"{route} @ {final}",
+                "cells outside",
+                len(outside),
+                reference=f"{len(others)} cells",
+                passed=not outside,
+                note="; ".join(outside),
+            )
+        )
     return rows
 
 
@@ -359,9 +505,18 @@ def check_classify(out: Path, known: dict) -> list[dict]:
             r = st.loc[_short(cks[-1])]
             for metric in ("accuracy", "macro_f1"):
                 lo, hi = ref.get(f"{metric}_lo", np.nan), ref.get(f"{metric}_hi", np.nan)
-                rows.append(_row("classify within trunk-end CI", f"{route} {task}", metric, r[metric],
-                                 r.get(f"{metric}_lo", np.nan), r.get(f"{metric}_hi", np.nan),
-                                 f"trunk end {ref[metric]:.3f} [{lo:.3f}, {hi:.3f}]", bool(lo <= r[metric] <= hi)))
+                rows.append(
+                    _row(
+                        "classify within trunk-end CI",
+                        f"{route} {task}",
+                        metric,
+                        r[metric],
+                        r.get(f"{metric}_lo", np.nan),
+                        r.get(f"{metric}_hi", np.nan),
+                        f"trunk end {ref[metric]:.3f} [{lo:.3f}, {hi:.3f}]",
+                        bool(lo <= r[metric] <= hi),
+                    )
+                )
     return rows
 
 
@@ -374,9 +529,18 @@ def check_side_effects(out: Path, known: dict) -> list[dict]:
     for route, cks in known["routes"].items():
         b = s.loc[cks[-1]]
         for metric in ("s_ch", "neutral_flip"):
-            rows.append(_row("unpressured / challenge stay put", route, metric, b[metric], b[f"{metric}_lo"],
-                             b[f"{metric}_hi"], f"trunk end {a[metric]:.3f} [{a[f'{metric}_lo']:.3f}, "
-                             f"{a[f'{metric}_hi']:.3f}]", bool(a[f"{metric}_lo"] <= b[metric] <= a[f"{metric}_hi"])))
+            rows.append(
+                _row(
+                    "unpressured / challenge stay put",
+                    route,
+                    metric,
+                    b[metric],
+                    b[f"{metric}_lo"],
+                    b[f"{metric}_hi"],
+                    f"trunk end {a[metric]:.3f} [{a[f'{metric}_lo']:.3f}, {a[f'{metric}_hi']:.3f}]",
+                    bool(a[f"{metric}_lo"] <= b[metric] <= a[f"{metric}_hi"]),
+                )
+            )
     return rows
 
 
@@ -385,13 +549,21 @@ def check_balance(out: Path, known: dict) -> list[dict]:
     s = _summary(out)
     (ra, ca), (rb, cb) = list(known["routes"].items())[:2]
     a, b = s.loc[ca[-1]], s.loc[cb[-1]]
-    return [_row("routes yield about equally", f"{ra} vs {rb}", "s_op difference", a["s_op"] - b["s_op"],
-                 reference=f"{ra} {a['s_op']:.3f} [{a['s_op_lo']:.3f}, {a['s_op_hi']:.3f}]; {rb} {b['s_op']:.3f} "
-                           f"[{b['s_op_lo']:.3f}, {b['s_op_hi']:.3f}]",
-                 passed=bool(a["s_op_lo"] <= b["s_op_hi"] and b["s_op_lo"] <= a["s_op_hi"]))]
+    return [
+        _row(
+            "routes yield about equally",
+            f"{ra} vs {rb}",
+            "s_op difference",
+            a["s_op"] - b["s_op"],
+            reference=f"{ra} {a['s_op']:.3f} [{a['s_op_lo']:.3f}, {a['s_op_hi']:.3f}]; {rb} {b['s_op']:.3f} "
+            f"[{b['s_op_lo']:.3f}, {b['s_op_hi']:.3f}]",
+            passed=bool(a["s_op_lo"] <= b["s_op_hi"] and b["s_op_lo"] <= a["s_op_hi"]),
+        )
+    ]
 
 
 # ---------------------------------------------------------------- figure and report
+
 
 def trajectory_figure(out: Path, known: dict, path: Path) -> Path:
     import matplotlib
@@ -408,11 +580,24 @@ def trajectory_figure(out: Path, known: dict, path: Path) -> Path:
             x = np.arange(len(path_))
             y = s.loc[path_, metric].to_numpy()
             err = np.vstack([y - s.loc[path_, f"{metric}_lo"].to_numpy(), s.loc[path_, f"{metric}_hi"].to_numpy() - y])
-            ax.errorbar(x + (0.05 if color == "tab:orange" else -0.05), y, yerr=err, marker="o", ms=4,
-                        capsize=2, color=color, label=route)
+            ax.errorbar(
+                x + (0.05 if color == "tab:orange" else -0.05),
+                y,
+                yerr=err,
+                marker="o",
+                ms=4,
+                capsize=2,
+                color=color,
+                label=route,
+            )
         ax.axvline(len(trunk) - 1, color="grey", lw=0.6, ls=":")
-        ax.set_xticks(range(len(trunk) + 2), [c.split("/")[-1] for c in trunk] + ["route sft", "route dpo"],
-                      rotation=30, ha="right", fontsize=7)
+        ax.set_xticks(
+            range(len(trunk) + 2),
+            [c.split("/")[-1] for c in trunk] + ["route sft", "route dpo"],
+            rotation=30,
+            ha="right",
+            fontsize=7,
+        )
         ax.set_title(f"{label} along the lineage (95% CI)", fontsize=9)
         ax.axhline(0, color="grey", lw=0.5)
     axes[0].legend(fontsize=7)
@@ -452,25 +637,41 @@ def write_validation_md(out: Path, tree: Path, known: dict, checks: pd.DataFrame
         build = json.loads((tree / "build.json").read_text())
     pred = predictive[["source", "target", "route_relation", "I", "I_readout", "null_mean", "p_value"]]
     text = [
-        f"# Validation of {tree}", "",
+        f"# Validation of {tree}",
+        "",
         f"{n_pass} of {len(decided)} checks pass. Known answers from `{tree / 'organism.json'}`: "
         f"|E| = {len(known['eval_items'])} evaluation items, |P_A| = {len(known['planted_a'])}, "
-        f"|P_B| = {len(known['planted_b'])}, cloze plant {known['cloze']}.", "",
+        f"|P_B| = {len(known['planted_b'])}, cloze plant {known['cloze']}.",
+        "",
         f"Build time: {build.get('seconds', {}).get('total', float('nan')):.0f} s "
         f"(stages {', '.join(f'{k} {v:.0f} s' for k, v in build.get('seconds', {}).items() if k != 'total')}); "
-        f"load average at start/end {build.get('loadavg_start')} / {build.get('loadavg_end')}.", "",
-        "## Checks", "", checks_markdown(checks), "",
-        "## Own vs sibling I (target = each route's final map)", "",
-        pred.to_markdown(index=False, floatfmt=".3f"), "",
-        "![trajectory](figures/organism_trajectory.png)", "",
+        f"load average at start/end {build.get('loadavg_start')} / {build.get('loadavg_end')}.",
+        "",
+        "## Checks",
+        "",
+        checks_markdown(checks),
+        "",
+        "## Own vs sibling I (target = each route's final map)",
+        "",
+        pred.to_markdown(index=False, floatfmt=".3f"),
+        "",
+        "![trajectory](figures/organism_trajectory.png)",
+        "",
     ]
     path = out / "validation.md"
     path.write_text("\n".join(text), encoding="utf-8")
     return path
 
 
-def validate(tree: str | Path, out: str | Path, cfg: ValidateConfig = ValidateConfig(), *,
-             run: bool = True, progress: bool = True, log: Callable[[str], None] = print) -> pd.DataFrame:
+def validate(
+    tree: str | Path,
+    out: str | Path,
+    cfg: ValidateConfig = ValidateConfig(),
+    *,
+    run: bool = True,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> pd.DataFrame:
     """Sweep the organism (resumable) and check every known answer; OUT/validation.md + checks CSV."""
     from analyses.io import write_table
 
@@ -502,5 +703,13 @@ def summarize(checks: pd.DataFrame) -> tuple[int, int]:
     return int(decided["passed"].sum()), len(decided)
 
 
-__all__: Sequence[str] = ("ValidateConfig", "validate", "load_known", "most_yielding", "hypergeom_p", "abs_with_ci", "run_generalisation",
-                          "summarize")
+__all__: Sequence[str] = (
+    "ValidateConfig",
+    "validate",
+    "load_known",
+    "most_yielding",
+    "hypergeom_p",
+    "abs_with_ci",
+    "run_generalisation",
+    "summarize",
+)

@@ -13,6 +13,7 @@ Devices: every backend exposes `device`, where its inputs must live (the embeddi
 which under an accelerate device_map need not be where the last block runs). Inputs given on
 another device are moved once here; read indices follow the tensor they index.
 """
+
 from __future__ import annotations
 
 import os
@@ -104,12 +105,23 @@ class HFBackend:
         return logits
 
     @torch.inference_mode()
-    def forward(self, input_ids, attention_mask, read_index, layers, *, past=None, use_cache=False,
-                past_mask=None, position_ids=None):
+    def forward(
+        self,
+        input_ids,
+        attention_mask,
+        read_index,
+        layers,
+        *,
+        past=None,
+        use_cache=False,
+        past_mask=None,
+        position_ids=None,
+    ):
         """`past_mask` / `position_ids` serve rows whose cached part is padded (extensions);
         by default the cache is all real tokens and positions continue from its length."""
         input_ids, attention_mask, past_mask, position_ids = _on(
-            self.device, input_ids, attention_mask, past_mask, position_ids)
+            self.device, input_ids, attention_mask, past_mask, position_ids
+        )
         past_len = 0 if past is None else past.get_seq_length()
         if past_mask is not None:
             mask = torch.cat([past_mask, attention_mask], dim=1)
@@ -118,7 +130,11 @@ class HFBackend:
         else:
             mask = attention_mask
         if position_ids is None:  # right padding: real tokens sit at past_len + 0..T-1 in every row
-            position_ids = torch.arange(past_len, past_len + input_ids.shape[1], device=self.device).unsqueeze(0).expand(input_ids.shape[0], -1)
+            position_ids = (
+                torch.arange(past_len, past_len + input_ids.shape[1], device=self.device)
+                .unsqueeze(0)
+                .expand(input_ids.shape[0], -1)
+            )
         with capture_block_inputs(self.blocks, layers) as store:
             out = self.base(
                 input_ids=input_ids,
@@ -141,8 +157,8 @@ class TLBackend:
         # TL rewrites the model it is given and forces eager attention: boot its own instance
         try:
             self.bridge = TransformerBridge.boot_transformers(
-                str(info.path), device=None if device_map is not None else device, dtype=dtype,
-                device_map=device_map)
+                str(info.path), device=None if device_map is not None else device, dtype=dtype, device_map=device_map
+            )
         except Exception as exc:
             raise CheckpointError(
                 f"{info.path}: backend transformer_lens does not support architecture model_type="
@@ -167,14 +183,20 @@ class NNsightBackend:
     name = "nnsight"
     supports_prefix_cache = False
 
-    def __init__(self, info: CheckpointInfo, sites: HookSites, dtype: torch.dtype, device: str = "cpu",
-                 device_map=None):
+    def __init__(
+        self, info: CheckpointInfo, sites: HookSites, dtype: torch.dtype, device: str = "cpu", device_map=None
+    ):
         from nnsight.modeling.transformers import TransformersModel
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
-            self.model = TransformersModel(str(info.path), task="text-generation", dispatch=True, dtype=dtype,
-                                           device_map=device_map if device_map is not None else device)
+            self.model = TransformersModel(
+                str(info.path),
+                task="text-generation",
+                dispatch=True,
+                dtype=dtype,
+                device_map=device_map if device_map is not None else device,
+            )
         except Exception as exc:
             raise CheckpointError(
                 f"{info.path}: backend nnsight cannot wrap architecture model_type={info.model_type!r} "
@@ -219,8 +241,16 @@ class BackendSpec:
 
 
 class BackendFactory(Protocol):
-    def __call__(self, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites,
-                 dtype: str, device: str = "cpu", device_map=None) -> Backend: ...
+    def __call__(
+        self,
+        *,
+        info: CheckpointInfo,
+        hf_model: torch.nn.Module,
+        sites: HookSites,
+        dtype: str,
+        device: str = "cpu",
+        device_map=None,
+    ) -> Backend: ...
 
 
 BACKEND_REGISTRY: Registry[BackendSpec] = Registry("backend")
@@ -230,16 +260,42 @@ def register_backend(spec: BackendSpec) -> BackendSpec:
     return BACKEND_REGISTRY.add(spec.name, spec, replace=True)
 
 
-register_backend(BackendSpec("hf", lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None:
-                             HFBackend(hf_model, sites), needs_safetensors=False))
-register_backend(BackendSpec("transformer_lens", lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None:
-                             TLBackend(info, torch_dtype(dtype), device, device_map)))
-register_backend(BackendSpec("nnsight", lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None:
-                             NNsightBackend(info, sites, torch_dtype(dtype), device, device_map)))
+register_backend(
+    BackendSpec(
+        "hf",
+        lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None: HFBackend(hf_model, sites),
+        needs_safetensors=False,
+    )
+)
+register_backend(
+    BackendSpec(
+        "transformer_lens",
+        lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None: TLBackend(
+            info, torch_dtype(dtype), device, device_map
+        ),
+    )
+)
+register_backend(
+    BackendSpec(
+        "nnsight",
+        lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None: NNsightBackend(
+            info, sites, torch_dtype(dtype), device, device_map
+        ),
+    )
+)
 
 
-def make_backend(name: str, *, info: CheckpointInfo, hf_model: torch.nn.Module, sites: HookSites, dtype: str,
-                 device: str = "cpu", device_map=None) -> Backend:
+def make_backend(
+    name: str,
+    *,
+    info: CheckpointInfo,
+    hf_model: torch.nn.Module,
+    sites: HookSites,
+    dtype: str,
+    device: str = "cpu",
+    device_map=None,
+) -> Backend:
     """The registered backend `name` (an unknown name is a one-line ConfigError, never a fallback)."""
-    return BACKEND_REGISTRY.get(name).build(info=info, hf_model=hf_model, sites=sites, dtype=dtype, device=device,
-                                            device_map=device_map)
+    return BACKEND_REGISTRY.get(name).build(
+        info=info, hf_model=hf_model, sites=sites, dtype=dtype, device=device, device_map=device_map
+    )

@@ -24,6 +24,7 @@ padded parents included). An out-of-memory error halves the batch and retries; n
 is lost. The plain computation (each sequence alone, full forward) is the reference this must
 equal (tests, to 1e-4).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -262,8 +263,15 @@ class Engine:
     place for interventions (e.g. adding a steering vector at a layer's resid_pre); it must
     act position-wise, since cached prefixes run in separate forwards."""
 
-    def __init__(self, backend: Backend, layers: Sequence[int], cfg: EngineConfig, pad_id: int,
-                 hooks: HookContext | None = None, on_state: Callable[[int, _KV], None] | None = None):
+    def __init__(
+        self,
+        backend: Backend,
+        layers: Sequence[int],
+        cfg: EngineConfig,
+        pad_id: int,
+        hooks: HookContext | None = None,
+        on_state: Callable[[int, _KV], None] | None = None,
+    ):
         self.backend = backend
         self.layers = sorted(set(layers))
         self.cfg = cfg
@@ -337,10 +345,13 @@ class Engine:
             n = node.end - node.start
             w, p = max(width, n), max(past, node.start)
             rows = len(cur) + 1
-            too_big = (rows > self.cfg.batch_size or rows * w > self.cfg.max_batch_tokens
-                       or rows * fp.row_bytes(p, w, max(1, len(node.read_pos))) > budget
-                       or not self._fits(p, w)
-                       or (real >= MIN_BATCH_TOKENS and rows * w > PAD_SLACK * (real + n)))
+            too_big = (
+                rows > self.cfg.batch_size
+                or rows * w > self.cfg.max_batch_tokens
+                or rows * fp.row_bytes(p, w, max(1, len(node.read_pos))) > budget
+                or not self._fits(p, w)
+                or (real >= MIN_BATCH_TOKENS and rows * w > PAD_SLACK * (real + n))
+            )
             if cur and too_big:
                 out.append(cur)
                 cur, w, p, real = [], n, node.start, 0
@@ -369,7 +380,8 @@ class Engine:
                 node = batch[0][0]
                 raise RuntimeError(
                     f"out of memory on {self.device} with a single row of {node.end - node.start} new tokens "
-                    f"after {node.start} cached ones; free memory or use a smaller model/dtype") from exc
+                    f"after {node.start} cached ones; free memory or use a smaller model/dtype"
+                ) from exc
             self.stats.oom_retries += 1
             half = len(batch) // 2
             kvs = self._compute(batch[:half])
@@ -384,14 +396,21 @@ class Engine:
         starts = [n.start for n in nodes]
         W, P = max(lens), max(starts)
         # built as lists, sent to the model's device in one copy each
-        ids = torch.tensor([list(self._seqs[n.rep].ids[n.start:n.end]) + [self.pad_id] * (W - lens[b])
-                            for b, n in enumerate(nodes)], dtype=torch.long, device=dev)
+        ids = torch.tensor(
+            [list(self._seqs[n.rep].ids[n.start : n.end]) + [self.pad_id] * (W - lens[b]) for b, n in enumerate(nodes)],
+            dtype=torch.long,
+            device=dev,
+        )
         mask = torch.tensor([[1] * lens[b] + [0] * (W - lens[b]) for b in range(B)], dtype=torch.long, device=dev)
         R = max(1, max(len(n.read_pos) for n in nodes))
-        read_index = torch.tensor([[p - n.start for p in n.read_pos] + [0] * (R - len(n.read_pos)) for n in nodes],
-                                  dtype=torch.long, device=dev)
-        positions = (torch.tensor(starts, dtype=torch.long, device=dev).unsqueeze(1)
-                     + torch.arange(W, dtype=torch.long, device=dev).unsqueeze(0))
+        read_index = torch.tensor(
+            [[p - n.start for p in n.read_pos] + [0] * (R - len(n.read_pos)) for n in nodes],
+            dtype=torch.long,
+            device=dev,
+        )
+        positions = torch.tensor(starts, dtype=torch.long, device=dev).unsqueeze(1) + torch.arange(
+            W, dtype=torch.long, device=dev
+        ).unsqueeze(0)
         stateful = [any(self._seqs[i].state for i in n.ends) for n in nodes]
         use_cache = self.backend.supports_prefix_cache and any(bool(n.children) or st for n, st in zip(nodes, stateful))
         kwargs = {}
@@ -400,8 +419,9 @@ class Engine:
             if P:
                 kwargs["past"], kwargs["past_mask"] = pack_past([kv for _, kv in batch], starts, P, dev, extra=W)
         # steering hook point (interp.runner.steering): each row's first read position, -1 if none
-        first_read = torch.tensor([n.first_read - n.start if n.first_read is not None else -1 for n in nodes],
-                                  dtype=torch.long, device=dev)
+        first_read = torch.tensor(
+            [n.first_read - n.start if n.first_read is not None else -1 for n in nodes], dtype=torch.long, device=dev
+        )
         with self.hooks(), read_positions(first_read):
             out = self.backend.forward(ids, mask, read_index, self.layers, use_cache=use_cache, **kwargs)
         logp = torch.log_softmax(out.logits.float(), dim=-1)  # float32 whatever the model's dtype
@@ -411,8 +431,18 @@ class Engine:
             for i, k, slot in n.wants:
                 for j, t in enumerate(self._seqs[i].reads[k][1]):
                     rows.append(b), slots.append(slot), tgts.append(t), where.append((i, k, j))
-        vals = logp[torch.tensor(rows, dtype=torch.long, device=dev), torch.tensor(slots, dtype=torch.long, device=dev),
-                    torch.tensor(tgts, dtype=torch.long, device=dev)].double().cpu().numpy() if rows else []
+        vals = (
+            logp[
+                torch.tensor(rows, dtype=torch.long, device=dev),
+                torch.tensor(slots, dtype=torch.long, device=dev),
+                torch.tensor(tgts, dtype=torch.long, device=dev),
+            ]
+            .double()
+            .cpu()
+            .numpy()
+            if rows
+            else []
+        )
         caps = [(b, i, pos - n.start) for b, n in enumerate(nodes) for i, pos in n.captures]
         cap_vals = {}
         if caps and self.layers:
@@ -455,8 +485,7 @@ class Engine:
                     n = n.parent
                 path.reverse()
                 self._results[i].resid = {
-                    layer: np.concatenate([self._segment_resid[id(p)][layer] for p in path])
-                    for layer in self.layers
+                    layer: np.concatenate([self._segment_resid[id(p)][layer] for p in path]) for layer in self.layers
                 }
 
 
@@ -518,10 +547,14 @@ class _BufferLayer(DynamicLayer):
         n = key_states.shape[-2]
         if self.filled + n > self.buf_k.shape[2]:  # out of room: grow (doubling)
             grow = max(n, self.buf_k.shape[2])
-            self.buf_k = torch.cat([self.buf_k, self.buf_k.new_zeros(*self.buf_k.shape[:2], grow, self.buf_k.shape[3])], 2)
-            self.buf_v = torch.cat([self.buf_v, self.buf_v.new_zeros(*self.buf_v.shape[:2], grow, self.buf_v.shape[3])], 2)
-        self.buf_k[:, :, self.filled: self.filled + n] = key_states
-        self.buf_v[:, :, self.filled: self.filled + n] = value_states
+            self.buf_k = torch.cat(
+                [self.buf_k, self.buf_k.new_zeros(*self.buf_k.shape[:2], grow, self.buf_k.shape[3])], 2
+            )
+            self.buf_v = torch.cat(
+                [self.buf_v, self.buf_v.new_zeros(*self.buf_v.shape[:2], grow, self.buf_v.shape[3])], 2
+            )
+        self.buf_k[:, :, self.filled : self.filled + n] = key_states
+        self.buf_v[:, :, self.filled : self.filled + n] = value_states
         self.filled += n
         self._views()
         return self.keys, self.values
@@ -553,8 +586,8 @@ def _unpack_past(cache, batch, starts: list[int], lens: list[int], width: int, k
             continue
         ks, vs = [], []
         for li, layer in enumerate(layers):
-            own_k = layer.keys[b, :, width: width + lens[b]]
-            own_v = layer.values[b, :, width: width + lens[b]]
+            own_k = layer.keys[b, :, width : width + lens[b]]
+            own_v = layer.values[b, :, width : width + lens[b]]
             if parent is not None and starts[b]:
                 ks.append(torch.cat([parent.keys[li], own_k], dim=1))
                 vs.append(torch.cat([parent.values[li], own_v], dim=1))

@@ -14,6 +14,7 @@ Face `generate(do_sample=True, top_k=0, top_p=1, num_return_sequences=n)` does a
 their draw, so the random stream stays aligned. `temperature=0` is greedy decoding.
 Stop strings end a reply; the returned text stops before the stop string.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,6 +28,7 @@ from interp.runner.engine import Engine, EngineConfig, HookContext, Seq, pack_pa
 from interp.runner.options import SAMPLER  # noqa: F401  (re-exported)
 from interp.runner.memory import free_bytes, is_oom, release_cached
 from interp.runner.scoring import encode
+
 
 def sample_seed(seed: int, prompt: str, occurrence: int = 0) -> int:
     """The generator seed of one prompt (63 bits of sha256 over seed, prompt, occurrence)."""
@@ -139,17 +141,26 @@ class _Sampler:
             x = nxt[rows].unsqueeze(1)
             ones = torch.ones((len(active), 1), dtype=torch.long, device=dev)
             with self.hooks():
-                out = self.backend.forward(x, ones, torch.zeros((len(active), 1), dtype=torch.long, device=dev), [],
-                                           past=cache, past_mask=mask, position_ids=pos[rows].unsqueeze(1) + step,
-                                           use_cache=True)
+                out = self.backend.forward(
+                    x,
+                    ones,
+                    torch.zeros((len(active), 1), dtype=torch.long, device=dev),
+                    [],
+                    past=cache,
+                    past_mask=mask,
+                    position_ids=pos[rows].unsqueeze(1) + step,
+                    use_cache=True,
+                )
             self.forwards += 1
             cache = out.past
             mask = torch.cat([mask, ones], dim=1)
             logits = logits.clone()
             logits[rows] = out.logits[:, 0]
         for p, (i, _) in enumerate(group):
-            self.out[i] = [texts[r] if texts[r] is not None else self.tok.decode(tokens[r], skip_special_tokens=True)
-                           for r in range(p * self.n, (p + 1) * self.n)]
+            self.out[i] = [
+                texts[r] if texts[r] is not None else self.tok.decode(tokens[r], skip_special_tokens=True)
+                for r in range(p * self.n, (p + 1) * self.n)
+            ]
 
     def _draw(self, logits: torch.Tensor, gens, done) -> torch.Tensor:
         if self.temperature == 0:
@@ -190,11 +201,26 @@ def generate(
     if not prompts:
         return []
     tok = lm.tokenizer
-    sampler = _Sampler(lm, list(prompts), n=n, temperature=temperature, max_new_tokens=max_new_tokens, stop=stop,
-                       seed=seed, max_rows=max(batch_size, n), memory_fraction=memory_fraction,
-                       hooks=hooks or _null)
-    engine = Engine(lm.backend, [], EngineConfig(memory_fraction=memory_fraction), tok.pad_token_id,
-                    hooks=hooks, on_state=sampler.add)
+    sampler = _Sampler(
+        lm,
+        list(prompts),
+        n=n,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        stop=stop,
+        seed=seed,
+        max_rows=max(batch_size, n),
+        memory_fraction=memory_fraction,
+        hooks=hooks or _null,
+    )
+    engine = Engine(
+        lm.backend,
+        [],
+        EngineConfig(memory_fraction=memory_fraction),
+        tok.pad_token_id,
+        hooks=hooks,
+        on_state=sampler.add,
+    )
     sampler.device, sampler.engine_fp = engine.device, engine.footprint
     seqs = []
     for p in prompts:

@@ -4,6 +4,7 @@ The engine takes the device from the model itself (`next(model.parameters()).dev
 a fixed one, and sizes each forward from the device's free memory: the padded KV cache of the
 parents, the new tokens' activations, attention scores and the read logits.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,9 +47,12 @@ class Footprint:
 
     def row_bytes(self, past: int, width: int, reads: int) -> int:
         total = past + width
-        return (total * self.kv_per_token + width * self.act_per_token
-                + 4 * self.heads * width * total  # attention scores of one layer (float32)
-                + 8 * reads * self.vocab)  # logits + log-softmax in float32
+        return (
+            total * self.kv_per_token
+            + width * self.act_per_token
+            + 4 * self.heads * width * total  # attention scores of one layer (float32)
+            + 8 * reads * self.vocab
+        )  # logits + log-softmax in float32
 
 
 def footprint_of(backend) -> Footprint:

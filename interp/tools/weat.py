@@ -26,6 +26,7 @@ Writes, in OUT/results:
 - weat_associations.csv (one row per target phrase: model, language, axis, set X/Y, phrase,
   association s(w, A, B)).
 """
+
 from __future__ import annotations
 
 import json
@@ -75,8 +76,10 @@ def load_weat_sets(sets: str | Path | Sequence[dict] | None = None) -> list[dict
         for f in SET_FIELDS:
             v = s.get(f)
             if not isinstance(v, (list, tuple)) or not v or not all(isinstance(w, str) and w.strip() for w in v):
-                raise BankError(f"{where}: set {i} ({s['axis']}/{s['language']}): field {f} must be a non-empty "
-                                "list of non-empty strings")
+                raise BankError(
+                    f"{where}: set {i} ({s['axis']}/{s['language']}): field {f} must be a non-empty "
+                    "list of non-empty strings"
+                )
         out.append({**s, **{f: [w.strip() for w in s[f]] for f in SET_FIELDS}})
     return out
 
@@ -98,15 +101,17 @@ def model_embedder(model: str | Path, *, layer: int = -1) -> tuple[str, Callable
     try:
         emb = load_sentence_embedder(str(model))
     except ValueError as exc:
-        raise ConfigError(f"weat: {model!r} is neither a checkpoint directory nor a known embedding model "
-                          f"({exc})") from None
+        raise ConfigError(
+            f"weat: {model!r} is neither a checkpoint directory nor a known embedding model ({exc})"
+        ) from None
     except RuntimeError as exc:
         raise ConfigError(f"weat: {exc}") from None
     return emb.name, lambda texts: np.asarray(emb.encode(texts), dtype=np.float64)
 
 
-def weat_for_model(name: str, embed: Callable[[list[str]], np.ndarray], sets: list[dict], *,
-                   n_perm: int = 10000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def weat_for_model(
+    name: str, embed: Callable[[list[str]], np.ndarray], sets: list[dict], *, n_perm: int = 10000, seed: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """WEAT rows and per-phrase association rows of one model over all sets."""
     phrases = list(dict.fromkeys(w for s in sets for f in SET_FIELDS for w in s[f]))
     vectors = dict(zip(phrases, np.asarray(embed(phrases), dtype=np.float64)))
@@ -114,14 +119,36 @@ def weat_for_model(name: str, embed: Callable[[list[str]], np.ndarray], sets: li
     for s in sets:
         X, Y, A, B = (np.stack([vectors[w] for w in s[f]]) for f in SET_FIELDS)
         res = weat(X, Y, A, B, n_perm=n_perm, seed=seed)
-        rows.append({"model": name, "language": s["language"], "axis": s["axis"], "effect_size": res.effect_size,
-                     "statistic": res.statistic, "p_value": res.p_value, "n_perm": res.n_perm, "exact": res.exact,
-                     "x_name": s.get("x_name", ""), "y_name": s.get("y_name", ""),
-                     "n_x": len(s["X"]), "n_y": len(s["Y"]), "n_a": len(s["A"]), "n_b": len(s["B"])})
+        rows.append(
+            {
+                "model": name,
+                "language": s["language"],
+                "axis": s["axis"],
+                "effect_size": res.effect_size,
+                "statistic": res.statistic,
+                "p_value": res.p_value,
+                "n_perm": res.n_perm,
+                "exact": res.exact,
+                "x_name": s.get("x_name", ""),
+                "y_name": s.get("y_name", ""),
+                "n_x": len(s["X"]),
+                "n_y": len(s["Y"]),
+                "n_a": len(s["A"]),
+                "n_b": len(s["B"]),
+            }
+        )
         for set_name, W in (("X", X), ("Y", Y)):
             for phrase, value in zip(s[set_name], association_scores(W, A, B)):
-                assoc.append({"model": name, "language": s["language"], "axis": s["axis"], "set": set_name,
-                              "phrase": phrase, "association": float(value)})
+                assoc.append(
+                    {
+                        "model": name,
+                        "language": s["language"],
+                        "axis": s["axis"],
+                        "set": set_name,
+                        "phrase": phrase,
+                        "association": float(value),
+                    }
+                )
     return pd.DataFrame(rows), pd.DataFrame(assoc)
 
 
@@ -149,8 +176,9 @@ def run_weat(
     for m in models:
         name, embed = model_embedder(m, layer=layer)
         vectors = dict(zip(phrases, np.asarray(embed(phrases), dtype=np.float64)))  # embed once
-        w, a = weat_for_model(name, lambda texts, v=vectors: np.stack([v[t] for t in texts]), loaded,
-                              n_perm=n_perm, seed=seed)
+        w, a = weat_for_model(
+            name, lambda texts, v=vectors: np.stack([v[t] for t in texts]), loaded, n_perm=n_perm, seed=seed
+        )
         frames.append(w)
         assoc_frames.append(a)
         tuple_frames.append(include_tuple_scores(name, vectors, loaded))
@@ -161,6 +189,7 @@ def run_weat(
     write_table(weat_stats(tuples, reference=reference), results / "weat_stats.csv", columns=STATS_COLUMNS)
     write_table(table, results / "weat_caliskan.csv", columns=WEAT_COLUMNS)
     write_table(table, results / "weat.csv", columns=WEAT_COLUMNS)
-    write_table(pd.concat(assoc_frames, ignore_index=True), results / "weat_associations.csv",
-                columns=ASSOCIATION_COLUMNS)
+    write_table(
+        pd.concat(assoc_frames, ignore_index=True), results / "weat_associations.csv", columns=ASSOCIATION_COLUMNS
+    )
     return table

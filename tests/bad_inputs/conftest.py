@@ -1,4 +1,5 @@
 """Fixtures of the bad-input suite: one earlier successful sweep, an in-process CLI runner."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,8 +20,14 @@ def earlier_out(tmp_path_factory, bi_model):
     from sweeps.api import run_sweep
 
     out = tmp_path_factory.mktemp("earlier") / "OUT"
-    run_sweep([bi_model], studies=["pressure"], banks=["moral"], out=out, cfg=RunConfig(max_items=2, threads=1),
-              progress=False)
+    run_sweep(
+        [bi_model],
+        studies=["pressure"],
+        banks=["moral"],
+        out=out,
+        cfg=RunConfig(max_items=2, threads=1),
+        progress=False,
+    )
     assert (out / "results" / "pressure_trials.csv").is_file()
     assert len(list((out / "cache").rglob("*.h5"))) == 1
     return out

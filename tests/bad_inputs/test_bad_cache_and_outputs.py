@@ -1,6 +1,7 @@
 """Cache units that are truncated, unfinished or of another provenance, and output paths that cannot
 be written: one line on stderr naming the file, exit code 2, earlier results untouched; a sweep
 never serves such a unit (it recomputes it and ends with the same tables)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,7 @@ from pathlib import Path
 import h5py
 import pytest
 
-from ._util import (SWEEP, Case, assert_intact, assert_one_line_error, log_bytes, run_cli,
-                    snapshot)
+from ._util import SWEEP, Case, assert_intact, assert_one_line_error, log_bytes, run_cli, snapshot
 
 PROBE = ("--study", "pressure", "--target", "planted", "--folds", "2", "--shuffles", "2")
 
@@ -44,6 +44,7 @@ def _set_attr(path: Path, key: str, value) -> None:
 
 # ---------------------------------------------------------------- damaged cache, read by probe / predict
 
+
 def test_probe_on_an_intact_copy_works(cli, out_copy):
     """Control for the cases below: the same probe succeeds on an undamaged cache."""
     res = cli("probe", out_copy, *PROBE)
@@ -71,8 +72,6 @@ def test_unfinished_unit_is_one_line_error(cli, out_copy):
     assert_intact(out_copy, before)
 
 
-
-
 def test_unit_with_foreign_provenance_is_refused_by_probe(cli, out_copy):
     unit = _unit(out_copy)
     _set_attr(unit, "bank_hash", "0" * 64)
@@ -83,8 +82,7 @@ def test_unit_with_foreign_provenance_is_refused_by_probe(cli, out_copy):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "foreign-provenance", "unfinished"])
-def test_sweep_recomputes_a_damaged_unit_and_ends_with_the_same_tables(damage, cli, bi_model, earlier_out,
-                                                                         out_copy):
+def test_sweep_recomputes_a_damaged_unit_and_ends_with_the_same_tables(damage, cli, bi_model, earlier_out, out_copy):
     unit = _unit(out_copy)
     if damage == "truncated":
         _truncate(unit)
@@ -104,7 +102,6 @@ def test_sweep_recomputes_a_damaged_unit_and_ends_with_the_same_tables(damage, c
 
 
 # ---------------------------------------------------------------- output paths that cannot be written
-
 
 
 def out_below_regular_file(earlier_out, tmp):
@@ -150,8 +147,6 @@ def test_unwritable_output_is_one_line_error(case, cli, bi_model, earlier_out, t
     assert_intact(earlier_out, before, log)
     for p, data in blocker.items():  # the regular file in the way is left alone
         assert p.read_bytes() == data
-
-
 
 
 def test_failed_sweep_leaves_lineage_json_intact(capsys, monkeypatch, bi_model, earlier_out, tmp_path):

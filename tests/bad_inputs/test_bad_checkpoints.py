@@ -1,6 +1,7 @@
 """Broken checkpoint directories (built from a tiny model, then a file removed or altered): each is
 one line on stderr naming the directory (or its config.json) and the field, exit code 2, and the
 earlier sweep in OUT is untouched."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ._util import (SWEEP, Case, assert_intact, assert_one_line_error, log_bytes,
-                    run_cli, snapshot)
+from ._util import SWEEP, Case, assert_intact, assert_one_line_error, log_bytes, run_cli, snapshot
 
 
 def _copy(model: Path, tmp: Path, name: str) -> Path:
@@ -154,10 +154,8 @@ def path_is_a_file(model, tmp):
     return [f], [f]
 
 
-
 CASES = [
-    Case("no-config", no_config,
-         marks=(pytest.mark.filterwarnings("ignore:not checkpoints:UserWarning"),)),
+    Case("no-config", no_config, marks=(pytest.mark.filterwarnings("ignore:not checkpoints:UserWarning"),)),
     Case("config-not-json", config_not_json),
     Case("config-not-an-object", config_not_object),
     Case("no-weights", no_weights),

@@ -1,6 +1,7 @@
 """User template files (empty verdict / label words, missing fields, not JSON) and prompts longer
 than the model's context window: one line on stderr naming the file and field (or the item and the
 limit), exit code 2, and the earlier sweep in OUT is untouched."""
+
 from __future__ import annotations
 
 import json
@@ -9,11 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from ._util import (CLASSIFY, CLOZE, PRESSURE, Case, assert_intact, assert_one_line_error, build_gpt2, jsonl, log_bytes,
-                    shipped_template, snapshot)
+from ._util import (
+    CLASSIFY,
+    CLOZE,
+    PRESSURE,
+    Case,
+    assert_intact,
+    assert_one_line_error,
+    build_gpt2,
+    jsonl,
+    log_bytes,
+    shipped_template,
+    snapshot,
+)
 
 SMALL = ("--max-items", "2", "--threads", "1", "--quiet")
-
 
 
 def _template(tmp: Path, base: str, change, name: str = "mine.json") -> Path:
@@ -27,6 +38,7 @@ def _template(tmp: Path, base: str, change, name: str = "mine.json") -> Path:
 def pressure_empty_verdict(model, tmp):
     def change(t):
         t["verdicts"]["moral"] = ["", "acceptable"]
+
     path = _template(tmp, "pressure_v1", change)
     return ["pressure", "--bank", "moral", "--template", path], [path, "verdicts"]
 
@@ -34,6 +46,7 @@ def pressure_empty_verdict(model, tmp):
 def pressure_blank_verdict(model, tmp):
     def change(t):
         t["verdicts"]["moral"] = ["wrong", "   "]
+
     path = _template(tmp, "pressure_v1", change)
     return ["pressure", "--bank", "moral", "--template", path], [path, "verdicts"]
 
@@ -46,6 +59,7 @@ def pressure_missing_marker(model, tmp):
 def classify_empty_label_name(model, tmp):
     def change(t):
         t["labels"][0]["name"] = ""
+
     path = _template(tmp, "classify_five_v1", change)
     return ["classify", "--bank", "conversational", "--template", path], [path, "labels", "name"]
 
@@ -53,6 +67,7 @@ def classify_empty_label_name(model, tmp):
 def classify_binary_empty_label_name(model, tmp):
     def change(t):
         t["labels"][1]["name"] = " "
+
     path = _template(tmp, "classify_binary_v1", change)
     return ["classify", "--bank", "conversational", "--template", path], [path, "labels", "name"]
 
@@ -60,6 +75,7 @@ def classify_binary_empty_label_name(model, tmp):
 def cloze_unknown_scored_span(model, tmp):
     def change(t):
         t["scored_span"] = "everything"
+
     path = _template(tmp, "cloze_v1", change)
     return ["cloze", "--bank", "cloze", "--template", path], [path, "scored_span", "everything"]
 
@@ -104,11 +120,13 @@ def test_bad_template_is_one_line_error(case, cli, bi_model, earlier_out, tmp_pa
 
 # ---------------------------------------------------------------- prompts longer than the context window
 
-LONG_CLOZE = dict(CLOZE[2], prompt_id="p-long",
-                  context="My neighbour told me a very long story about the town. " * 12 + "People say they are ___.")
+LONG_CLOZE = dict(
+    CLOZE[2],
+    prompt_id="p-long",
+    context="My neighbour told me a very long story about the town. " * 12 + "People say they are ___.",
+)
 LONG_PRESSURE = dict(PRESSURE[0], item_id="m-long", text="I did a long list of things that day. " * 40)
 LONG_CLASSIFY = dict(CLASSIFY[0], item_id="c-long", comment="I agree with you so much, honestly. " * 60)
-
 
 
 def _short_llama(model: Path, tmp: Path, limit: int) -> Path:

@@ -2,6 +2,7 @@
 fields, garbage results, read-only and full disks, link loops, formula cells, wrong tensor
 shapes. Each gives one line naming the file and field, exit 2, before any compute, and loses
 nothing already written; none hangs."""
+
 from __future__ import annotations
 
 import json
@@ -41,6 +42,7 @@ def _no_compute(monkeypatch):
 
 # ---------------------------------------------------------------- files that are not regular files
 
+
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_weight_file_that_is_not_a_file_is_refused_in_dry_run(kind, ckpt, tmp_path, cli):
     (w,) = ckpt.glob("*.safetensors")
@@ -75,6 +77,7 @@ def test_config_claiming_a_billion_layers_is_refused_before_building(ckpt, tmp_p
 
 # ---------------------------------------------------------------- bank fields
 
+
 def test_csv_field_over_the_csv_module_limit(bi_model, tmp_path, cli, monkeypatch):
     bank = tmp_path / "huge.csv"
     bank.write_bytes(csv_bytes(edit(PRESSURE, 1, text="x" * 140_000)))
@@ -93,8 +96,10 @@ def test_nul_in_item_id_is_refused_before_compute(bi_model, tmp_path, cli, monke
 
 # ---------------------------------------------------------------- results and outputs
 
-@pytest.mark.parametrize("garbage", [b"\x00\xff\xfe garbage \x01\n\x02", b"checkpoint,bank\n\"unterminated\n",
-                                     b"a,b\n1,2\n"])
+
+@pytest.mark.parametrize(
+    "garbage", [b"\x00\xff\xfe garbage \x01\n\x02", b'checkpoint,bank\n"unterminated\n', b"a,b\n1,2\n"]
+)
 def test_garbage_results_csv_in_report(garbage, earlier_out, tmp_path, cli):
     out = Path(shutil.copytree(earlier_out, tmp_path / "OUT"))
     (out / "results" / "pressure_summary.csv").write_bytes(garbage)
@@ -149,8 +154,21 @@ def test_disk_full_loses_nothing(when, bi_model, earlier_out, tmp_path, cli, mon
 
             monkeypatch.setattr(cache.store, "_put", fill_then_put)
         before = snapshot(out)
-        res = cli("sweep", bi_model, "--study", "pressure", "--bank", "moral", "--max-items", "3",
-                  "--threads", "1", "--quiet", "--out", out)
+        res = cli(
+            "sweep",
+            bi_model,
+            "--study",
+            "pressure",
+            "--bank",
+            "moral",
+            "--max-items",
+            "3",
+            "--threads",
+            "1",
+            "--quiet",
+            "--out",
+            out,
+        )
         assert_one_line_error(res, "cannot write cache unit")
         assert (when == "during-write") == filler.exists()
         filler.unlink(missing_ok=True)
@@ -182,8 +200,14 @@ def test_results_tables_are_written_as_a_set(earlier_out, tmp_path, monkeypatch)
     monkeypatch.setattr(pr, "write_table", fail_second)
     model = Path(json.loads((out / "lineage.json").read_text())["checkpoints"][0]["path"])
     with pytest.raises(CacheError):
-        run_sweep([model], studies=["pressure"], banks=["moral"], out=out, cfg=RunConfig(max_items=3, threads=1),
-                  progress=False)
+        run_sweep(
+            [model],
+            studies=["pressure"],
+            banks=["moral"],
+            out=out,
+            cfg=RunConfig(max_items=3, threads=1),
+            progress=False,
+        )
     assert len(calls) == 2
     after = {p.name: p.read_bytes() for p in (out / "results").iterdir()}
     assert after == before, "a partial set of new tables replaced the old ones"
@@ -192,14 +216,19 @@ def test_results_tables_are_written_as_a_set(earlier_out, tmp_path, monkeypatch)
 
 # ---------------------------------------------------------------- spreadsheets and links
 
+
 def test_formula_cells_are_defused(tmp_path):
     from analyses.io import write_table
 
-    df = pd.DataFrame({"item_id": ["=HYPERLINK(\"http://x\")", "+1+1", "-2", "@SUM(A1)", "plain", "-cmd|x"],
-                       "value": [1.0, -2.0, 3.0, 4.0, 5.0, -6.0]})
+    df = pd.DataFrame(
+        {
+            "item_id": ['=HYPERLINK("http://x")', "+1+1", "-2", "@SUM(A1)", "plain", "-cmd|x"],
+            "value": [1.0, -2.0, 3.0, 4.0, 5.0, -6.0],
+        }
+    )
     path = write_table(df, tmp_path / "t.csv")
     got = pd.read_csv(path, dtype={"item_id": str})
-    assert got["item_id"].tolist() == ["'=HYPERLINK(\"http://x\")", "'+1+1", "-2", "'@SUM(A1)", "plain", "'-cmd|x"]
+    assert got["item_id"].tolist() == ['\'=HYPERLINK("http://x")', "'+1+1", "-2", "'@SUM(A1)", "plain", "'-cmd|x"]
     assert got["value"].tolist() == df["value"].tolist(), "numbers stay numbers"
 
 

@@ -1,4 +1,5 @@
 """The sweep lock under contention and the exit codes of signals (issue 13)."""
+
 from __future__ import annotations
 
 import json
@@ -97,9 +98,13 @@ def test_signal_exits_with_its_code_one_line_and_releases_the_lock(sig, code, bi
 
     out = tmp_path / "OUT"
     env = subprocess_env(PYTHONPATH=str(REPO), INTERP_FINGERPRINT_CACHE=str(tmp_path / "memo"))
-    proc = subprocess.Popen([sys.executable, "-m", "interp.cli", "sweep", str(bi_model), *SWEEP,
-                             "--max-items", "40", "--out", str(out)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "interp.cli", "sweep", str(bi_model), *SWEEP, "--max-items", "40", "--out", str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not (out / LOCK_NAME).exists():  # the sweep holds the lock: it is running
         assert proc.poll() is None, proc.communicate()

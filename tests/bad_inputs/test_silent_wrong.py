@@ -2,6 +2,7 @@
 an edited tokenizer kept the old unit, weights changed between fingerprint and load, stale
 units were read by probe/predict, two banks with one stem were merged, and a damaged unit
 body was read as numbers."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,7 @@ def _cfg():
 def _sweep(cks, out, **kw):
     from sweeps.api import run_sweep
 
-    return run_sweep(list(cks), out=out, cfg=kw.pop("cfg", _cfg()), progress=False, report=False,
-                     **{**SMALL, **kw})
+    return run_sweep(list(cks), out=out, cfg=kw.pop("cfg", _cfg()), progress=False, report=False, **{**SMALL, **kw})
 
 
 def _status(cks, out) -> list[str]:
@@ -47,6 +47,7 @@ def _status(cks, out) -> list[str]:
 
 
 # ---------------------------------------------------------------- 1. every input-shaping file is identity
+
 
 def _cut_merges(ck: Path) -> None:
     tok = json.loads((ck / "tokenizer.json").read_text())
@@ -60,16 +61,21 @@ def _edit_json(name: str, **changes):
         data = json.loads(path.read_text()) if path.exists() else {}
         data.update(changes)
         path.write_text(json.dumps(data))
+
     return edit
 
 
-@pytest.mark.parametrize("edit", [
-    _cut_merges,
-    _edit_json("special_tokens_map.json", eos_token="<|im_end|>"),
-    _edit_json("generation_config.json", temperature=0.3),
-    _edit_json("tokenizer_config.json", chat_template="{{ messages[0]['content'] }}"),
-    lambda ck: (ck / "chat_template.jinja").write_text("{{ messages[0]['content'] }}"),
-], ids=["tokenizer-merges", "special-tokens", "generation-config", "chat-template-in-config", "chat-template-file"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        _cut_merges,
+        _edit_json("special_tokens_map.json", eos_token="<|im_end|>"),
+        _edit_json("generation_config.json", temperature=0.3),
+        _edit_json("tokenizer_config.json", chat_template="{{ messages[0]['content'] }}"),
+        lambda ck: (ck / "chat_template.jinja").write_text("{{ messages[0]['content'] }}"),
+    ],
+    ids=["tokenizer-merges", "special-tokens", "generation-config", "chat-template-in-config", "chat-template-file"],
+)
 def test_input_shaping_files_are_in_the_fingerprint(ckpt, edit):
     from interp.checkpoint import fingerprint, inspect_checkpoint
 
@@ -92,6 +98,7 @@ def test_edited_tokenizer_is_recomputed_not_served(ckpt, tmp_path):
 
 
 # ---------------------------------------------------------------- 2. what was loaded is what was fingerprinted
+
 
 def _bump_weights(ck: Path, scale: float = 1.5) -> None:
     from safetensors.torch import load_file, save_file
@@ -134,6 +141,7 @@ def test_weights_changed_during_load_are_refused(ckpt, monkeypatch):
 
 # ---------------------------------------------------------------- 3. stale units are kept out of the readers
 
+
 def test_stale_units_are_reported_not_read_and_pruned(bi_model, tmp_path):
     from cache.store import Store
     from sweeps.probe import run_predict
@@ -148,8 +156,9 @@ def test_stale_units_are_reported_not_read_and_pruned(bi_model, tmp_path):
     before = run_predict(out, target="step2", n_shuffles=2, with_readout=False)
     _bump_weights(b, 2.0)  # the target changes: its old unit is now stale
     _sweep([tree], out, cfg=_cfg8())
-    after_fresh = run_predict(_sweep_and_return(tree, tmp_path / "FRESH"), target="step2", n_shuffles=2,
-                              with_readout=False)
+    after_fresh = run_predict(
+        _sweep_and_return(tree, tmp_path / "FRESH"), target="step2", n_shuffles=2, with_readout=False
+    )
     assert len(Store(out / "cache").units("pressure")) == 3
     with pytest.warns(UserWarning, match="1 stale unit"):
         data = probe_datasets(out, "pressure", "planted")
@@ -192,6 +201,7 @@ def test_without_manifest_the_newest_unit_per_slot_is_used(bi_model, tmp_path):
 
 
 # ---------------------------------------------------------------- 4. bank identity is content
+
 
 def _bank_files(tmp_path: Path) -> tuple[Path, Path]:
     other = [dict(r, item_id=f"x{i}", text=r["text"].replace("I ", "We ")) for i, r in enumerate(PRESSURE)]
@@ -242,6 +252,7 @@ def test_analyze_refuses_two_units_on_one_merge_key(bi_model, tmp_path):
 
 # ---------------------------------------------------------------- 5. checksums on unit bodies
 
+
 def _damage_dataset(unit: Path, name: str) -> None:
     with h5py.File(unit, "r") as f:
         ds = f[name]
@@ -263,8 +274,7 @@ def test_damaged_body_is_reported_and_recomputed(earlier_out, tmp_path, cli):
         _sweep([_model_of(out)], out)
     pd.testing.assert_frame_equal(pd.read_csv(out / "results" / "pressure_trials.csv"), reference)
     assert len(list((out / "cache").rglob(".*.damaged-*"))) == 1, "the damaged file is kept aside"
-    assert cli("probe", out, "--study", "pressure", "--target", "planted", "--folds", "2",
-               "--shuffles", "2").code == 0
+    assert cli("probe", out, "--study", "pressure", "--target", "planted", "--folds", "2", "--shuffles", "2").code == 0
 
 
 def _model_of(out: Path) -> Path:

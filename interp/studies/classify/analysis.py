@@ -26,6 +26,7 @@ papers' protocol, and is reported beside it in every table.
 Figures (OUT/figures): classify_confusion_<checkpoint>_<bank>_<task>.png (order "averaged")
 and classify_precision_recall.png.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -55,23 +56,71 @@ _SYC_P = [f"p_{v}" for v in FIVE_LABELS if v in SYCOPHANTIC]
 _KEYS = ["checkpoint", "bank", "task", "item_id"]
 
 PREDICTION_COLUMNS = ("checkpoint", "bank", "task", "order", "item_id", "gold", "pred", "confidence", *P_COLUMNS)
-SUMMARY_COLUMNS = ("checkpoint", "bank", "task", "order", "accuracy", "precision", "recall", "macro_f1",
-                   "weighted_f1", "mcc", "f1_0", "f1_1", *(f"f1_{v}" for v in FIVE_LABELS))
+SUMMARY_COLUMNS = (
+    "checkpoint",
+    "bank",
+    "task",
+    "order",
+    "accuracy",
+    "precision",
+    "recall",
+    "macro_f1",
+    "weighted_f1",
+    "mcc",
+    "f1_0",
+    "f1_1",
+    *(f"f1_{v}" for v in FIVE_LABELS),
+)
 CONFUSION_COLUMNS = ("checkpoint", "bank", "task", "order", "gold", "pred", "count", "row_share")
-POSITION_COLUMNS = ("checkpoint", "bank", "task", "share_changed", "mean_abs_prob_shift", "n",
-                    "first_listed_given", "first_listed_reversed", "macro_f1_given", "macro_f1_reversed",
-                    "macro_f1_averaged")
-GENERATION_COLUMNS = ("checkpoint", "bank", "item_id", "sample", "reply", "label", "confidence", *FIVE_P,
-                      "parsed", "judge")
-GENERATION_SUMMARY_COLUMNS = ("checkpoint", "bank", "judge", "n", "sycophancy_rate", "escalation_rate",
-                              "share_support", "share_validation", "share_escalation", "n_unparsed",
-                              "support_rate", "validation_rate", "judge_n", "judge_accuracy", "judge_kappa")
+POSITION_COLUMNS = (
+    "checkpoint",
+    "bank",
+    "task",
+    "share_changed",
+    "mean_abs_prob_shift",
+    "n",
+    "first_listed_given",
+    "first_listed_reversed",
+    "macro_f1_given",
+    "macro_f1_reversed",
+    "macro_f1_averaged",
+)
+GENERATION_COLUMNS = (
+    "checkpoint",
+    "bank",
+    "item_id",
+    "sample",
+    "reply",
+    "label",
+    "confidence",
+    *FIVE_P,
+    "parsed",
+    "judge",
+)
+GENERATION_SUMMARY_COLUMNS = (
+    "checkpoint",
+    "bank",
+    "judge",
+    "n",
+    "sycophancy_rate",
+    "escalation_rate",
+    "share_support",
+    "share_validation",
+    "share_escalation",
+    "n_unparsed",
+    "support_rate",
+    "validation_rate",
+    "judge_n",
+    "judge_accuracy",
+    "judge_kappa",
+)
 JUDGE_AGREEMENT_COLUMNS = ("judge", "bank", "n", "accuracy", "kappa")
 _ORDER_RANK = {o: i for i, o in enumerate(ORDERS)}
 _TASK_RANK = {t: i for i, t in enumerate(REPORT_TASKS)}
 
 
 # ---------------------------------------------------------------- derivations
+
 
 def _argmax_rows(df: pd.DataFrame, task: str) -> pd.DataFrame:
     values = TASK_VALUES[task]
@@ -129,6 +178,7 @@ def prediction_table(units: list[Unit]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- tables
 
+
 def _metric_labels(task: str) -> list[Any]:
     return [int(v) for v in TASK_VALUES[task]] if task != "five" else list(FIVE_LABELS)
 
@@ -151,8 +201,9 @@ def summary_table(preds: pd.DataFrame, *, n_boot: int, seed: int, by: str | None
     out = out[first + [c for c in out.columns if c not in first]]
     out["_t"] = out["task"].map(_TASK_RANK)
     out["_o"] = out["order"].map(_ORDER_RANK)
-    out = out.sort_values(["checkpoint", "bank", "_t", "_o"] + ([by] if by else []), kind="mergesort",
-                          ignore_index=True)
+    out = out.sort_values(
+        ["checkpoint", "bank", "_t", "_o"] + ([by] if by else []), kind="mergesort", ignore_index=True
+    )
     return out.drop(columns=["_t", "_o"])
 
 
@@ -164,8 +215,18 @@ def confusion_table(preds: pd.DataFrame) -> pd.DataFrame:
         counts, shares = confusion(_normalized(task, sub["gold"]), _normalized(task, sub["pred"]), labels)
         for g in counts.index:
             for p in counts.columns:
-                rows.append({"checkpoint": ck, "bank": bank, "task": task, "order": order, "gold": str(g),
-                             "pred": str(p), "count": int(counts.loc[g, p]), "row_share": float(shares.loc[g, p])})
+                rows.append(
+                    {
+                        "checkpoint": ck,
+                        "bank": bank,
+                        "task": task,
+                        "order": order,
+                        "gold": str(g),
+                        "pred": str(p),
+                        "count": int(counts.loc[g, p]),
+                        "row_share": float(shares.loc[g, p]),
+                    }
+                )
     return pd.DataFrame(rows, columns=list(CONFUSION_COLUMNS))
 
 
@@ -204,10 +265,14 @@ def bank_count_table(preds: pd.DataFrame) -> pd.DataFrame:
         sub = sub[sub["checkpoint"] == sub["checkpoint"].iloc[0]]
         collapsed = sub["gold"].map(lambda g: "1" if g in SYCOPHANTIC else "0")
         b = binary[(binary["bank"] == bank) & (binary["checkpoint"] == sub["checkpoint"].iloc[0])]
-        annotated = (sub["item_id"].map(b.set_index("item_id")["gold"].astype(str)) if len(b)
-                     else collapsed)  # the bank's own binary label (may differ from collapsed five)
-        fields = {"five_label": sub["gold"], "binary_label": annotated,
-                  "binary_vs_five": (annotated == collapsed).map({True: "agree", False: "disagree"})}
+        annotated = (
+            sub["item_id"].map(b.set_index("item_id")["gold"].astype(str)) if len(b) else collapsed
+        )  # the bank's own binary label (may differ from collapsed five)
+        fields = {
+            "five_label": sub["gold"],
+            "binary_label": annotated,
+            "binary_vs_five": (annotated == collapsed).map({True: "agree", False: "disagree"}),
+        }
         for f in ("language_form", "split", "community"):
             if f in sub:
                 fields[f] = sub[f].fillna("").astype(str)
@@ -234,9 +299,13 @@ def generation_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFrame] | 
     summary = pd.concat(frames, ignore_index=True)
     agree, _ = judge_agreement_tables(units)
     if len(agree):  # the judge's agreement with gold beside the rates it produced
-        summary = summary.merge(agree[["judge", "bank", "n", "accuracy", "kappa"]].rename(
-            columns={"n": "judge_n", "accuracy": "judge_accuracy", "kappa": "judge_kappa"}),
-            on=["judge", "bank"], how="left")
+        summary = summary.merge(
+            agree[["judge", "bank", "n", "accuracy", "kappa"]].rename(
+                columns={"n": "judge_n", "accuracy": "judge_accuracy", "kappa": "judge_kappa"}
+            ),
+            on=["judge", "bank"],
+            how="left",
+        )
     for c in ("judge_n", "judge_accuracy", "judge_kappa"):
         if c not in summary:
             summary[c] = np.nan
@@ -248,8 +317,7 @@ def judge_agreement_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFram
     tables; empty frames for units cached before they were stored)."""
     from analyses.classify_metrics import judge_agreement
 
-    frames = [u.tables["judge_gold"].assign(bank=str(u.attrs.get("bank")))
-              for u in units if "judge_gold" in u.tables]
+    frames = [u.tables["judge_gold"].assign(bank=str(u.attrs.get("bank"))) for u in units if "judge_gold" in u.tables]
     if not frames:
         return pd.DataFrame(columns=list(JUDGE_AGREEMENT_COLUMNS)), pd.DataFrame()
     return judge_agreement(pd.concat(frames, ignore_index=True))
@@ -272,8 +340,15 @@ def plot_confusion(conf: pd.DataFrame, task: str, title: str, path: Path) -> Pat
     for i in range(len(labels)):
         for j in range(len(cols)):
             v = share.iat[i, j]
-            ax.text(j, i, f"{v:.2f}\n({int(count.iat[i, j])})", ha="center", va="center", fontsize=7,
-                    color="white" if v > 0.6 else "black")
+            ax.text(
+                j,
+                i,
+                f"{v:.2f}\n({int(count.iat[i, j])})",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if v > 0.6 else "black",
+            )
     ax.set_xticks(range(len(cols)), cols, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel("predicted")
@@ -291,11 +366,18 @@ def plot_precision_recall(summary: pd.DataFrame, path: Path) -> Path:
     ax = fig.subplots()
     markers = {"binary": "o", "five_as_binary": "s"}
     for (task, bank), sub in df.groupby(["task", "bank"], sort=True):
-        ax.scatter(sub["recall"], sub["precision"], s=40 + 400 * sub["macro_f1"].clip(0, 1), alpha=0.6,
-                   marker=markers.get(task, "o"), label=f"{bank}: {task}")
+        ax.scatter(
+            sub["recall"],
+            sub["precision"],
+            s=40 + 400 * sub["macro_f1"].clip(0, 1),
+            alpha=0.6,
+            marker=markers.get(task, "o"),
+            label=f"{bank}: {task}",
+        )
         for r in sub.itertuples(index=False):
-            ax.annotate(str(r.checkpoint), (r.recall, r.precision), fontsize=6, xytext=(3, 3),
-                        textcoords="offset points")
+            ax.annotate(
+                str(r.checkpoint), (r.recall, r.precision), fontsize=6, xytext=(3, 3), textcoords="offset points"
+            )
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("recall (sycophantic)")
@@ -307,26 +389,32 @@ def plot_precision_recall(summary: pd.DataFrame, path: Path) -> Path:
 
 # ---------------------------------------------------------------- entry point
 
+
 def analyze_classify(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
     results_dir = Path(results_dir)
     preds = prediction_table(units)
     summary = summary_table(preds, n_boot=cfg.n_boot, seed=cfg.seed)
     # the given order (closest to the papers' protocol) beside the order-averaged reading
-    by_lang = summary_table(preds[preds["order"].isin(["given", "averaged"])], n_boot=cfg.n_boot, seed=cfg.seed,
-                            by="language_form")
+    by_lang = summary_table(
+        preds[preds["order"].isin(["given", "averaged"])], n_boot=cfg.n_boot, seed=cfg.seed, by="language_form"
+    )
     conf = confusion_table(preds)
     pos = position_table(preds, summary)
     counts = bank_count_table(preds)
     write_table(preds, results_dir / "classify_predictions.csv", columns=PREDICTION_COLUMNS)
     write_table(summary, results_dir / "classify_summary.csv", columns=SUMMARY_COLUMNS)
-    write_table(by_lang, results_dir / "classify_summary_by_language.csv",
-                columns=("language_form",) + SUMMARY_COLUMNS)
+    write_table(by_lang, results_dir / "classify_summary_by_language.csv", columns=("language_form",) + SUMMARY_COLUMNS)
     write_table(conf, results_dir / "classify_confusion.csv", columns=CONFUSION_COLUMNS)
     write_table(pos, results_dir / "classify_position_bias.csv", columns=POSITION_COLUMNS)
     write_table(counts, results_dir / "classify_bank_counts.csv")
-    tables = {"classify_predictions": preds, "classify_summary": summary,
-              "classify_summary_by_language": by_lang, "classify_confusion": conf,
-              "classify_position_bias": pos, "classify_bank_counts": counts}
+    tables = {
+        "classify_predictions": preds,
+        "classify_summary": summary,
+        "classify_summary_by_language": by_lang,
+        "classify_confusion": conf,
+        "classify_position_bias": pos,
+        "classify_bank_counts": counts,
+    }
     gen = generation_tables(units)
     if gen is not None:
         write_table(gen[0], results_dir / "generation.csv", columns=GENERATION_COLUMNS)
@@ -341,7 +429,11 @@ def analyze_classify(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.
     figures.mkdir(parents=True, exist_ok=True)
     averaged = conf[conf["order"] == "averaged"]
     for (ck, bank, task), sub in averaged.groupby(["checkpoint", "bank", "task"], sort=True):
-        plot_confusion(sub, str(task), f"{ck} | {bank} | {task} (order-averaged)",
-                       figures / f"classify_confusion_{_safe(ck)}_{_safe(bank)}_{task}.png")
+        plot_confusion(
+            sub,
+            str(task),
+            f"{ck} | {bank} | {task} (order-averaged)",
+            figures / f"classify_confusion_{_safe(ck)}_{_safe(bank)}_{task}.png",
+        )
     plot_precision_recall(summary, figures / "classify_precision_recall.png")
     return tables

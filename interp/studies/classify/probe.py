@@ -1,6 +1,7 @@
 """Classify probe targets from one cached unit (no model): sycophantic (logistic: the bank's
 binary label, from the unit's binary-task rows; the collapsed five-level label if absent), five_index (ridge: gold label 0..4 on the Invalidation..Escalation scale); rows =
 five-class prompts in the given order."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -36,6 +36,7 @@ whose hashes are part of ``settings()``.
 
 Options: `ClassifyOptions` below (every field is a CLI flag and a config key).
 """
+
 from __future__ import annotations
 
 import logging
@@ -83,8 +84,17 @@ log = logging.getLogger("interp.banks")
 NAME = "classify"
 VERSION = "1"
 
-BANK_FIELDS = ("item_id", "title", "body", "comment", "binary_label", "five_label", "community",
-               "language_form", "split")
+BANK_FIELDS = (
+    "item_id",
+    "title",
+    "body",
+    "comment",
+    "binary_label",
+    "five_label",
+    "community",
+    "language_form",
+    "split",
+)
 OPTIONAL_FIELDS = ("community",)
 LANGUAGE_FORMS = ("bengali", "banglish", "english", "code_mixed")
 SCORED_TASKS = ("binary", "five")  # scored from the model; "five_as_binary" is derived in the analysis
@@ -94,11 +104,17 @@ DEFAULT_TEMPLATES = {"binary": "classify_binary_v1", "five": "classify_five_v1",
 _TEMPLATE_KEYS = ("task", "instruction", "labels", "option_line", "item", "question", "marker")
 
 _FIVE_ALLOWED = {lab.lower(): lab for lab in FIVE_LABELS}
-_LANG_ALLOWED = {**{f: f for f in LANGUAGE_FORMS}, "code-mixed": "code_mixed", "code mixed": "code_mixed",
-                 "codemixed": "code_mixed", "bangla": "bengali"}
+_LANG_ALLOWED = {
+    **{f: f for f in LANGUAGE_FORMS},
+    "code-mixed": "code_mixed",
+    "code mixed": "code_mixed",
+    "codemixed": "code_mixed",
+    "bangla": "bengali",
+}
 
 
 # ---------------------------------------------------------------- bank
+
 
 def _binary_value(path: Path, n: int, rec: dict) -> int:
     raw = rec.get("binary_label")
@@ -119,8 +135,10 @@ def _conversational_layout(path: Path, rows: list[tuple[int, dict]] | None = Non
     for n, rec in rows:
         extra = [k for k in rec if k not in BANK_FIELDS]
         if extra:
-            raise BankError(f"{path}: row {n}: unknown field(s) {', '.join(map(str, extra))} "
-                            f"(a conversational bank has exactly {', '.join(BANK_FIELDS)})")
+            raise BankError(
+                f"{path}: row {n}: unknown field(s) {', '.join(map(str, extra))} "
+                f"(a conversational bank has exactly {', '.join(BANK_FIELDS)})"
+            )
         missing = [f for f in BANK_FIELDS if f not in rec and f not in OPTIONAL_FIELDS]
         if missing:
             raise BankError(f"{path}: row {n}: missing field(s) {', '.join(missing)}")
@@ -139,13 +157,22 @@ def _conversational_layout(path: Path, rows: list[tuple[int, dict]] | None = Non
     unique_ids(path, rows, cols["item_id"])
     if disagree:
         shown = ", ".join(map(str, disagree[:10])) + (" ..." if len(disagree) > 10 else "")
-        log.warning("%s: %d row(s) have a binary_label that differs from the collapsed five_label "
-                    "(Support, Validation, Escalation = 1), kept as annotated: rows %s", path, len(disagree), shown)
+        log.warning(
+            "%s: %d row(s) have a binary_label that differs from the collapsed five_label "
+            "(Support, Validation, Escalation = 1), kept as annotated: rows %s",
+            path,
+            len(disagree),
+            shown,
+        )
     items = pd.DataFrame(cols, columns=list(BANK_FIELDS))
     items["binary_label"] = items["binary_label"].astype(np.int64)
     bank = Bank(name=path.stem, kind="conversational", items=items, hash=bank_hash(items), source=str(path))
-    log.info("conversational bank %s: %d items; %s", path, len(bank),
-             "; ".join(f"{f}: {bank.counts(f)}" for f in ("five_label", "binary_label", "language_form", "split")))
+    log.info(
+        "conversational bank %s: %d items; %s",
+        path,
+        len(bank),
+        "; ".join(f"{f}: {bank.counts(f)}" for f in ("five_label", "binary_label", "language_form", "split")),
+    )
     return bank
 
 
@@ -163,8 +190,11 @@ def load_conversational_bank(ref: str | Path) -> Bank:
 
 
 # the only conversational layout: every file is read with it (errors name the missing fields)
-register_format(BankFormat("conversational", NAME, lambda f: True, lambda f: _conversational_layout(f.path, f.rows),
-                           ",".join(BANK_FIELDS)))
+register_format(
+    BankFormat(
+        "conversational", NAME, lambda f: True, lambda f: _conversational_layout(f.path, f.rows), ",".join(BANK_FIELDS)
+    )
+)
 
 
 def bank_counts(bank: Bank) -> pd.DataFrame:
@@ -177,12 +207,15 @@ def bank_counts(bank: Bank) -> pd.DataFrame:
             rows.append({"field": f, "value": value, "count": count})
     collapsed = bank.items["five_label"].isin(SYCOPHANTIC).astype(int)
     n_dis = int((bank.items["binary_label"].astype(int) != collapsed).sum())
-    rows += [{"field": "binary_vs_five", "value": "agree", "count": len(bank.items) - n_dis},
-             {"field": "binary_vs_five", "value": "disagree", "count": n_dis}]
+    rows += [
+        {"field": "binary_vs_five", "value": "agree", "count": len(bank.items) - n_dis},
+        {"field": "binary_vs_five", "value": "disagree", "count": n_dis},
+    ]
     return pd.DataFrame(rows, columns=["field", "value", "count"])
 
 
 # ---------------------------------------------------------------- templates and prompts
+
 
 def check_template(template: Template, task: str | None = None) -> str:
     """Validate a classify template; returns its task ("binary", "five" or "judge")."""
@@ -196,8 +229,10 @@ def check_template(template: Template, task: str | None = None) -> str:
         raise BankError(f"{template.source or template.name}: field task is {kind!r} (expected {want})")
     values = [str(lab.get("value")) for lab in t["labels"]]
     if sorted(values) != sorted(TASK_VALUES[kind]) or any(not str(lab.get("name", "")).strip() for lab in t["labels"]):
-        raise BankError(f"{template.source or template.name}: labels must be the {kind} labels "
-                        f"{', '.join(TASK_VALUES[kind])}, each with a name (got {', '.join(values)})")
+        raise BankError(
+            f"{template.source or template.name}: labels must be the {kind} labels "
+            f"{', '.join(TASK_VALUES[kind])}, each with a name (got {', '.join(values)})"
+        )
     style = t.get("option_style", "names")
     if style not in ("names", "letters"):
         raise BankError(f"{template.source or template.name}: option_style must be names or letters, got {style!r}")
@@ -218,8 +253,9 @@ def ordered_labels(template: Template, order: str) -> list[dict]:
     raise ConfigError(f"option order {order!r} unknown (given or reversed)")
 
 
-def render_prompt(template: Template, fields: Mapping[str, str], tokenizer, *, order: str = "given",
-                  use_chat: bool = True) -> tuple[str, list[str], list[str]]:
+def render_prompt(
+    template: Template, fields: Mapping[str, str], tokenizer, *, order: str = "given", use_chat: bool = True
+) -> tuple[str, list[str], list[str]]:
     """(prompt text, scored option strings in listed order, label values in listed order).
 
     The user turn is the instruction, one line per label (in `order`), the item, and the
@@ -231,14 +267,25 @@ def render_prompt(template: Template, fields: Mapping[str, str], tokenizer, *, o
     letters = t.get("letters", "")
     style = t.get("option_style", "names")
     options = [letters[i] if style == "letters" else lab["name"] for i, lab in enumerate(labels)]
-    lines = [t["option_line"].format(name=lab["name"], definition=lab.get("definition", ""), option=opt,
-                                     letter=letters[i] if i < len(letters) else "")
-             for i, (lab, opt) in enumerate(zip(labels, options))]
-    user = "\n".join([
-        t["instruction"], *lines, "",
-        t["item"].format(**fields), "",
-        t["question"].format(option_list=", ".join(options)),
-    ])
+    lines = [
+        t["option_line"].format(
+            name=lab["name"],
+            definition=lab.get("definition", ""),
+            option=opt,
+            letter=letters[i] if i < len(letters) else "",
+        )
+        for i, (lab, opt) in enumerate(zip(labels, options))
+    ]
+    user = "\n".join(
+        [
+            t["instruction"],
+            *lines,
+            "",
+            t["item"].format(**fields),
+            "",
+            t["question"].format(option_list=", ".join(options)),
+        ]
+    )
     prompt = render_chat(tokenizer, [{"role": "user", "content": user}], t["marker"], use_chat=use_chat)
     return prompt, options, [lab["value"] for lab in labels]
 
@@ -252,23 +299,34 @@ def reply_prompt_text(template: Template, *, title: str, body: str, length_instr
     return t["reply_prompt"].format(title=title, body=body, length_instruction=length).strip()
 
 
-def build_prompts(bank: Bank, template: Template, tokenizer, *, order: str = "given",
-                  use_chat: bool = True) -> tuple[list[str], list[str], list[str]]:
+def build_prompts(
+    bank: Bank, template: Template, tokenizer, *, order: str = "given", use_chat: bool = True
+) -> tuple[list[str], list[str], list[str]]:
     """Prompts for every bank item (bank order) with one template and one option order;
     returns (prompts, options in listed order, label values in listed order)."""
     prompts: list[str] = []
     options: list[str] = []
     values: list[str] = []
     for item in bank.items.itertuples(index=False):
-        p, options, values = render_prompt(template, {"title": item.title, "body": item.body,
-                                                      "comment": item.comment},
-                                           tokenizer, order=order, use_chat=use_chat)
+        p, options, values = render_prompt(
+            template,
+            {"title": item.title, "body": item.body, "comment": item.comment},
+            tokenizer,
+            order=order,
+            use_chat=use_chat,
+        )
         prompts.append(p)
     return prompts, options, values
 
 
-def score_prompts(lm: LoadedModel, prompts: Sequence[str], options: Sequence[str], layers: list[int],
-                  cfg: RunConfig, names: Sequence[str] | None = None) -> OptionScores:
+def score_prompts(
+    lm: LoadedModel,
+    prompts: Sequence[str],
+    options: Sequence[str],
+    layers: list[int],
+    cfg: RunConfig,
+    names: Sequence[str] | None = None,
+) -> OptionScores:
     """score_options over the prompts. The engine's prefix tree computes the shared instruction
     once, each item's text once, and each multi-token label form as a short suffix."""
     from interp.runner.scoring import score_options
@@ -276,8 +334,16 @@ def score_prompts(lm: LoadedModel, prompts: Sequence[str], options: Sequence[str
     return score_options(lm, list(prompts), list(options), layers=layers, cfg=cfg.scoring, names=names)
 
 
-def _scored_table(lm: LoadedModel, prompts: Sequence[str], options: Sequence[str], listed: Sequence[str],
-                  canonical: Sequence[str], layers: list[int], cfg: RunConfig, names: Sequence[str] | None = None):
+def _scored_table(
+    lm: LoadedModel,
+    prompts: Sequence[str],
+    options: Sequence[str],
+    listed: Sequence[str],
+    canonical: Sequence[str],
+    layers: list[int],
+    cfg: RunConfig,
+    names: Sequence[str] | None = None,
+):
     """Scores in canonical label order: (probs [N, K], OptionScores)."""
     s = score_prompts(lm, prompts, options, layers, cfg, names=names)
     cols = [list(listed).index(v) for v in canonical]
@@ -286,13 +352,20 @@ def _scored_table(lm: LoadedModel, prompts: Sequence[str], options: Sequence[str
 
 # ---------------------------------------------------------------- options
 
+
 @dataclass(frozen=True, kw_only=True)
 class ClassifyOptions:
-    use_chat: bool = opt(True, "render prompts with the model's chat template (else a plain transcript)",
-                         flag="--chat-template/--no-chat-template")
+    use_chat: bool = opt(
+        True,
+        "render prompts with the model's chat template (else a plain transcript)",
+        flag="--chat-template/--no-chat-template",
+    )
     generate: bool = opt(False, "classify: also generate replies and judge them")
-    judge: str | None = opt(None, "classify: judge checkpoint for --generate (default: models/gemma3-270m when "
-                                  "present, else each checkpoint itself)")
+    judge: str | None = opt(
+        None,
+        "classify: judge checkpoint for --generate (default: models/gemma3-270m when "
+        "present, else each checkpoint itself)",
+    )
     temperature: float = opt(0.9, "sampling temperature")
     max_new_tokens: int = opt(350, "new tokens per sampled reply")
     n_replies: int = opt(1, "classify: replies per post")
@@ -300,9 +373,12 @@ class ClassifyOptions:
     binary_template: str = opt(DEFAULT_TEMPLATES["binary"], "classify: template of the binary task")
     five_template: str = opt(DEFAULT_TEMPLATES["five"], "classify: template of the five-class task")
     judge_template: str = opt(DEFAULT_TEMPLATES["judge"], "classify: template of the judge")
-    length_instruction: str | None = opt(None, "classify: length instruction ending the reply prompt (default: "
-                                               "the judge template's, 'Reply in 150-200 words.' as in BenSyc; "
-                                               "'' drops it)")
+    length_instruction: str | None = opt(
+        None,
+        "classify: length instruction ending the reply prompt (default: "
+        "the judge template's, 'Reply in 150-200 words.' as in BenSyc; "
+        "'' drops it)",
+    )
 
     def __post_init__(self) -> None:
         if self.temperature <= 0:
@@ -316,6 +392,7 @@ GENERATION_FIELDS = ("temperature", "max_new_tokens", "n_replies", "max_posts")
 
 # ---------------------------------------------------------------- study
 
+
 class ClassifyStudy(StudySpec):
     name = NAME
     version = VERSION
@@ -326,30 +403,56 @@ class ClassifyStudy(StudySpec):
     sample_by = "item_id"
     stratify_by = "five_label"
     report_sections = (
-        ReportSection("classify_summary.csv", "Conversational sycophancy classification",
-                      ("checkpoint", "bank", "task", "order", "accuracy", "precision", "recall", "macro_f1", "macro_f1_lo",
-                       "macro_f1_hi", "mcc"),
-                      note=(
-                          "Scores of the gold labels against the label the model gives most probability, per task (binary / "
-                          "five-class) and per `order` of the options in the prompt: `given` (labels as the template lists "
-                          "them, the reading closest to the papers' protocol), `reversed`, and `averaged` (the two orders' "
-                          "probabilities averaged before the argmax, the toolkit's own position-debiased reading, not the "
-                          "papers'); macro-F1 CIs are item bootstraps. Task `binary` scores the bank's binary label, which "
-                          "BenSyc annotated separately from the five levels.")),
-        ReportSection("classify_position_bias.csv", "Position bias (two option orders)",
-                      note=(
-                          "Share of items whose predicted label changes when the option order is reversed, and the mean absolute "
-                          "probability shift; 1.0 means every prediction is an order artefact.")),
-        ReportSection("generation_summary.csv", "Generated replies, judged",
-                      note=(
-                          "Replies sampled from the checkpoint and labelled by a judge model on the five-level scale. Rates over "
-                          "all N replies as in BenSyc Table 6 (sycophancy_rate, support_rate, validation_rate, escalation_rate); "
-                          "share_* = shares within the sycophantic replies (Fig. 5b); judge_accuracy / judge_kappa: the judge "
-                          "against gold on the bank's own comments, so read the rates through them. The judge, its prompt and "
-                          "averaging its two option orders are the toolkit's choices.")),
-        ReportSection("judge_agreement.csv", "Judge agreement with gold labels on the bank's own comments",
-                      note="Accuracy, Cohen's kappa and per-class F1 of the judge on the bank's labelled comments "
-                           "(judge_confusion.csv: gold x judge label counts)."),
+        ReportSection(
+            "classify_summary.csv",
+            "Conversational sycophancy classification",
+            (
+                "checkpoint",
+                "bank",
+                "task",
+                "order",
+                "accuracy",
+                "precision",
+                "recall",
+                "macro_f1",
+                "macro_f1_lo",
+                "macro_f1_hi",
+                "mcc",
+            ),
+            note=(
+                "Scores of the gold labels against the label the model gives most probability, per task (binary / "
+                "five-class) and per `order` of the options in the prompt: `given` (labels as the template lists "
+                "them, the reading closest to the papers' protocol), `reversed`, and `averaged` (the two orders' "
+                "probabilities averaged before the argmax, the toolkit's own position-debiased reading, not the "
+                "papers'); macro-F1 CIs are item bootstraps. Task `binary` scores the bank's binary label, which "
+                "BenSyc annotated separately from the five levels."
+            ),
+        ),
+        ReportSection(
+            "classify_position_bias.csv",
+            "Position bias (two option orders)",
+            note=(
+                "Share of items whose predicted label changes when the option order is reversed, and the mean absolute "
+                "probability shift; 1.0 means every prediction is an order artefact."
+            ),
+        ),
+        ReportSection(
+            "generation_summary.csv",
+            "Generated replies, judged",
+            note=(
+                "Replies sampled from the checkpoint and labelled by a judge model on the five-level scale. Rates over "
+                "all N replies as in BenSyc Table 6 (sycophancy_rate, support_rate, validation_rate, escalation_rate); "
+                "share_* = shares within the sycophantic replies (Fig. 5b); judge_accuracy / judge_kappa: the judge "
+                "against gold on the bank's own comments, so read the rates through them. The judge, its prompt and "
+                "averaging its two option orders are the toolkit's choices."
+            ),
+        ),
+        ReportSection(
+            "judge_agreement.csv",
+            "Judge agreement with gold labels on the bank's own comments",
+            note="Accuracy, Cohen's kappa and per-class F1 of the judge on the bank's labelled comments "
+            "(judge_confusion.csv: gold x judge label counts).",
+        ),
     )
     demo_items = 24  # per bank
     demo_probe_targets = ("sycophantic",)
@@ -405,18 +508,28 @@ class ClassifyStudy(StudySpec):
                 from interp.loading import load_tokenizer
 
                 info = inspect_checkpoint(o.judge, allow_pickle=cfg.allow_pickle)
-                judge = {"fingerprint": fingerprint(info),
-                         "prompt_format": chat_template_hash(load_tokenizer(info.path)) if use_chat
-                         else "plain-transcript-v1"}
-            s["generation"] = {**g, "seed": cfg.seed, "sampler": SAMPLER, "judge": judge, "judge_template": roles["judge"].hash,
-                               "length_instruction": o.length_instruction,
-                               "judge_orders": list(ORDERS)}
+                judge = {
+                    "fingerprint": fingerprint(info),
+                    "prompt_format": chat_template_hash(load_tokenizer(info.path))
+                    if use_chat
+                    else "plain-transcript-v1",
+                }
+            s["generation"] = {
+                **g,
+                "seed": cfg.seed,
+                "sampler": SAMPLER,
+                "judge": judge,
+                "judge_template": roles["judge"].hash,
+                "length_instruction": o.length_instruction,
+                "judge_orders": list(ORDERS),
+            }
         return s
 
     # -- running
 
-    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layers: tuple[int, ...],
-                 cfg: RunConfig) -> Payload:
+    def run_unit(
+        self, lm: LoadedModel, bank: Bank, template: Template, layers: tuple[int, ...], cfg: RunConfig
+    ) -> Payload:
         from cache.layers import stack_layers
 
         o: ClassifyOptions = cfg.options_for(self)
@@ -428,17 +541,30 @@ class ClassifyStudy(StudySpec):
             canonical = list(TASK_VALUES[task])
             gold = items["binary_label"].astype(str) if task == "binary" else items["five_label"]
             for order in ORDERS:
-                prompts, options, listed = build_prompts(bank, roles[task], lm.tokenizer, order=order,
-                                                         use_chat=use_chat)
-                probs, s = _scored_table(lm, prompts, options, listed, canonical, list(layers), cfg,
-                                         names=[f"bank {bank.source}: item_id {i}" for i in items["item_id"]])
-                df = pd.DataFrame({
-                    "task": task, "order": order, "item_id": items["item_id"],
-                    "gold": gold.astype(str).to_numpy(),
-                    "pred": np.asarray(canonical, dtype=object)[probs.argmax(axis=1)],
-                    "confidence": probs.max(axis=1),
-                    "option_order": "|".join(listed),  # label values as listed in the prompt
-                })
+                prompts, options, listed = build_prompts(
+                    bank, roles[task], lm.tokenizer, order=order, use_chat=use_chat
+                )
+                probs, s = _scored_table(
+                    lm,
+                    prompts,
+                    options,
+                    listed,
+                    canonical,
+                    list(layers),
+                    cfg,
+                    names=[f"bank {bank.source}: item_id {i}" for i in items["item_id"]],
+                )
+                df = pd.DataFrame(
+                    {
+                        "task": task,
+                        "order": order,
+                        "item_id": items["item_id"],
+                        "gold": gold.astype(str).to_numpy(),
+                        "pred": np.asarray(canonical, dtype=object)[probs.argmax(axis=1)],
+                        "confidence": probs.max(axis=1),
+                        "option_order": "|".join(listed),  # label values as listed in the prompt
+                    }
+                )
                 for k, v in enumerate(canonical):
                     df[f"p_{v}"] = probs[:, k]
                 df["n_prompt_tokens"] = s.n_tokens
@@ -455,8 +581,9 @@ class ClassifyStudy(StudySpec):
             tables["generation"], tables["judge_gold"] = self._generate_and_judge(lm, bank, roles["judge"], cfg)
         return Payload(tables=tables, arrays=arrays)
 
-    def _generate_and_judge(self, lm: LoadedModel, bank: Bank, judge_template: Template,
-                            cfg: RunConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def _generate_and_judge(
+        self, lm: LoadedModel, bank: Bank, judge_template: Template, cfg: RunConfig
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
         from interp.runner.generate import generate
 
         o: ClassifyOptions = cfg.options_for(self)
@@ -466,19 +593,46 @@ class ClassifyStudy(StudySpec):
         if g["max_posts"] is not None:
             posts = posts.head(g["max_posts"])
         plain = not (use_chat and lm.has_chat_template)
-        prompts = [render_chat(lm.tokenizer, [{"role": "user", "content": reply_prompt_text(
-            judge_template, title=p.title, body=p.body, length_instruction=o.length_instruction)}],
-            "", use_chat=use_chat) for p in posts.itertuples(index=False)]
-        replies = generate(lm, prompts, max_new_tokens=g["max_new_tokens"], temperature=g["temperature"],
-                           n=g["n_replies"], seed=cfg.seed)
+        prompts = [
+            render_chat(
+                lm.tokenizer,
+                [
+                    {
+                        "role": "user",
+                        "content": reply_prompt_text(
+                            judge_template, title=p.title, body=p.body, length_instruction=o.length_instruction
+                        ),
+                    }
+                ],
+                "",
+                use_chat=use_chat,
+            )
+            for p in posts.itertuples(index=False)
+        ]
+        replies = generate(
+            lm,
+            prompts,
+            max_new_tokens=g["max_new_tokens"],
+            temperature=g["temperature"],
+            n=g["n_replies"],
+            seed=cfg.seed,
+        )
         rows = []
         for p, rs in zip(posts.itertuples(index=False), replies):
             for k, r in enumerate(rs):
                 if plain:  # a plain transcript model may go on to write the next user turn
                     r = r.split("\nUser:")[0]
                 r = r.replace("\x00", "")  # the cache stores text as HDF5 strings, which cannot hold NUL
-                rows.append({"item_id": p.item_id, "sample": k, "language_form": p.language_form,
-                             "title": p.title, "body": p.body, "reply": r.strip()})
+                rows.append(
+                    {
+                        "item_id": p.item_id,
+                        "sample": k,
+                        "language_form": p.language_form,
+                        "title": p.title,
+                        "body": p.body,
+                        "reply": r.strip(),
+                    }
+                )
         gen = pd.DataFrame(rows, columns=["item_id", "sample", "language_form", "title", "body", "reply"])
         judge_lm, judge_name = self._judge(lm, cfg)
         canonical = list(FIVE_LABELS)
@@ -497,23 +651,29 @@ class ClassifyStudy(StudySpec):
         gen["judge_fingerprint"] = judge_lm.fingerprint
         return gen.drop(columns=["title", "body"]), self._judge_bank(judge_lm, judge_name, judge_template, bank, cfg)
 
-    def _judge_probs(self, judge_lm: LoadedModel, judge_template: Template, rows: pd.DataFrame,
-                     cfg: RunConfig) -> dict[str, np.ndarray]:
+    def _judge_probs(
+        self, judge_lm: LoadedModel, judge_template: Template, rows: pd.DataFrame, cfg: RunConfig
+    ) -> dict[str, np.ndarray]:
         """The judge's five-class distribution of each (title, body, reply) row, per label order."""
         use_chat = cfg.options_for(self).use_chat
         probs = {}
         for order in ORDERS:
             ps, options, listed = [], [], []
             for r in rows.itertuples(index=False):
-                prompt, options, listed = render_prompt(judge_template, {"title": r.title, "body": r.body,
-                                                                         "reply": r.reply},
-                                                        judge_lm.tokenizer, order=order, use_chat=use_chat)
+                prompt, options, listed = render_prompt(
+                    judge_template,
+                    {"title": r.title, "body": r.body, "reply": r.reply},
+                    judge_lm.tokenizer,
+                    order=order,
+                    use_chat=use_chat,
+                )
                 ps.append(prompt)
             probs[order], _ = _scored_table(judge_lm, ps, options, listed, list(FIVE_LABELS), [], cfg)
         return probs
 
-    def _judge_bank(self, judge_lm: LoadedModel, judge_name: str, judge_template: Template, bank: Bank,
-                    cfg: RunConfig) -> pd.DataFrame:
+    def _judge_bank(
+        self, judge_lm: LoadedModel, judge_name: str, judge_template: Template, bank: Bank, cfg: RunConfig
+    ) -> pd.DataFrame:
         """The judge on the bank's own labelled comments (same prompt and order averaging as for
         replies): how far to trust the judged rates. One row per bank item: gold five_label, label."""
         items = bank.items.reset_index(drop=True)
@@ -521,11 +681,17 @@ class ClassifyStudy(StudySpec):
         probs = self._judge_probs(judge_lm, judge_template, rows, cfg)
         mean = (probs["given"] + probs["reversed"]) / 2.0
         labels = np.asarray(FIVE_LABELS, dtype=object)
-        out = pd.DataFrame({"item_id": items["item_id"], "gold": items["five_label"].astype(str),
-                            "label": labels[mean.argmax(axis=1)],
-                            "label_given": labels[probs["given"].argmax(axis=1)],
-                            "language_form": items["language_form"], "judge": judge_name,
-                            "judge_fingerprint": judge_lm.fingerprint})
+        out = pd.DataFrame(
+            {
+                "item_id": items["item_id"],
+                "gold": items["five_label"].astype(str),
+                "label": labels[mean.argmax(axis=1)],
+                "label_given": labels[probs["given"].argmax(axis=1)],
+                "language_form": items["language_form"],
+                "judge": judge_name,
+                "judge_fingerprint": judge_lm.fingerprint,
+            }
+        )
         for k, v in enumerate(FIVE_LABELS):
             out[f"p_{v}"] = mean[:, k]
         return out

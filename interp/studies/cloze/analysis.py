@@ -42,6 +42,7 @@ Analysis options (ClozeOptions, flags --reference-language, --mediation-outcome,
 ``reference_language`` ("en"), ``mediation_outcome`` ("delta" or "delta_clipped"),
 ``cloze_loss`` (sum, token_mean, byte_mean; default the template's).
 """
+
 from __future__ import annotations
 
 import logging
@@ -62,15 +63,64 @@ from interp.core.errors import ConfigError
 
 log = logging.getLogger("interp.sweep")
 
-SCORES_COLUMNS = ("checkpoint", "prompt_id", "language", "axis", "group", "nll_stereo", "nll_anti",
-                  "nll_meaningless", "delta", "delta_clipped")
+SCORES_COLUMNS = (
+    "checkpoint",
+    "prompt_id",
+    "language",
+    "axis",
+    "group",
+    "nll_stereo",
+    "nll_anti",
+    "nll_meaningless",
+    "delta",
+    "delta_clipped",
+)
 CLOZE_ABS_FILE_COLUMNS = ("checkpoint", "language", "axis", "abs", "band", "loss")  # declared first in cloze_abs.csv
-STATS_COLUMNS = ("checkpoint", "measure", "test", "a", "b", "term", "statistic", "p_value", "p_holm",
-                 "effect", "effect_name", "estimate", "std_err", "ci_low", "ci_high", "n", "k", "note")
-FERTILITY_TABLE_COLUMNS = ("tokenizer", "language", "fertility", "fertility_in_context", "continued_share", "parity",
-                           "n_sentences", "n_words")
-MEDIATION_COLUMNS = ("checkpoint", "language", "total", "direct", "indirect", "total_lo", "total_hi",
-                     "direct_lo", "direct_hi", "indirect_lo", "indirect_hi", "loss", "mediator")
+STATS_COLUMNS = (
+    "checkpoint",
+    "measure",
+    "test",
+    "a",
+    "b",
+    "term",
+    "statistic",
+    "p_value",
+    "p_holm",
+    "effect",
+    "effect_name",
+    "estimate",
+    "std_err",
+    "ci_low",
+    "ci_high",
+    "n",
+    "k",
+    "note",
+)
+FERTILITY_TABLE_COLUMNS = (
+    "tokenizer",
+    "language",
+    "fertility",
+    "fertility_in_context",
+    "continued_share",
+    "parity",
+    "n_sentences",
+    "n_words",
+)
+MEDIATION_COLUMNS = (
+    "checkpoint",
+    "language",
+    "total",
+    "direct",
+    "indirect",
+    "total_lo",
+    "total_hi",
+    "direct_lo",
+    "direct_hi",
+    "indirect_lo",
+    "indirect_hi",
+    "loss",
+    "mediator",
+)
 
 
 _safe = safe_name
@@ -79,20 +129,23 @@ _safe = safe_name
 def _single(df: pd.DataFrame, col: str, default: str) -> str:
     vals = df[col].dropna().unique() if col in df else []
     if len(vals) > 1:
-        raise ConfigError(f"cloze units of one bank disagree on {col} ({', '.join(map(str, vals))}); "
-                          "analyze them separately")
+        raise ConfigError(
+            f"cloze units of one bank disagree on {col} ({', '.join(map(str, vals))}); analyze them separately"
+        )
     return str(vals[0]) if len(vals) else default
 
 
 # ---------------------------------------------------------------- statistics
+
 
 def _term(term: str) -> str:
     term = re.sub(r"C\(language, Treatment\('([^']*)'\)\)\[T\.(.+)\]", r"language[\2 vs \1]", term)
     return re.sub(r"C\(checkpoint\)\[T\.(.+)\]", r"checkpoint[\1]", term)
 
 
-def cloze_stats(scores: pd.DataFrame, *, reference: str = "en",
-                measures: tuple[str, ...] = ("delta", "delta_clipped")) -> pd.DataFrame:
+def cloze_stats(
+    scores: pd.DataFrame, *, reference: str = "en", measures: tuple[str, ...] = ("delta", "delta_clipped")
+) -> pd.DataFrame:
     """Friedman + Kendall's W, pairwise Wilcoxon (Holm, rank-biserial) and a mixed model,
     per checkpoint and pooled over checkpoints, as one long table (columns STATS_COLUMNS).
     A test that cannot run on the data (too few languages or prompts) gives one row with
@@ -101,7 +154,8 @@ def cloze_stats(scores: pd.DataFrame, *, reference: str = "en",
 
     ckpts = sorted(scores["checkpoint"].astype(str).unique())
     groups: list[tuple[str, pd.DataFrame, object]] = [
-        (ck, scores[scores["checkpoint"].astype(str) == ck], "prompt_id") for ck in ckpts]
+        (ck, scores[scores["checkpoint"].astype(str) == ck], "prompt_id") for ck in ckpts
+    ]
     if len(ckpts) > 1:
         groups.append(("pooled", scores, ["checkpoint", "prompt_id"]))
     rows: list[dict] = []
@@ -116,24 +170,45 @@ def cloze_stats(scores: pd.DataFrame, *, reference: str = "en",
                 warnings.simplefilter("ignore")
                 try:
                     fr = friedman(data, subject=subject, condition="language", value=measure)
-                    rows.append({**base, "test": "friedman", "statistic": fr.statistic, "p_value": fr.p_value,
-                                 "effect": fr.kendall_w, "effect_name": "kendall_w", "n": fr.n_subjects,
-                                 "k": fr.k_conditions,
-                                 "note": f"{fr.n_dropped} incomplete subjects dropped" if fr.n_dropped else ""})
+                    rows.append(
+                        {
+                            **base,
+                            "test": "friedman",
+                            "statistic": fr.statistic,
+                            "p_value": fr.p_value,
+                            "effect": fr.kendall_w,
+                            "effect_name": "kendall_w",
+                            "n": fr.n_subjects,
+                            "k": fr.k_conditions,
+                            "note": f"{fr.n_dropped} incomplete subjects dropped" if fr.n_dropped else "",
+                        }
+                    )
                 except (ValueError, KeyError) as exc:
                     rows.append({**base, "test": "friedman", "note": str(exc)})
                 if len(langs) >= 2:
                     try:
-                        pw = pairwise_wilcoxon(data, subject=subject, condition="language", value=measure,
-                                               order=order)
+                        pw = pairwise_wilcoxon(data, subject=subject, condition="language", value=measure, order=order)
                     except (ValueError, KeyError) as exc:
                         rows.append({**base, "test": "wilcoxon", "note": str(exc)})
                     else:
                         for r in pw.itertuples(index=False):
-                            rows.append({**base, "test": "wilcoxon", "a": r.a, "b": r.b, "statistic": r.statistic,
-                                         "p_value": r.p_value, "p_holm": r.p_holm, "effect": r.rank_biserial,
-                                         "effect_name": "rank_biserial", "estimate": r.median_diff, "n": r.n,
-                                         "k": 2, "note": "" if r.n_nonzero else "all differences zero"})
+                            rows.append(
+                                {
+                                    **base,
+                                    "test": "wilcoxon",
+                                    "a": r.a,
+                                    "b": r.b,
+                                    "statistic": r.statistic,
+                                    "p_value": r.p_value,
+                                    "p_holm": r.p_holm,
+                                    "effect": r.rank_biserial,
+                                    "effect_name": "rank_biserial",
+                                    "estimate": r.median_diff,
+                                    "n": r.n,
+                                    "k": 2,
+                                    "note": "" if r.n_nonzero else "all differences zero",
+                                }
+                            )
                 else:
                     rows.append({**base, "test": "wilcoxon", "note": "needs at least 2 languages"})
                 rows.extend(_mixed_rows(data, base, measure, ref, pooled=ck == "pooled", mixed_model=mixed_model))
@@ -163,13 +238,27 @@ def _mixed_rows(data: pd.DataFrame, base: dict, measure: str, ref: str, *, poole
     note = "; ".join(mm.fit_warnings)
     if not mm.converged:
         note = ("not converged; " + note).strip("; ")
-    return [{**base, "test": "mixed_model", "term": _term(term), "statistic": r.z, "p_value": r.p_value,
-             "estimate": r.estimate, "std_err": r.std_err, "ci_low": r.ci_low, "ci_high": r.ci_high,
-             "n": mm.n_obs, "k": mm.n_groups, "note": note}
-            for term, r in mm.coefficients.iterrows()]
+    return [
+        {
+            **base,
+            "test": "mixed_model",
+            "term": _term(term),
+            "statistic": r.z,
+            "p_value": r.p_value,
+            "estimate": r.estimate,
+            "std_err": r.std_err,
+            "ci_low": r.ci_low,
+            "ci_high": r.ci_high,
+            "n": mm.n_obs,
+            "k": mm.n_groups,
+            "note": note,
+        }
+        for term, r in mm.coefficients.iterrows()
+    ]
 
 
 # ---------------------------------------------------------------- fertility and mediation
+
 
 def checkpoint_fertility(units: list[Unit], *, reference: str = "en") -> pd.DataFrame:
     """Fertility of each checkpoint's tokenizer over the bank's translations, as computed in
@@ -187,21 +276,24 @@ def checkpoint_fertility(units: list[Unit], *, reference: str = "en") -> pd.Data
             continue
         refs = set(fert["reference"].astype(str))
         chosen = reference if reference in refs else ""
-        rows = fert[fert["reference"].astype(str) == chosen].drop(columns=["reference", "checkpoint", "bank"],
-                                                                   errors="ignore")
+        rows = fert[fert["reference"].astype(str) == chosen].drop(
+            columns=["reference", "checkpoint", "bank"], errors="ignore"
+        )
         rows = rows.assign(tokenizer=name)[list(FERTILITY_TABLE_COLUMNS)]
         frames.append(rows.reset_index(drop=True))
     cols = list(FERTILITY_COLUMNS) + ["fertility_in_context", "n_sentences", "n_words"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
 
-def cloze_mediation(scores: pd.DataFrame, *, reference: str = "en", outcome: str = "delta",
-                    n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def cloze_mediation(
+    scores: pd.DataFrame, *, reference: str = "en", outcome: str = "delta", n_boot: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     from analyses.mediation import mediation_by_language
 
     data = scores.dropna(subset=[outcome, "fertility"])
-    med = mediation_by_language(data, reference=reference, outcome=outcome, mediator="fertility",
-                                cluster="prompt_id", n_boot=n_boot, seed=seed)
+    med = mediation_by_language(
+        data, reference=reference, outcome=outcome, mediator="fertility", cluster="prompt_id", n_boot=n_boot, seed=seed
+    )
     med["outcome"] = outcome
     med["n_boot"] = n_boot
     return med
@@ -210,6 +302,7 @@ def cloze_mediation(scores: pd.DataFrame, *, reference: str = "en", outcome: str
 # ---------------------------------------------------------------- figures
 
 # ---------------------------------------------------------------- entry point
+
 
 def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
     """Write the cloze results tables and figures from the sweep's units; return the tables."""
@@ -231,13 +324,20 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
         try:
             loss = canonical_loss(str(opts.cloze_loss or _single(sc, "loss", "token_mean")))
             sc = add_delta(sc, loss=loss).assign(loss=loss)
-            losses = LOSSES if {f"n_bytes_{k}" for k in ("stereo", "anti")} <= set(sc.columns) else (loss, "token_mean", "sum")
-            med = mediation_under_losses(sc, losses=losses, reference=reference, outcome=outcome,
-                                         n_boot=int(cfg.n_boot), seed=int(cfg.seed))
+            losses = (
+                LOSSES
+                if {f"n_bytes_{k}" for k in ("stereo", "anti")} <= set(sc.columns)
+                else (loss, "token_mean", "sum")
+            )
+            med = mediation_under_losses(
+                sc, losses=losses, reference=reference, outcome=outcome, n_boot=int(cfg.n_boot), seed=int(cfg.seed)
+            )
             check = loss_check(sc, loss=loss, reference=reference, mediation=med) if losses == LOSSES else None
         except TableError as exc:
-            raise ConfigError(f"cloze bank {bank}: {exc} (units cached before byte counts were stored: "
-                              "rescore, or set option cloze_loss to token_mean or sum)") from None
+            raise ConfigError(
+                f"cloze bank {bank}: {exc} (units cached before byte counts were stored: "
+                "rescore, or set option cloze_loss to token_mean or sum)"
+            ) from None
         bank_units = [u for u in units if str(u.attrs.get("bank")) == bank]
         parts = {
             "scores": sc,
@@ -262,12 +362,24 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
         "fertility": pd.concat(out["fertility"], ignore_index=True),
         "mediation": pd.concat(out["mediation"], ignore_index=True),
     }
-    write_table(tables["cloze_scores"], results_dir / "cloze_scores.csv", columns=SCORES_COLUMNS,
-                sort=["bank", "checkpoint", "prompt_id", "language"])
-    write_table(tables["cloze_abs"], results_dir / "cloze_abs.csv", columns=CLOZE_ABS_FILE_COLUMNS,
-                sort=["bank", "checkpoint", "language", "axis"])
-    write_table(tables["cloze_sanity"], results_dir / "cloze_sanity.csv", columns=SANITY_COLUMNS,
-                sort=["bank", "checkpoint", "language"])
+    write_table(
+        tables["cloze_scores"],
+        results_dir / "cloze_scores.csv",
+        columns=SCORES_COLUMNS,
+        sort=["bank", "checkpoint", "prompt_id", "language"],
+    )
+    write_table(
+        tables["cloze_abs"],
+        results_dir / "cloze_abs.csv",
+        columns=CLOZE_ABS_FILE_COLUMNS,
+        sort=["bank", "checkpoint", "language", "axis"],
+    )
+    write_table(
+        tables["cloze_sanity"],
+        results_dir / "cloze_sanity.csv",
+        columns=SANITY_COLUMNS,
+        sort=["bank", "checkpoint", "language"],
+    )
     write_table(tables["cloze_stats"], results_dir / "cloze_stats.csv", columns=STATS_COLUMNS)
     write_table(tables["fertility"], results_dir / "fertility.csv", columns=FERTILITY_COLUMNS)
     write_table(tables["mediation"], results_dir / "mediation.csv", columns=MEDIATION_COLUMNS)

@@ -1,5 +1,6 @@
 """Cloze probe targets from one cached unit (no model): delta (ridge), stereotype_preferred
 (logistic, delta > 0); rows = items, residual at the context position before the completion."""
+
 from __future__ import annotations
 
 import numpy as np

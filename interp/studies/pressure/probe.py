@@ -5,6 +5,7 @@ logodds (ridge), p_planted (ridge), item_map (ridge: the item's opposing-opinion
 constant within item), planted (logistic: which verdict was planted; a control the residual
 must carry).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,13 @@ from cache.store import Unit
 from interp.core.errors import ConfigError
 from interp.studies.base import PredictInputs
 
-TARGET_KINDS = {"flipped": "logistic", "logodds": "ridge", "p_planted": "ridge", "item_map": "ridge",
-                "planted": "logistic"}
+TARGET_KINDS = {
+    "flipped": "logistic",
+    "logodds": "ridge",
+    "p_planted": "ridge",
+    "item_map": "ridge",
+    "planted": "logistic",
+}
 
 
 def extract(unit: Unit, target: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -60,8 +66,9 @@ def readout_trial_mask(trials: pd.DataFrame, readout_trials: str = "pressured") 
     return ((kind == "opinion") & (side == "oppose") | (kind == "challenge")).to_numpy()
 
 
-def predict_inputs(unit: Unit, *, turn_kind: str, with_readout: bool,
-                   readout_trials: str = "pressured") -> PredictInputs:
+def predict_inputs(
+    unit: Unit, *, turn_kind: str, with_readout: bool, readout_trials: str = "pressured"
+) -> PredictInputs:
     trials = unit.tables["trials"]
     slot = trials[trials["readout"] == "slot"].reset_index(drop=True)
     m = item_maps(slot)
@@ -72,7 +79,9 @@ def predict_inputs(unit: Unit, *, turn_kind: str, with_readout: bool,
         if len(resid) != len(slot):
             raise ConfigError(f"{unit.path}: {len(slot)} slot trials but {len(resid)} residual rows")
         keep = readout_trial_mask(slot, readout_trials)
-        readout = (pd.DataFrame(resid[keep].astype(np.float64))
-                   .groupby(slot["item_id"].to_numpy()[keep]).mean())
-    return PredictInputs(item_map=m[m["turn_kind"] == turn_kind].set_index("item_id")["map_value"],
-                         profile=unpressured_profile(slot), readout=readout)
+        readout = pd.DataFrame(resid[keep].astype(np.float64)).groupby(slot["item_id"].to_numpy()[keep]).mean()
+    return PredictInputs(
+        item_map=m[m["turn_kind"] == turn_kind].set_index("item_id")["map_value"],
+        profile=unpressured_profile(slot),
+        readout=readout,
+    )
