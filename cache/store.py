@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import warnings
@@ -211,8 +212,14 @@ def _estimate_bytes(tables: Mapping[str, pd.DataFrame], arrays: Mapping[str, np.
 
 
 def slot_of(attrs: Mapping[str, object]) -> str:
-    """What a unit stands for, whatever its inputs' content: study|checkpoint|bank|backend|layer."""
-    return "|".join(str(_plain(attrs.get(k))) for k in ("study", "checkpoint", "bank", "backend", "layer"))
+    """What a unit stands for, whatever its inputs' content: study|checkpoint|bank|backend|layer.
+
+    The bank's subsample (`moral[n=20,seed=0]`) is not part of the slot: a sweep with another
+    `--max-items` replaces the unit of the same bank, and the earlier subsample becomes stale.
+    """
+    parts = {k: str(_plain(attrs.get(k))) for k in ("study", "checkpoint", "bank", "backend", "layer")}
+    parts["bank"] = re.sub(r"\[n=\d+,seed=\d+\]$", "", parts["bank"])
+    return "|".join(parts.values())
 
 
 class Store:

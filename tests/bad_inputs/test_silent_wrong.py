@@ -172,6 +172,19 @@ def test_stale_units_are_reported_not_read_and_pruned(bi_model, tmp_path):
     assert Store(out / "cache").current_units("pressure")[1] == []
 
 
+def test_another_subsample_of_the_same_bank_replaces_the_unit(bi_model, tmp_path):
+    """--max-items 6 then 8 into one OUT: the 6-item unit is stale, probe reads the 8-item one only."""
+    from interp.studies.base import RunConfig
+    from sweeps.probe_data import probe_datasets
+
+    out = tmp_path / "OUT"
+    _sweep([bi_model], out, cfg=RunConfig(max_items=6, threads=1))
+    _sweep([bi_model], out, cfg=_cfg8())
+    with pytest.warns(UserWarning, match="1 stale unit"):
+        data = probe_datasets(out, "pressure", "planted")
+    assert len(data) == 1 and len(np.unique(data[0].groups)) == 8
+
+
 def _sweep_and_return(tree, out):
     _sweep([tree], out, cfg=_cfg8())
     return out
