@@ -403,8 +403,9 @@ def _eq(a: object, b: object) -> bool:
 
 
 def read_unit(
-    path: Path, *, expect: Mapping[str, object] | None = None, load_arrays: bool = True, verify: bool = True
+    path: str | Path, *, expect: Mapping[str, object] | None = None, load_arrays: bool = True, verify: bool = True
 ) -> Unit:
+    path = Path(path)  # a glob result or a notebook string is as good as a Path
     try:
         f = h5py.File(path, "r")
     except FileNotFoundError:

@@ -100,3 +100,9 @@ def test_unwritable_destination(tmp_path):
     blocker.write_text("x")
     with pytest.raises(CacheError, match="cannot create"):
         Store(blocker / "cache").write(ident(), tables={"t": pd.DataFrame({"x": [1]})})
+
+
+def test_read_unit_takes_a_string_path(tmp_path):
+    """The README quick start passes glob's str; read_unit must not need a Path."""
+    path = Store(tmp_path).write(ident(), tables={"t": pd.DataFrame({"x": [1, 2]})}, arrays={})
+    assert read_unit(str(path)).tables["t"]["x"].tolist() == [1, 2]
