@@ -28,10 +28,12 @@ __all__ = [
     "MixedModelResult",
     "adjust_pvalues",
     "friedman",
+    "friedman_row",
     "holm",
     "mixed_model",
     "pairwise_wilcoxon",
     "rank_biserial",
+    "wilcoxon_rows",
 ]
 
 Subject = str | Sequence[str]
@@ -319,3 +321,37 @@ def mixed_model(
         reml=reml,
         fit_warnings=tuple(dict.fromkeys(str(w.message) for w in caught)),
     )
+
+
+def friedman_row(fr: FriedmanResult, *, dropped: str = "subjects") -> dict:
+    """A Friedman result as one row of a statistics table (cloze_stats.csv, weat_stats.csv)."""
+    return {
+        "test": "friedman",
+        "statistic": fr.statistic,
+        "p_value": fr.p_value,
+        "effect": fr.kendall_w,
+        "effect_name": "kendall_w",
+        "n": fr.n_subjects,
+        "k": fr.k_conditions,
+        "note": f"{fr.n_dropped} incomplete {dropped} dropped" if fr.n_dropped else "",
+    }
+
+
+def wilcoxon_rows(pw: pd.DataFrame, *, with_estimate: bool = False) -> list[dict]:
+    """`pairwise_wilcoxon` pairs as rows of a statistics table; `estimate` = median difference."""
+    rows = []
+    for r in pw.itertuples(index=False):
+        row = {
+            "test": "wilcoxon",
+            "a": r.a,
+            "b": r.b,
+            "statistic": r.statistic,
+            "p_value": r.p_value,
+            "p_holm": r.p_holm,
+            "effect": r.rank_biserial,
+            "effect_name": "rank_biserial",
+        }
+        if with_estimate:
+            row["estimate"] = r.median_diff
+        rows.append({**row, "n": r.n, "k": 2, "note": "" if r.n_nonzero else "all differences zero"})
+    return rows

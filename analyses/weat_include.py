@@ -127,7 +127,7 @@ def weat_stats(scores: pd.DataFrame, *, reference: str = "en") -> pd.DataFrame:
     A test that cannot run (too few languages or complete tuples) gives a row with ``note``.
     Columns: :data:`STATS_COLUMNS`.
     """
-    from analyses.stats import friedman, pairwise_wilcoxon
+    from analyses.stats import friedman, friedman_row, pairwise_wilcoxon, wilcoxon_rows
 
     models = sorted(scores["model"].astype(str).unique())
     groups: list[tuple[str, pd.DataFrame, object]] = [
@@ -142,44 +142,17 @@ def weat_stats(scores: pd.DataFrame, *, reference: str = "en") -> pd.DataFrame:
         order = ([reference] if reference in langs else []) + [x for x in langs if x != reference]
         try:
             fr = friedman(df, subject=subject, condition="language", value="score")
-            rows.append(
-                {
-                    "model": m,
-                    "test": "friedman",
-                    "statistic": fr.statistic,
-                    "p_value": fr.p_value,
-                    "effect": fr.kendall_w,
-                    "effect_name": "kendall_w",
-                    "n": fr.n_subjects,
-                    "k": fr.k_conditions,
-                    "note": f"{fr.n_dropped} incomplete tuples dropped" if fr.n_dropped else "",
-                }
-            )
+            rows.append({"model": m, **friedman_row(fr, dropped="tuples")})
         except (ValueError, KeyError) as exc:
             rows.append({"model": m, "test": "friedman", "note": str(exc)})
         if len(order) < 2:
             rows.append({"model": m, "test": "wilcoxon", "note": "needs at least 2 languages"})
             continue
         pw = pairwise_wilcoxon(df, subject=subject, condition="language", value="score", order=order)
-        for r in pw.itertuples(index=False):
-            rows.append(
-                {
-                    "model": m,
-                    "test": "wilcoxon",
-                    "a": r.a,
-                    "b": r.b,
-                    "statistic": r.statistic,
-                    "p_value": r.p_value,
-                    "p_holm": r.p_holm,
-                    "effect": r.rank_biserial,
-                    "effect_name": "rank_biserial",
-                    "n": r.n,
-                    "k": 2,
-                    "note": "" if r.n_nonzero else "all differences zero",
-                }
-            )
-            if r.a == reference and m != "pooled" and np.isfinite(r.rank_biserial):
-                ref_r.setdefault(m, []).append(float(r.rank_biserial))
+        for row in wilcoxon_rows(pw):
+            rows.append({"model": m, **row})
+            if row["a"] == reference and m != "pooled" and np.isfinite(row["effect"]):
+                ref_r.setdefault(m, []).append(float(row["effect"]))
     for m, vals in list(ref_r.items()) + ([("all", [v for vs in ref_r.values() for v in vs])] if ref_r else []):
         rows.append(
             {

@@ -150,7 +150,7 @@ def cloze_stats(
     per checkpoint and pooled over checkpoints, as one long table (columns STATS_COLUMNS).
     A test that cannot run on the data (too few languages or prompts) gives one row with
     the reason in ``note``."""
-    from analyses.stats import friedman, mixed_model, pairwise_wilcoxon
+    from analyses.stats import friedman, friedman_row, mixed_model, pairwise_wilcoxon, wilcoxon_rows
 
     ckpts = sorted(scores["checkpoint"].astype(str).unique())
     groups: list[tuple[str, pd.DataFrame, object]] = [
@@ -170,19 +170,7 @@ def cloze_stats(
                 warnings.simplefilter("ignore")
                 try:
                     fr = friedman(data, subject=subject, condition="language", value=measure)
-                    rows.append(
-                        {
-                            **base,
-                            "test": "friedman",
-                            "statistic": fr.statistic,
-                            "p_value": fr.p_value,
-                            "effect": fr.kendall_w,
-                            "effect_name": "kendall_w",
-                            "n": fr.n_subjects,
-                            "k": fr.k_conditions,
-                            "note": f"{fr.n_dropped} incomplete subjects dropped" if fr.n_dropped else "",
-                        }
-                    )
+                    rows.append({**base, **friedman_row(fr)})
                 except (ValueError, KeyError) as exc:
                     rows.append({**base, "test": "friedman", "note": str(exc)})
                 if len(langs) >= 2:
@@ -191,24 +179,7 @@ def cloze_stats(
                     except (ValueError, KeyError) as exc:
                         rows.append({**base, "test": "wilcoxon", "note": str(exc)})
                     else:
-                        for r in pw.itertuples(index=False):
-                            rows.append(
-                                {
-                                    **base,
-                                    "test": "wilcoxon",
-                                    "a": r.a,
-                                    "b": r.b,
-                                    "statistic": r.statistic,
-                                    "p_value": r.p_value,
-                                    "p_holm": r.p_holm,
-                                    "effect": r.rank_biserial,
-                                    "effect_name": "rank_biserial",
-                                    "estimate": r.median_diff,
-                                    "n": r.n,
-                                    "k": 2,
-                                    "note": "" if r.n_nonzero else "all differences zero",
-                                }
-                            )
+                        rows.extend({**base, **row} for row in wilcoxon_rows(pw, with_estimate=True))
                 else:
                     rows.append({**base, "test": "wilcoxon", "note": "needs at least 2 languages"})
                 rows.extend(_mixed_rows(data, base, measure, ref, pooled=ck == "pooled", mixed_model=mixed_model))
