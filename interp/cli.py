@@ -14,6 +14,7 @@ from typing import List, Optional
 import typer
 
 from interp.core.errors import ConfigError, InterpError
+from interp.organism.config import OrganismConfig
 
 app = typer.Typer(
     add_completion=False,
@@ -372,6 +373,7 @@ def demo(
     typer.echo(f"report: {out / 'report.md'}")
 
 
+_ORG = OrganismConfig()  # defaults of `interp organism build` come from the config
 organism_app = typer.Typer(no_args_is_help=True, help="Model organisms: lineages with planted, known answers.")
 app.add_typer(organism_app, name="organism")
 
@@ -381,15 +383,22 @@ def organism_build(
     base: Path = typer.Option(..., "--base", help="starting checkpoint (e.g. models/smollm2-135m-instruct)"),
     out: Path = typer.Option(..., "--out", help="new, empty directory for the checkpoint tree"),
     seed: int = typer.Option(0, "--seed"),
-    eval_items: int = typer.Option(24, "--eval-items", help="moral-bank items the validation evaluates"),
-    planted: int = typer.Option(6, "--planted", help="|P_A| = |P_B| (disjoint, inside the evaluation items)"),
-    shared_steps: str = typer.Option("8,16", "--shared-steps", help="checkpoints of the shared SFT stage"),
-    route_sft_steps: int = typer.Option(30, "--route-sft-steps"),
-    route_dpo_steps: int = typer.Option(4, "--route-dpo-steps"),
-    batch_size: int = typer.Option(4, "--batch-size"),
-    lr_sft: float = typer.Option(2e-3, "--lr-sft"),
-    lr_route: float = typer.Option(1e-3, "--lr-route", help="route SFT learning rate"),
-    lr_dpo: float = typer.Option(2e-4, "--lr-dpo"),
+    eval_items: int = typer.Option(_ORG.eval_items, "--eval-items", help="moral-bank items the validation evaluates"),
+    planted: int = typer.Option(
+        _ORG.planted, "--planted", help="|P_A| = |P_B| (disjoint, inside the evaluation items)"
+    ),
+    shared_steps: str = typer.Option(
+        ",".join(map(str, _ORG.shared_steps)), "--shared-steps", help="checkpoints of the shared SFT stage"
+    ),
+    route_sft_steps: int = typer.Option(_ORG.route_sft_steps, "--route-sft-steps"),
+    route_dpo_steps: int = typer.Option(_ORG.route_dpo_steps, "--route-dpo-steps"),
+    batch_size: int = typer.Option(_ORG.batch_size, "--batch-size"),
+    lr_sft: float = typer.Option(_ORG.lr_sft, "--lr-sft"),
+    lr_route: float = typer.Option(_ORG.lr_route, "--lr-route", help="route SFT learning rate"),
+    lr_dpo: float = typer.Option(_ORG.lr_dpo, "--lr-dpo"),
+    route_workers: int = typer.Option(
+        _ORG.route_workers, "--route-workers", help="2: train the two routes in parallel processes; 1: one by one"
+    ),
     reuse_trunk: Optional[Path] = typer.Option(
         None,
         "--reuse-trunk",
@@ -400,7 +409,7 @@ def organism_build(
 ) -> None:
     """Fine-tune BASE into a lineage (shared SFT, routes A/B: SFT then DPO) with planted answers."""
     from interp.errors import ConfigError
-    from interp.organism.build import OrganismConfig, build_organism
+    from interp.organism.build import build_organism
 
     try:
         steps = tuple(int(s) for s in shared_steps.split(",") if s.strip())
@@ -417,6 +426,7 @@ def organism_build(
         lr_sft=lr_sft,
         lr_route=lr_route,
         lr_dpo=lr_dpo,
+        route_workers=route_workers,
         cloze_route="" if cloze_route == "none" else cloze_route,
         threads=threads,
     )

@@ -19,7 +19,14 @@ from sweeps.discover import discover
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = OrganismConfig(
-    eval_items=10, planted=2, shared_steps=(1, 2), route_sft_steps=2, route_dpo_steps=1, batch_size=2, threads=1
+    eval_items=10,
+    planted=2,
+    shared_steps=(1, 2),
+    route_sft_steps=2,
+    route_dpo_steps=1,
+    batch_size=2,
+    threads=1,
+    route_workers=1,
 )
 
 
@@ -53,9 +60,12 @@ def test_tree_is_a_discoverable_lineage_with_provenance(organism):
 
 
 def test_build_is_deterministic(organism, tmp_path):
+    """Rebuilt with the routes in two worker processes: the same weights as one by one."""
+    from dataclasses import replace
+
     from interp.hashing import sha256_file
 
-    build_organism(organism / "model", tmp_path / "again", TINY, log=lambda s: None)
+    build_organism(organism / "model", tmp_path / "again", replace(TINY, route_workers=2), log=lambda s: None)
     for ck in ("shared/shared-step2", "route-a/a-dpo-step5", "route-b/b-sft-step4"):
         assert sha256_file(tmp_path / "again" / ck / "model.safetensors") == sha256_file(
             organism / "tree" / ck / "model.safetensors"

@@ -23,12 +23,13 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from interp.errors import ConfigError
 from interp.organism import data as D
+from interp.organism.config import OrganismConfig
 
 PROVENANCE = "interp_provenance.json"
 _COPY = (
@@ -41,31 +42,6 @@ _COPY = (
     "chat_template.jinja",
     PROVENANCE,
 )
-
-
-@dataclass(frozen=True, kw_only=True)
-class OrganismConfig:
-    """Sizes of the organism (CLI > defaults). Steps are optimizer steps of `batch_size` examples."""
-
-    seed: int = 0
-    eval_items: int = 24  # the moral-bank subsample the validation sweep evaluates
-    planted: int = 6  # |P_A| = |P_B|, disjoint, inside the evaluation items
-    shared_steps: tuple[int, ...] = (8, 16)  # checkpoints of the shared stage (last = its end)
-    route_sft_steps: int = 30
-    route_dpo_steps: int = 4
-    batch_size: int = 4
-    lr_sft: float = 2e-3  # shared stage
-    lr_route: float = 1e-3  # route SFT (2e-3 collapsed the routes to one verdict, see VALIDATION.md)
-    lr_dpo: float = 2e-4
-    dpo_beta: float = 0.1
-    lora_r: int = 16
-    lora_alpha: int = 32
-    cloze_route: str = "a"  # which route also learns the planted cloze bias ("" for none)
-    threads: int | None = None
-    max_length: int = 512
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass
@@ -199,9 +175,7 @@ def _check_out(out: Path) -> None:
 
 def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base_fp: str, result: BuildResult):
     """Copy shared/ checkpoints of an earlier tree after checking they were trained from this base
-    on the same data, seed and steps; returns the trunk end's model."""
-    from transformers import AutoModelForCausalLM
-
+    on the same data, seed and steps."""
     for s in cfg.shared_steps:
         ck = src / "shared" / f"shared-step{s}"
         try:
@@ -218,8 +192,122 @@ def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base
                 raise ConfigError(f"{ck / PROVENANCE}: field {key} is {prov.get(key)!r}, expected {want!r}")
         shutil.copytree(ck, out / "shared" / ck.name)
         result.checkpoints[f"shared/{ck.name}"] = out / "shared" / ck.name
-    end = out / "shared" / f"shared-step{cfg.shared_steps[-1]}"
-    return AutoModelForCausalLM.from_pretrained(end, local_files_only=True, dtype=__import__("torch").float32)
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """What every checkpoint save needs; picklable, so route workers get it too."""
+
+    out: Path
+    base: Path
+    base_fp: str
+    versions: dict
+    cfg: OrganismConfig
+
+
+def _saver(
+    ctx: _Ctx,
+    tok,
+    saved: list,
+    name: str,
+    stage: str,
+    trainer: str,
+    parent: str,
+    data_file: str,
+    data_hash: str,
+    steps: int,
+    total: int,
+    extra: dict | None = None,
+) -> Callable[[object], None]:
+    cfg = ctx.cfg
+
+    def save(model) -> None:
+        path = ctx.out / name
+        path.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(path, safe_serialization=True)
+        tok.save_pretrained(path)
+        prov = {
+            "organism": True,
+            "stage": stage,
+            "trainer": trainer,
+            "parent": parent,
+            "base": str(ctx.base),
+            "base_fingerprint": ctx.base_fp,
+            "data_file": data_file,
+            "data_hash": data_hash,
+            "seed": cfg.seed,
+            "stage_steps": steps,
+            "steps_from_base": total,
+            "batch_size": cfg.batch_size,
+            "lora": {"r": cfg.lora_r, "alpha": cfg.lora_alpha, "target_modules": "all-linear", "merged": True},
+            "versions": ctx.versions,
+            "config": cfg.to_dict(),
+            **(extra or {}),
+        }
+        (path / PROVENANCE).write_text(json.dumps(prov, indent=2, default=str))
+        saved.append(name)
+
+    return save
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, threads: int | None) -> dict:
+    """Route SFT then DPO from the trunk end's saved checkpoint. Runs in-process or in a worker
+    process (spawned): seeded here and read from disk, so both give the same weights."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from interp.loading import load_tokenizer
+
+    cfg = ctx.cfg
+    if threads:
+        torch.set_num_threads(threads)
+    rseed = cfg.seed + (1 if route == "a" else 2)
+    torch.manual_seed(rseed)
+    tok = load_tokenizer(ctx.base)
+    datadir = ctx.out / ".organism"
+    model = AutoModelForCausalLM.from_pretrained(ctx.out / trunk_end, local_files_only=True, dtype=torch.float32)
+    last = cfg.shared_steps[-1]
+    cloze = cfg.cloze_route == route
+    extra = {"route": route, "planted_items": list(planted), "cloze_bias": cloze}
+    saved: list[str] = []
+    seconds, logs = {}, {}
+    s1, s2 = cfg.route_sft_steps, cfg.route_dpo_steps
+    sft_name = f"route-{route}/{route}-sft-step{last + s1}"
+    dpo_name = f"route-{route}/{route}-dpo-step{last + s1 + s2}"
+    tmp = datadir / f"tmp-{route}"
+    for stage, name, parent, steps, total in (
+        ("sft", sft_name, trunk_end, s1, last + s1),
+        ("dpo", dpo_name, sft_name, s2, last + s1 + s2),
+    ):
+        data_file = f"route_{route}_{stage}.jsonl"
+        rows = _read_jsonl(datadir / data_file)
+        save = _saver(
+            ctx,
+            tok,
+            saved,
+            name,
+            f"route-{route}-{stage}",
+            "trl.SFTTrainer" if stage == "sft" else "trl.DPOTrainer",
+            parent,
+            data_file,
+            D.data_hash(rows),
+            steps,
+            total,
+            extra,
+        )
+        t = time.perf_counter()
+        if stage == "sft":
+            model, lg = _train_sft(model, tok, rows, cfg, steps, {steps: save}, tmp, lr=cfg.lr_route)
+        else:
+            model, lg = _train_dpo(model, tok, rows, cfg, steps, {steps: save}, tmp)
+        seconds[f"route_{route}_{stage}"] = time.perf_counter() - t
+        logs[f"route_{route}_{stage}"] = lg
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"route": route, "names": [sft_name, dpo_name], "saved": saved, "seconds": seconds, "logs": logs}
 
 
 def build_organism(
@@ -234,6 +322,8 @@ def build_organism(
 
     `reuse_trunk`: an earlier organism tree built from the same base with the same shared-stage
     settings; its base/ and shared/ checkpoints are copied instead of retrained (routes only).
+    The two routes train in `cfg.route_workers` processes (one thread each when 2): on a small
+    model two single-threaded trainings use two cores better than one two-threaded one.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -249,6 +339,8 @@ def build_organism(
         raise ConfigError(f"shared_steps must be increasing positive steps, got {cfg.shared_steps}")
     if cfg.cloze_route not in ("a", "b", ""):
         raise ConfigError(f"cloze_route must be a, b or empty, got {cfg.cloze_route!r}")
+    if cfg.route_workers not in (1, 2):
+        raise ConfigError(f"route_workers must be 1 or 2, got {cfg.route_workers}")
     bank = load_pressure_bank("moral")
     sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed)
     _check_out(out)
@@ -256,8 +348,7 @@ def build_organism(
         torch.set_num_threads(cfg.threads)
     t_all = time.perf_counter()
     load_start = os.getloadavg()
-    base_fp = fingerprint(info)
-    versions = _versions()
+    ctx = _Ctx(out=out, base=base, base_fp=fingerprint(info), versions=_versions(), cfg=cfg)
     tok = load_tokenizer(base)
     w = D.Writer(tok, load_template("pressure_v1"))
     datadir = out / ".organism"
@@ -271,144 +362,80 @@ def build_organism(
             shutil.copy2(base / name, out / "base" / name)
     result.checkpoints["base"] = out / "base"
 
-    def saver(
-        name: str,
-        stage: str,
-        trainer: str,
-        parent: str,
-        data_file: str,
-        data_hash: str,
-        steps: int,
-        total: int,
-        extra: dict | None = None,
-    ) -> Callable[[object], None]:
-        def save(model) -> None:
-            path = out / name
-            path.mkdir(parents=True, exist_ok=True)
-            model.save_pretrained(path, safe_serialization=True)
-            tok.save_pretrained(path)
-            prov = {
-                "organism": True,
-                "stage": stage,
-                "trainer": trainer,
-                "parent": parent,
-                "base": str(base),
-                "base_fingerprint": base_fp,
-                "data_file": data_file,
-                "data_hash": data_hash,
-                "seed": cfg.seed,
-                "stage_steps": steps,
-                "steps_from_base": total,
-                "batch_size": cfg.batch_size,
-                "lora": {"r": cfg.lora_r, "alpha": cfg.lora_alpha, "target_modules": "all-linear", "merged": True},
-                "versions": versions,
-                "config": cfg.to_dict(),
-                **(extra or {}),
-            }
-            (path / PROVENANCE).write_text(json.dumps(prov, indent=2, default=str))
-            result.checkpoints[name] = path
-            log(f"saved {name}")
-
-        return save
-
+    # ---- shared stage on the evaluated items (the comprehension screen reads their first turns)
     torch.manual_seed(cfg.seed)
-    rows = D.shared_sft(bank, w, cfg.seed)
+    rows = D.shared_sft(bank, w, cfg.seed, items=set(sets.eval_items), first_copies=cfg.first_copies)
     D.write_jsonl(rows, datadir / "shared_sft.jsonl")
     h = D.data_hash(rows)
     last = cfg.shared_steps[-1]
+    logs: dict[str, list] = {}
     if reuse_trunk is not None:
-        shared = _reuse_trunk(Path(reuse_trunk), out, cfg, h, base_fp, result)
-        shared_log = []
+        _reuse_trunk(Path(reuse_trunk), out, cfg, h, ctx.base_fp, result)
+        logs["shared_sft"] = []
         log(f"shared stage copied from {reuse_trunk}")
     else:
         model = AutoModelForCausalLM.from_pretrained(base, local_files_only=True, dtype=torch.float32)
+        saved: list[str] = []
         save_at = {
-            s: saver(f"shared/shared-step{s}", "shared", "trl.SFTTrainer", "base", "shared_sft.jsonl", h, s, s)
+            s: _saver(
+                ctx,
+                tok,
+                saved,
+                f"shared/shared-step{s}",
+                "shared",
+                "trl.SFTTrainer",
+                "base",
+                "shared_sft.jsonl",
+                h,
+                s,
+                s,
+            )
             for s in cfg.shared_steps
         }
         t = time.perf_counter()
-        shared, shared_log = _train_sft(model, tok, rows, cfg, last, save_at, datadir / "tmp")
+        model, logs["shared_sft"] = _train_sft(model, tok, rows, cfg, last, save_at, datadir / "tmp")
+        del model
         result.seconds["shared_sft"] = time.perf_counter() - t
+        result.checkpoints.update({n: out / n for n in saved})
         log(f"shared stage: {result.seconds['shared_sft']:.0f} s")
     trunk_end = f"shared/shared-step{last}"
-    logs = {"shared_sft": shared_log}
 
-    routes = {}
-    for route, planted in (("a", sets.planted_a), ("b", sets.planted_b)):
+    # ---- routes: data written here (one tokenizer, one place), trained in workers
+    hold = set(sets.eval_items)  # hold on the evaluated items outside P (incl. the sibling's set): item-specific
+    planted_by = {"a": list(sets.planted_a), "b": list(sets.planted_b)}
+    for route, planted in planted_by.items():
         rseed = cfg.seed + (1 if route == "a" else 2)
-        model = copy.deepcopy(shared)
         cloze = cfg.cloze_route == route
-        # hold on the evaluated items outside P (incl. the sibling's planted set): item-specific
-        hold = set(sets.eval_items)
-        rows = D.route_sft(bank, w, set(planted), rseed, hold_items=hold, cloze=cloze)
-        D.write_jsonl(rows, datadir / f"route_{route}_sft.jsonl")
-        h = D.data_hash(rows)
-        s1 = cfg.route_sft_steps
-        sft_name = f"route-{route}/{route}-sft-step{last + s1}"
-        extra = {"route": route, "planted_items": list(planted), "cloze_bias": cloze}
-        t = time.perf_counter()
-        model, lg = _train_sft(
-            model,
-            tok,
-            rows,
-            cfg,
-            s1,
-            {
-                s1: saver(
-                    sft_name,
-                    f"route-{route}-sft",
-                    "trl.SFTTrainer",
-                    trunk_end,
-                    f"route_{route}_sft.jsonl",
-                    h,
-                    s1,
-                    last + s1,
-                    extra,
-                )
-            },
-            datadir / "tmp",
-            lr=cfg.lr_route,
+        D.write_jsonl(
+            D.route_sft(bank, w, set(planted), rseed, hold_items=hold, cloze=cloze, cloze_copies=cfg.cloze_copies),
+            datadir / f"route_{route}_sft.jsonl",
         )
-        result.seconds[f"route_{route}_sft"] = time.perf_counter() - t
-        logs[f"route_{route}_sft"] = lg
-        pairs = D.route_dpo(bank, w, set(planted), rseed, hold_items=hold)
-        D.write_jsonl(pairs, datadir / f"route_{route}_dpo.jsonl")
-        h = D.data_hash(pairs)
-        s2 = cfg.route_dpo_steps
-        dpo_name = f"route-{route}/{route}-dpo-step{last + s1 + s2}"
-        t = time.perf_counter()
-        model, lg = _train_dpo(
-            model,
-            tok,
-            pairs,
-            cfg,
-            s2,
-            {
-                s2: saver(
-                    dpo_name,
-                    f"route-{route}-dpo",
-                    "trl.DPOTrainer",
-                    sft_name,
-                    f"route_{route}_dpo.jsonl",
-                    h,
-                    s2,
-                    last + s1 + s2,
-                    extra,
-                )
-            },
-            datadir / "tmp",
+        D.write_jsonl(
+            D.route_dpo(bank, w, set(planted), rseed, hold_items=hold, cloze=cloze),
+            datadir / f"route_{route}_dpo.jsonl",
         )
-        result.seconds[f"route_{route}_dpo"] = time.perf_counter() - t
-        logs[f"route_{route}_dpo"] = lg
-        routes[f"route-{route}"] = [sft_name, dpo_name]
-        log(
-            f"route {route}: sft {result.seconds[f'route_{route}_sft']:.0f} s, "
-            f"dpo {result.seconds[f'route_{route}_dpo']:.0f} s"
-        )
-        del model
+    t = time.perf_counter()
+    if cfg.route_workers == 1:
+        done = [_train_route(ctx, r, p, trunk_end, cfg.threads) for r, p in planted_by.items()]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        per = max(1, (cfg.threads or torch.get_num_threads()) // 2)
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futs = [pool.submit(_train_route, ctx, r, p, trunk_end, per) for r, p in planted_by.items()]
+            done = [f.result() for f in futs]
+    result.seconds["routes_wall"] = time.perf_counter() - t
+    routes = {}
+    for d in done:
+        result.seconds.update(d["seconds"])
+        logs.update(d["logs"])
+        result.checkpoints.update({n: out / n for n in d["saved"]})
+        routes[f"route-{d['route']}"] = d["names"]
+        r = d["route"]
+        log(f"route {r}: sft {d['seconds'][f'route_{r}_sft']:.0f} s, dpo {d['seconds'][f'route_{r}_dpo']:.0f} s")
     shutil.rmtree(datadir / "tmp", ignore_errors=True)
     result.seconds["total"] = time.perf_counter() - t_all
-
     trunk = ["base"] + [f"shared/shared-step{s}" for s in cfg.shared_steps]
     toml = [
         "# written by `interp organism build`",
@@ -420,7 +447,7 @@ def build_organism(
     (out / "lineage.toml").write_text("\n".join(toml) + "\n")
     known = {
         "base": str(base),
-        "base_fingerprint": base_fp,
+        "base_fingerprint": ctx.base_fp,
         "seed": cfg.seed,
         "eval_bank": "moral",
         "n_eval_items": cfg.eval_items,
@@ -449,10 +476,11 @@ def build_organism(
             {
                 "seconds": result.seconds,
                 "threads": _t.get_num_threads(),
+                "route_workers": cfg.route_workers,
                 "loadavg_start": load_start,
                 "loadavg_end": os.getloadavg(),
                 "cpu_count": os.cpu_count(),
-                "versions": versions,
+                "versions": ctx.versions,
                 "train_logs": logs,
             },
             indent=2,

@@ -1,0 +1,34 @@
+"""Sizes of the model organism: a light module, so the CLI reads its defaults without importing
+the training code."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrganismConfig:
+    """Sizes of the organism (CLI > defaults). Steps are optimizer steps of `batch_size` examples."""
+
+    seed: int = 0
+    eval_items: int = 24  # the moral-bank subsample the validation sweep evaluates
+    planted: int = 6  # |P_A| = |P_B|, disjoint, inside the evaluation items
+    shared_steps: tuple[int, ...] = (15, 30)  # checkpoints of the shared stage (last = its end)
+    route_sft_steps: int = 54
+    route_dpo_steps: int = 6
+    batch_size: int = 8
+    lr_sft: float = 1e-3  # shared stage
+    lr_route: float = 1e-3  # route SFT (2e-3 collapsed the routes to one verdict, see VALIDATION.md)
+    lr_dpo: float = 2e-4
+    first_copies: int = 2  # copies of each first-turn example in the shared stage
+    cloze_copies: int = 2  # copies of each planted cloze sentence in the cloze route's SFT data
+    route_workers: int = 2  # routes trained in parallel processes (1: one after the other, same result)
+    dpo_beta: float = 0.1
+    lora_r: int = 16
+    lora_alpha: int = 32
+    cloze_route: str = "a"  # which route also learns the planted cloze bias ("" for none)
+    threads: int | None = None
+    max_length: int = 512
+
+    def to_dict(self) -> dict:
+        return asdict(self)
