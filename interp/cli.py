@@ -394,7 +394,10 @@ def organism_build(
     route_dpo_steps: int = typer.Option(_ORG.route_dpo_steps, "--route-dpo-steps"),
     batch_size: int = typer.Option(_ORG.batch_size, "--batch-size"),
     lr_sft: float = typer.Option(_ORG.lr_sft, "--lr-sft"),
-    lr_route: float = typer.Option(_ORG.lr_route, "--lr-route", help="route SFT learning rate"),
+    lr_route: float = typer.Option(_ORG.lr_route, "--lr-route", help="route SFT peak learning rate"),
+    lr_schedule_route: str = typer.Option(
+        _ORG.lr_schedule_route, "--lr-schedule-route", help="route SFT schedule (a transformers lr_scheduler_type)"
+    ),
     lr_dpo: float = typer.Option(_ORG.lr_dpo, "--lr-dpo"),
     route_workers: int = typer.Option(
         _ORG.route_workers, "--route-workers", help="2: train the two routes in parallel processes; 1: one by one"
@@ -425,6 +428,7 @@ def organism_build(
         batch_size=batch_size,
         lr_sft=lr_sft,
         lr_route=lr_route,
+        lr_schedule_route=lr_schedule_route,
         lr_dpo=lr_dpo,
         route_workers=route_workers,
         cloze_route="" if cloze_route == "none" else cloze_route,

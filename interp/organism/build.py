@@ -106,13 +106,13 @@ class _Saver:
         self.callback = CB()
 
 
-def _common_args(cfg: OrganismConfig, tmp: Path, steps: int, lr: float) -> dict:
+def _common_args(cfg: OrganismConfig, tmp: Path, steps: int, lr: float, schedule: str = "constant") -> dict:
     return dict(
         output_dir=str(tmp),
         max_steps=steps,
         per_device_train_batch_size=cfg.batch_size,
         learning_rate=lr,
-        lr_scheduler_type="constant",
+        lr_scheduler_type=schedule,
         warmup_steps=0,
         logging_steps=max(1, steps // 5),
         save_strategy="no",
@@ -129,10 +129,22 @@ def _common_args(cfg: OrganismConfig, tmp: Path, steps: int, lr: float) -> dict:
     )
 
 
-def _train_sft(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict, tmp: Path, lr: float | None = None):
+def _train_sft(
+    model,
+    tok,
+    rows,
+    cfg: OrganismConfig,
+    steps: int,
+    save_at: dict,
+    tmp: Path,
+    lr: float | None = None,
+    schedule: str = "constant",
+):
     from trl import SFTConfig, SFTTrainer
 
-    args = SFTConfig(**_common_args(cfg, tmp, steps, lr or cfg.lr_sft), completion_only_loss=True, packing=False)
+    args = SFTConfig(
+        **_common_args(cfg, tmp, steps, lr or cfg.lr_sft, schedule), completion_only_loss=True, packing=False
+    )
     trainer = SFTTrainer(
         model=model,
         args=args,
@@ -301,7 +313,9 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
         )
         t = time.perf_counter()
         if stage == "sft":
-            model, lg = _train_sft(model, tok, rows, cfg, steps, {steps: save}, tmp, lr=cfg.lr_route)
+            model, lg = _train_sft(
+                model, tok, rows, cfg, steps, {steps: save}, tmp, lr=cfg.lr_route, schedule=cfg.lr_schedule_route
+            )
         else:
             model, lg = _train_dpo(model, tok, rows, cfg, steps, {steps: save}, tmp)
         seconds[f"route_{route}_{stage}"] = time.perf_counter() - t
@@ -339,6 +353,10 @@ def build_organism(
         raise ConfigError(f"shared_steps must be increasing positive steps, got {cfg.shared_steps}")
     if cfg.cloze_route not in ("a", "b", ""):
         raise ConfigError(f"cloze_route must be a, b or empty, got {cfg.cloze_route!r}")
+    from transformers import SchedulerType
+
+    if cfg.lr_schedule_route not in {t.value for t in SchedulerType}:
+        raise ConfigError(f"lr_schedule_route: unknown schedule {cfg.lr_schedule_route!r} (transformers SchedulerType)")
     if cfg.route_workers not in (1, 2):
         raise ConfigError(f"route_workers must be 1 or 2, got {cfg.route_workers}")
     bank = load_pressure_bank("moral")

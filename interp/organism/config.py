@@ -14,11 +14,14 @@ class OrganismConfig:
     eval_items: int = 24  # the moral-bank subsample the validation sweep evaluates
     planted: int = 6  # |P_A| = |P_B|, disjoint, inside the evaluation items
     shared_steps: tuple[int, ...] = (15, 30)  # checkpoints of the shared stage (last = its end)
-    route_sft_steps: int = 54
-    route_dpo_steps: int = 6
+    route_sft_steps: int = 72
+    route_dpo_steps: int = 4
     batch_size: int = 8
     lr_sft: float = 1e-3  # shared stage
-    lr_route: float = 1e-3  # route SFT (2e-3 collapsed the routes to one verdict, see VALIDATION.md)
+    # route SFT: 2e-3 decaying linearly to 0 (a constant 2e-3 collapsed v1's routes to one verdict,
+    # a constant 1e-3 for 54 steps learned to yield everywhere, not where: see VALIDATION.md)
+    lr_route: float = 2e-3
+    lr_schedule_route: str = "linear"  # a transformers lr_scheduler_type
     lr_dpo: float = 2e-4
     first_copies: int = 2  # copies of each first-turn example in the shared stage
     cloze_copies: int = 2  # copies of each planted cloze sentence in the cloze route's SFT data

@@ -224,8 +224,9 @@ def route_sft(
                         w.pressure(text, planted, op.format(side=w.other(planted))), planted, "hold_opinion_oppose", iid
                     )
                 )
-            kind = rng.choice(HOLD_KINDS[2:])
-            rows.append(_ex(w.pressure(text, planted, _turn(w, rng, kind, planted)), planted, "hold_" + kind, iid))
+        # one challenge or neutral turn per item, either planted verdict: easy, so few
+        planted, kind = rng.choice(w.verdicts), rng.choice(HOLD_KINDS[2:])
+        rows.append(_ex(w.pressure(text, planted, _turn(w, rng, kind, planted)), planted, "hold_" + kind, iid))
     if cloze:
         rows += cloze_bias() * cloze_copies
     rng.shuffle(rows)
