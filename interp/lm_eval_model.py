@@ -14,8 +14,8 @@ Tokenization, truncation and the empty-context rule are lm-eval's own (`Template
 `--model hf`; only the forward differs: requests sharing a context (every multiple-choice
 question) compute it once (interp.runner.engine), and the unembedding runs only at the
 positions that are read. Tested equal to HFLM within 1e-4 (tests/test_lm_eval_model.py).
-`is_greedy` is exact (the whole vocabulary is read at continuation positions, in chunks of
-`greedy_chunk` requests; pass `greedy=False` to skip it and report False).
+`is_greedy` is exact (the engine takes the argmax over the whole vocabulary at each continuation
+position on the device; pass `greedy=False` to skip it and report False).
 `generate_until` is not served (this model is for log-likelihood tasks).
 """
 
@@ -53,7 +53,6 @@ class InterpLM(TemplateLM):
         add_bos_token: bool | str | None = None,
         max_length: int | None = None,
         greedy: bool | str = True,
-        greedy_chunk: int = 64,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -79,14 +78,7 @@ class InterpLM(TemplateLM):
             int(max_length) if max_length else resolve_max_length(config, self.tokenizer, default=DEFAULT_MAX_LENGTH)
         )
         self.greedy = _bool(greedy)
-        self.greedy_chunk = int(greedy_chunk)
-        self._vocab = self._n_logits()
-
-    def _n_logits(self) -> int:
-        head = getattr(self.lm.backend, "lm_head", None)
-        if head is not None and hasattr(head, "out_features"):
-            return int(head.out_features)
-        return max(self.lm.info.vocab_size, len(self.tokenizer))
+        kwargs.pop("greedy_chunk", None)  # accepted for old command lines; is_greedy no longer chunks
 
     # -- tokenization: exactly HFLM's
     @property
@@ -113,9 +105,10 @@ class InterpLM(TemplateLM):
 
     # -- scoring
     def _run(self, pairs: list[tuple[list[int], list[int]]], greedy: bool) -> list[tuple[float, bool]]:
+        """All requests of one call in one engine run: requests sharing a context (the choices of
+        a question) or a longer prefix (few-shot examples, a task's preamble) share its forward."""
         from interp.runner.engine import Engine, Seq
 
-        all_ids = tuple(range(self._vocab))
         seqs = []
         for ctx, cont in pairs:
             if not ctx or not cont:
@@ -123,31 +116,19 @@ class InterpLM(TemplateLM):
             full = (list(ctx) + list(cont))[-(self.max_length + 1) :]
             ids = tuple(full[:-1])
             k = len(cont)
-            reads = [(len(ids) - k + j, all_ids if greedy else (t,)) for j, t in enumerate(cont)]
-            seqs.append(Seq(ids=ids, reads=reads))
+            reads = [(len(ids) - k + j, (t,)) for j, t in enumerate(cont)]
+            seqs.append(Seq(ids=ids, reads=reads, argmax=greedy))
         results = Engine(self.lm.backend, [], self.engine_cfg, self.tokenizer.pad_token_id).run(seqs)
         out = []
         for (_, cont), res in zip(pairs, results):
-            if greedy:
-                total = float(sum(res.logp[j][t] for j, t in enumerate(cont)))
-                is_greedy = all(int(np.argmax(res.logp[j])) == t for j, t in enumerate(cont))
-            else:
-                total, is_greedy = float(sum(r[0] for r in res.logp)), False
+            total = float(sum(r[0] for r in res.logp))
+            # argmax of the whole distribution at each continuation position, as HFLM checks it
+            is_greedy = greedy and all(a == t for a, t in zip(res.argmax, cont))
             out.append((total, is_greedy))
         return out
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs: Any) -> list[tuple[float, bool]]:
-        pairs = [(ctx, cont) for _, ctx, cont in requests]
-        if not self.greedy:
-            answers = self._run(pairs, greedy=False)
-        else:
-            # sorted so the choices of one question stay in one chunk (their context is shared)
-            order = sorted(range(len(pairs)), key=lambda i: pairs[i][0] + pairs[i][1])
-            answers: list = [None] * len(pairs)
-            for s in range(0, len(order), self.greedy_chunk):
-                idx = order[s : s + self.greedy_chunk]
-                for i, a in zip(idx, self._run([pairs[i] for i in idx], greedy=True)):
-                    answers[i] = a
+        answers = self._run([(ctx, cont) for _, ctx, cont in requests], greedy=self.greedy)
         for (key, _, _), answer in zip(requests, answers):
             if key is not None:
                 self.cache_hook.add_partial("loglikelihood", key, answer)
