@@ -2,12 +2,14 @@
 
     pip install 'interp[lm-eval]'
     interp-lm-eval --model interp --model_args pretrained=DIR --tasks TASKS --include_path TASK_DIR
+    interp lm-eval-hook --install; lm_eval --model interp ...      (plain lm_eval, opt-in hook)
     python -m interp.lm_eval_model ...            (the same)
     import interp.lm_eval_model; lm_eval.simple_evaluate(model="interp", model_args="pretrained=DIR", ...)
 
 lm-eval 0.4.13 discovers models only through its own module list (no plugin entry points), so
 the registration happens on import of this module; `interp-lm-eval` imports it and hands the
-command line to lm-eval's own `cli_evaluate` unchanged.
+command line to lm-eval's own `cli_evaluate` unchanged. For the plain `lm_eval` command, install
+the opt-in start-up hook: `interp lm-eval-hook --install` (interp.lm_eval_hook).
 
 Tokenization, truncation and the empty-context rule are lm-eval's own (`TemplateLM`, with
 `tok_encode` as HFLM does it), so the same requests become the same token sequences as with
@@ -36,7 +38,6 @@ def _bool(v: Any) -> bool:
     return v if isinstance(v, bool) else str(v).strip().lower() in ("1", "true", "yes")
 
 
-@register_model("interp")
 class InterpLM(TemplateLM):
     """`pretrained` is a local checkpoint directory (or an `interp` LoadedModel)."""
 
@@ -79,6 +80,7 @@ class InterpLM(TemplateLM):
         )
         self.greedy = _bool(greedy)
         kwargs.pop("greedy_chunk", None)  # accepted for old command lines; is_greedy no longer chunks
+        self.engine_stats: dict[str, Any] = {}  # request type -> the EngineStats of its last call
 
     # -- tokenization: exactly HFLM's
     @property
@@ -104,7 +106,7 @@ class InterpLM(TemplateLM):
         return enc[-left_truncate_len:] if left_truncate_len else enc
 
     # -- scoring
-    def _run(self, pairs: list[tuple[list[int], list[int]]], greedy: bool) -> list[tuple[float, bool]]:
+    def _run(self, pairs: list[tuple[list[int], list[int]]], greedy: bool, kind: str) -> list[tuple[float, bool]]:
         """All requests of one call in one engine run: requests sharing a context (the choices of
         a question) or a longer prefix (few-shot examples, a task's preamble) share its forward."""
         from interp.runner.engine import Engine, Seq
@@ -118,7 +120,9 @@ class InterpLM(TemplateLM):
             k = len(cont)
             reads = [(len(ids) - k + j, (t,)) for j, t in enumerate(cont)]
             seqs.append(Seq(ids=ids, reads=reads, argmax=greedy))
-        results = Engine(self.lm.backend, [], self.engine_cfg, self.tokenizer.pad_token_id).run(seqs)
+        engine = Engine(self.lm.backend, [], self.engine_cfg, self.tokenizer.pad_token_id)
+        results = engine.run(seqs)
+        self.engine_stats[kind] = engine.stats
         out = []
         for (_, cont), res in zip(pairs, results):
             total = float(sum(r[0] for r in res.logp))
@@ -128,7 +132,7 @@ class InterpLM(TemplateLM):
         return out
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs: Any) -> list[tuple[float, bool]]:
-        answers = self._run([(ctx, cont) for _, ctx, cont in requests], greedy=self.greedy)
+        answers = self._run([(ctx, cont) for _, ctx, cont in requests], greedy=self.greedy, kind="loglikelihood")
         for (key, _, _), answer in zip(requests, answers):
             if key is not None:
                 self.cache_hook.add_partial("loglikelihood", key, answer)
@@ -150,7 +154,7 @@ class InterpLM(TemplateLM):
             ):
                 windows.append((ctx, cont))
                 owner.append(n)
-        scores = self._run(windows, greedy=False)
+        scores = self._run(windows, greedy=False, kind="loglikelihood_rolling")
         totals = np.zeros(len(requests))
         for n, (s, _) in zip(owner, scores):
             totals[n] += s
@@ -163,6 +167,10 @@ class InterpLM(TemplateLM):
         raise NotImplementedError("interp lm-eval model serves loglikelihood tasks only; use --model hf to generate")
 
 
+if __name__ != "__main__":  # `python -m` registers the importable copy instead (see the end)
+    register_model("interp")(InterpLM)
+
+
 def cli() -> None:
     """`interp-lm-eval`: lm-eval's own command line with the `interp` model registered."""
     from lm_eval.__main__ import cli_evaluate
@@ -172,4 +180,8 @@ def cli() -> None:
 
 
 if __name__ == "__main__":
-    cli()
+    # the class of this `__main__` copy is not the one lm-eval's registry (or the start-up hook's
+    # lazy entry `interp.lm_eval_model:InterpLM`) names: run the importable module's cli
+    from interp.lm_eval_model import cli as _cli
+
+    _cli()
