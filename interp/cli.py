@@ -488,6 +488,29 @@ def fetch_models_cmd(
         typer.echo(f"{name}\t{path}")
 
 
+@app.command("lm-eval-hook")
+def lm_eval_hook_cmd(
+    install: bool = typer.Option(False, "--install", help="write the hook (.pth + module) into site-packages"),
+    remove: bool = typer.Option(False, "--remove", help="delete the hook's two files"),
+    status: bool = typer.Option(False, "--status", help="say whether the hook is installed (the default)"),
+    site_dir: Optional[Path] = typer.Option(
+        None, "--site-dir", help="another site-packages directory (default: this environment's)"
+    ),
+) -> None:
+    """Let plain `lm_eval --model interp` find the model (lm-eval 0.4.13 has no plugin discovery)."""
+    from interp import lm_eval_hook
+
+    if install and remove:
+        raise ConfigError("lm-eval-hook: --install and --remove exclude each other")
+    if install:
+        st = lm_eval_hook.install(site_dir)
+    elif remove:
+        st = lm_eval_hook.remove(site_dir)
+    else:
+        st = lm_eval_hook.status(site_dir)
+    typer.echo(f"lm-eval hook: {st.describe()}")
+
+
 _SIGNAL: list[int] = []  # the signal that stopped the run, if any
 
 

@@ -2,20 +2,22 @@
 
     pip install 'interp[lm-eval]'
     interp-lm-eval --model interp --model_args pretrained=DIR --tasks TASKS --include_path TASK_DIR
+    interp lm-eval-hook --install; lm_eval --model interp ...      (plain lm_eval, opt-in hook)
     python -m interp.lm_eval_model ...            (the same)
     import interp.lm_eval_model; lm_eval.simple_evaluate(model="interp", model_args="pretrained=DIR", ...)
 
 lm-eval 0.4.13 discovers models only through its own module list (no plugin entry points), so
 the registration happens on import of this module; `interp-lm-eval` imports it and hands the
-command line to lm-eval's own `cli_evaluate` unchanged.
+command line to lm-eval's own `cli_evaluate` unchanged. For the plain `lm_eval` command, install
+the opt-in start-up hook: `interp lm-eval-hook --install` (interp.lm_eval_hook).
 
 Tokenization, truncation and the empty-context rule are lm-eval's own (`TemplateLM`, with
 `tok_encode` as HFLM does it), so the same requests become the same token sequences as with
 `--model hf`; only the forward differs: requests sharing a context (every multiple-choice
 question) compute it once (interp.runner.engine), and the unembedding runs only at the
 positions that are read. Tested equal to HFLM within 1e-4 (tests/test_lm_eval_model.py).
-`is_greedy` is exact (the whole vocabulary is read at continuation positions, in chunks of
-`greedy_chunk` requests; pass `greedy=False` to skip it and report False).
+`is_greedy` is exact (the engine takes the argmax over the whole vocabulary at each continuation
+position on the device; pass `greedy=False` to skip it and report False).
 `generate_until` is not served (this model is for log-likelihood tasks).
 """
 
@@ -36,7 +38,6 @@ def _bool(v: Any) -> bool:
     return v if isinstance(v, bool) else str(v).strip().lower() in ("1", "true", "yes")
 
 
-@register_model("interp")
 class InterpLM(TemplateLM):
     """`pretrained` is a local checkpoint directory (or an `interp` LoadedModel)."""
 
@@ -53,7 +54,6 @@ class InterpLM(TemplateLM):
         add_bos_token: bool | str | None = None,
         max_length: int | None = None,
         greedy: bool | str = True,
-        greedy_chunk: int = 64,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -79,14 +79,8 @@ class InterpLM(TemplateLM):
             int(max_length) if max_length else resolve_max_length(config, self.tokenizer, default=DEFAULT_MAX_LENGTH)
         )
         self.greedy = _bool(greedy)
-        self.greedy_chunk = int(greedy_chunk)
-        self._vocab = self._n_logits()
-
-    def _n_logits(self) -> int:
-        head = getattr(self.lm.backend, "lm_head", None)
-        if head is not None and hasattr(head, "out_features"):
-            return int(head.out_features)
-        return max(self.lm.info.vocab_size, len(self.tokenizer))
+        kwargs.pop("greedy_chunk", None)  # accepted for old command lines; is_greedy no longer chunks
+        self.engine_stats: dict[str, Any] = {}  # request type -> the EngineStats of its last call
 
     # -- tokenization: exactly HFLM's
     @property
@@ -112,10 +106,11 @@ class InterpLM(TemplateLM):
         return enc[-left_truncate_len:] if left_truncate_len else enc
 
     # -- scoring
-    def _run(self, pairs: list[tuple[list[int], list[int]]], greedy: bool) -> list[tuple[float, bool]]:
+    def _run(self, pairs: list[tuple[list[int], list[int]]], greedy: bool, kind: str) -> list[tuple[float, bool]]:
+        """All requests of one call in one engine run: requests sharing a context (the choices of
+        a question) or a longer prefix (few-shot examples, a task's preamble) share its forward."""
         from interp.runner.engine import Engine, Seq
 
-        all_ids = tuple(range(self._vocab))
         seqs = []
         for ctx, cont in pairs:
             if not ctx or not cont:
@@ -123,31 +118,21 @@ class InterpLM(TemplateLM):
             full = (list(ctx) + list(cont))[-(self.max_length + 1) :]
             ids = tuple(full[:-1])
             k = len(cont)
-            reads = [(len(ids) - k + j, all_ids if greedy else (t,)) for j, t in enumerate(cont)]
-            seqs.append(Seq(ids=ids, reads=reads))
-        results = Engine(self.lm.backend, [], self.engine_cfg, self.tokenizer.pad_token_id).run(seqs)
+            reads = [(len(ids) - k + j, (t,)) for j, t in enumerate(cont)]
+            seqs.append(Seq(ids=ids, reads=reads, argmax=greedy))
+        engine = Engine(self.lm.backend, [], self.engine_cfg, self.tokenizer.pad_token_id)
+        results = engine.run(seqs)
+        self.engine_stats[kind] = engine.stats
         out = []
         for (_, cont), res in zip(pairs, results):
-            if greedy:
-                total = float(sum(res.logp[j][t] for j, t in enumerate(cont)))
-                is_greedy = all(int(np.argmax(res.logp[j])) == t for j, t in enumerate(cont))
-            else:
-                total, is_greedy = float(sum(r[0] for r in res.logp)), False
+            total = float(sum(r[0] for r in res.logp))
+            # argmax of the whole distribution at each continuation position, as HFLM checks it
+            is_greedy = greedy and all(a == t for a, t in zip(res.argmax, cont))
             out.append((total, is_greedy))
         return out
 
     def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs: Any) -> list[tuple[float, bool]]:
-        pairs = [(ctx, cont) for _, ctx, cont in requests]
-        if not self.greedy:
-            answers = self._run(pairs, greedy=False)
-        else:
-            # sorted so the choices of one question stay in one chunk (their context is shared)
-            order = sorted(range(len(pairs)), key=lambda i: pairs[i][0] + pairs[i][1])
-            answers: list = [None] * len(pairs)
-            for s in range(0, len(order), self.greedy_chunk):
-                idx = order[s : s + self.greedy_chunk]
-                for i, a in zip(idx, self._run([pairs[i] for i in idx], greedy=True)):
-                    answers[i] = a
+        answers = self._run([(ctx, cont) for _, ctx, cont in requests], greedy=self.greedy, kind="loglikelihood")
         for (key, _, _), answer in zip(requests, answers):
             if key is not None:
                 self.cache_hook.add_partial("loglikelihood", key, answer)
@@ -169,7 +154,7 @@ class InterpLM(TemplateLM):
             ):
                 windows.append((ctx, cont))
                 owner.append(n)
-        scores = self._run(windows, greedy=False)
+        scores = self._run(windows, greedy=False, kind="loglikelihood_rolling")
         totals = np.zeros(len(requests))
         for n, (s, _) in zip(owner, scores):
             totals[n] += s
@@ -182,6 +167,10 @@ class InterpLM(TemplateLM):
         raise NotImplementedError("interp lm-eval model serves loglikelihood tasks only; use --model hf to generate")
 
 
+if __name__ != "__main__":  # `python -m` registers the importable copy instead (see the end)
+    register_model("interp")(InterpLM)
+
+
 def cli() -> None:
     """`interp-lm-eval`: lm-eval's own command line with the `interp` model registered."""
     from lm_eval.__main__ import cli_evaluate
@@ -191,4 +180,8 @@ def cli() -> None:
 
 
 if __name__ == "__main__":
-    cli()
+    # the class of this `__main__` copy is not the one lm-eval's registry (or the start-up hook's
+    # lazy entry `interp.lm_eval_model:InterpLM`) names: run the importable module's cli
+    from interp.lm_eval_model import cli as _cli
+
+    _cli()

@@ -304,3 +304,21 @@ def test_a_steering_hook_through_the_tree_equals_a_steered_plain_forward(arch, l
         want = [[plain_logprob(ref, lm.tokenizer, p, o) for o in OPTIONS] for p in PROMPTS[:6]]
     np.testing.assert_allclose(steered.logp, want, atol=1e-4)
     assert np.abs(steered.logp - plain.logp).max() > 1e-2  # the hook really acted
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_argmax_reads_equal_a_plain_forward(arch, loaded, tiny_models):
+    """`Seq.argmax`: the top token at each read (lm-eval's is_greedy) equals a plain forward's."""
+    lm = loaded[arch]
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    ids = [tuple(encode(lm.tokenizer, p)[0]) for p in PROMPTS]
+    seqs = [Seq(ids=s, reads=[(p, (s[p + 1],)) for p in range(len(s) - 4, len(s) - 1)], argmax=True) for s in ids]
+    seqs.append(Seq(ids=ids[0], reads=[(len(ids[0]) - 2, (7,))]))  # argmax not asked: none given
+    res = Engine(lm.backend, [], EngineConfig(batch_size=4), lm.tokenizer.pad_token_id).run(seqs)
+    assert res[-1].argmax == []
+    for s, r in zip(seqs[:-1], res):
+        with torch.no_grad():
+            logits = ref(torch.tensor([s.ids])).logits[0]
+        assert r.argmax == [int(logits[p].argmax()) for p, _ in s.reads]
+        want = torch.log_softmax(logits.float(), -1)
+        np.testing.assert_allclose([lp[0] for lp in r.logp], [want[p, t[0]].item() for p, t in s.reads], atol=1e-4)

@@ -60,6 +60,9 @@ class Seq:
     ext: list[tuple[int, ...]] = field(default_factory=list)
     # hand this sequence's KV cache and last-position logits to `Engine.on_state` (generation)
     state: bool = False
+    # also report the most likely next token at each read (`SeqResult.argmax`): an exact
+    # is_greedy check without sending the whole vocabulary's log-probs back
+    argmax: bool = False
 
 
 @dataclass
@@ -67,6 +70,7 @@ class SeqResult:
     logp: list[np.ndarray]  # one array per read: log-prob of each target id
     resid: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> [d] or [T, d]
     ext_logp: list[float] = field(default_factory=list)  # one total per `Seq.ext` entry
+    argmax: list[int] = field(default_factory=list)  # per read, when `Seq.argmax`: the top token id
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,7 +303,12 @@ class Engine:
             depth=_depth(roots),
         )
         self._seqs = flat
-        self._results = [SeqResult(logp=[np.full(len(t), np.nan) for _, t in s.reads]) for s in flat]
+        self._results = [
+            SeqResult(
+                logp=[np.full(len(t), np.nan) for _, t in s.reads], argmax=[-1] * len(s.reads) if s.argmax else []
+            )
+            for s in flat
+        ]
         self._segment_resid: dict[int, dict[int, np.ndarray]] = {}
         bar = tqdm(total=len(flat), disable=not cfg.progress, desc="scoring", unit="seq", leave=False)
         self._bar = bar
@@ -443,6 +452,8 @@ class Engine:
             if rows
             else []
         )
+        tops = [(b, slot, i, k) for b, n in enumerate(nodes) for i, k, slot in n.wants if self._seqs[i].argmax]
+        top_ids = logp.argmax(dim=-1).cpu().numpy() if tops else None
         caps = [(b, i, pos - n.start) for b, n in enumerate(nodes) for i, pos in n.captures]
         cap_vals = {}
         if caps and self.layers:
@@ -466,6 +477,8 @@ class Engine:
         self.stats.padded_tokens += B * W
         for v, (i, k, j) in zip(vals, where):
             self._results[i].logp[k][j] = v
+        for b, slot, i, k in tops:
+            self._results[i].argmax[k] = int(top_ids[b, slot])
         for c, (_, i, _) in enumerate(caps):
             self._results[i].resid = {layer: cap_vals[layer][c].copy() for layer in cap_vals}
         self._segment_resid.update(seg)
