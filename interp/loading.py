@@ -7,6 +7,8 @@ with `weights_only`), never `trust_remote_code`, never the hub (`local_files_onl
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -14,7 +16,15 @@ from typing import Literal
 
 import torch
 
-from interp.checkpoint import CheckpointInfo, fingerprint, identity_files, inspect_checkpoint
+from interp.checkpoint import (
+    CheckpointInfo,
+    fingerprint,
+    fingerprint_parts,
+    identity_files,
+    inspect_checkpoint,
+    tokenizer_identity,
+)
+from interp.hashing import sha256_json
 from interp.fingerprint import file_signature
 from interp.errors import CheckpointError, ConfigError
 from interp.devices import DTYPES, resolve_device, torch_dtype
@@ -73,6 +83,40 @@ def load_tokenizer(path: Path) -> object:
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.convert_ids_to_tokens(0)
     tok.padding_side = "right"
     return tok
+
+
+# Tokenizers loaded in this process by tokenizer identity (content hashes of every input-shaping
+# file, model_type, tokenizer_class): a sweep plans with the tokenizer and then loads the same
+# checkpoint, and a Gemma-3 tokenizer takes seconds to build (transformers parses its 33 MB JSON
+# three times). An edited tokenizer file has another identity and is loaded afresh. Bounded:
+# one large tokenizer holds ~300 MiB.
+TOKENIZER_CACHE_SIZE = 4
+_tokenizers: OrderedDict[str, object] = OrderedDict()
+_tokenizers_lock = threading.Lock()  # Dask workers with several threads share a process
+
+
+def shared_tokenizer(info: CheckpointInfo, parts: dict | None = None) -> object:
+    """`load_tokenizer(info.path)`, loaded once per process for each tokenizer identity.
+
+    `parts`: the checkpoint's `fingerprint_parts` when the caller has them (no rehashing).
+    Every caller gets the same object: read it, do not modify it (copy it first)."""
+    key = tokenizer_identity(info, parts)
+    with _tokenizers_lock:
+        tok = _tokenizers.get(key)
+        if tok is not None:
+            _tokenizers.move_to_end(key)
+            return tok
+    tok = load_tokenizer(info.path)
+    with _tokenizers_lock:
+        _tokenizers[key] = tok
+        while len(_tokenizers) > TOKENIZER_CACHE_SIZE:
+            _tokenizers.popitem(last=False)
+    return tok
+
+
+def clear_tokenizer_cache() -> None:
+    with _tokenizers_lock:
+        _tokenizers.clear()
 
 
 def load_hf_model(
@@ -172,8 +216,9 @@ def load(
         raise CheckpointError(f"{info.path}: backend {backend} needs safetensors weights")
     files = identity_files(info)
     before = file_signature(info.path, files)
-    fp = fingerprint(info, full_hash=full_hash)
-    tokenizer = load_tokenizer(info.path)
+    parts = fingerprint_parts(info, full_hash=full_hash)
+    fp = sha256_json(parts)
+    tokenizer = shared_tokenizer(info, parts)
     hf_model = load_hf_model(info, dtype, device=device, device_map=device_map)
     after = file_signature(info.path, files)
     if after != before or fingerprint(info, full_hash=full_hash) != fp:

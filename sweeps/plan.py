@@ -14,11 +14,11 @@ from typing import Mapping, Sequence
 
 from cache.store import Store, UnitIdentity
 from interp.banks import Bank
-from interp.checkpoint import CheckpointInfo, fingerprint_parts, inspect_checkpoint, tokenizer_identity
+from interp.checkpoint import CheckpointInfo, fingerprint_parts, inspect_checkpoint
 from interp.core.hashing import sha256_json
 from cache.layers import layer_key, parse_layers
 from interp.devices import device_class
-from interp.loading import LoadedModel, load_tokenizer
+from interp.loading import LoadedModel, shared_tokenizer
 from interp.studies import get_study
 from interp.studies.base import RunConfig, Template, load_template
 
@@ -90,7 +90,6 @@ def plan_units(
         templates[study_name] = load_template(template or study.default_template)
         study.check_template(templates[study_name])
     infos: dict[Path, tuple[CheckpointInfo, str, object]] = {}
-    tokenizers: dict[str, object] = {}  # checkpoints of one lineage share tokenizer files: load once
     full_hash = cfg.full_hash
     models: dict[Path, LoadedModel] = {}  # in-memory models (interp.wrap) by their pseudo-path
     for ck in checkpoints:
@@ -100,10 +99,8 @@ def plan_units(
             continue
         info = inspect_checkpoint(ck, allow_pickle=cfg.allow_pickle)
         parts = fingerprint_parts(info, full_hash=full_hash)
-        tok_id = tokenizer_identity(info, parts)
-        if tok_id not in tokenizers:
-            tokenizers[tok_id] = load_tokenizer(info.path)
-        infos[Path(ck)] = (info, sha256_json(parts), tokenizers[tok_id])
+        # checkpoints of one lineage share tokenizer files: loaded once, and again reused by `load`
+        infos[Path(ck)] = (info, sha256_json(parts), shared_tokenizer(info, parts))
     for ck in checkpoints:
         ck = ck.info.path if isinstance(ck, LoadedModel) else Path(ck)
         info, fp, tok = infos[ck]

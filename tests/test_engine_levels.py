@@ -76,12 +76,12 @@ def test_every_tree_token_computed_once(loaded):
         Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5, 6))])
         for p in PROMPTS
     ]
-    eng = Engine(lm.backend, [], EngineConfig(), lm.tokenizer.pad_token_id)
+    # a forward costing more than any padding: one forward per level (everything fits one batch)
+    eng = Engine(lm.backend, [], EngineConfig(forward_cost_tokens=10**6), lm.tokenizer.pad_token_id)
     eng.run(seqs)
     st = eng.stats
     assert st.tokens == st.unique_tokens < st.plain_tokens
     assert st.depth >= 4  # instruction, item, verdict, turn
-    # one forward per level when everything fits one batch
     assert st.forwards == st.depth
     eng_plain = Engine(lm.backend, [], EngineConfig(prefix_reuse=False), lm.tokenizer.pad_token_id)
     a, b = eng.run(seqs), eng_plain.run(seqs)
@@ -322,3 +322,23 @@ def test_argmax_reads_equal_a_plain_forward(arch, loaded, tiny_models):
         assert r.argmax == [int(logits[p].argmax()) for p, _ in s.reads]
         want = torch.log_softmax(logits.float(), -1)
         np.testing.assert_allclose([lp[0] for lp in r.logp], [want[p, t[0]].item() for p, t in s.reads], atol=1e-4)
+
+
+def test_levels_split_where_padding_costs_more_than_a_forward(loaded):
+    """Batches are cut by cost (a forward = `forward_cost_tokens` padded tokens): rows of very
+    different widths no longer share one padded forward, and the numbers do not change."""
+    lm = loaded["llama"]
+    ids = [encode(lm.tokenizer, p)[0] for p in PROMPTS]
+    # one long sequence among short ones (no sharing: all roots of one level); padding every
+    # short row to the long one's width is the waste
+    seqs = [Seq(ids=tuple(x[:6]), reads=[(5, (5,))]) for x in ids[:6]]
+    seqs.append(Seq(ids=tuple(ids[-1] * 3), reads=[(3 * len(ids[-1]) - 1, (5,))]))
+    cheap = Engine(lm.backend, [], EngineConfig(prefix_reuse=False, forward_cost_tokens=4), lm.tokenizer.pad_token_id)
+    dear = Engine(
+        lm.backend, [], EngineConfig(prefix_reuse=False, forward_cost_tokens=10**6), lm.tokenizer.pad_token_id
+    )
+    a, b = cheap.run(seqs), dear.run(seqs)
+    assert cheap.stats.tokens == dear.stats.tokens
+    assert cheap.stats.padded_tokens < dear.stats.padded_tokens
+    assert cheap.stats.forwards > dear.stats.forwards
+    np.testing.assert_allclose([r.logp[0] for r in a], [r.logp[0] for r in b], atol=1e-4)

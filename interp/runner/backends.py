@@ -32,7 +32,7 @@ from interp.hooksites import TL_RESID_PRE, HookSites, get_module
 
 @dataclass
 class ForwardOut:
-    logits: torch.Tensor  # [B, R, V] float32 at the read positions
+    logits: torch.Tensor  # [B, R, V] float32 at the read positions ([N, V] with `read_flat`)
     resid: dict[int, torch.Tensor]  # layer -> [B, T, d] (input of block `layer`)
     past: object | None = None  # KV cache when requested (hf only)
 
@@ -88,6 +88,7 @@ def capture_block_inputs(blocks: torch.nn.ModuleList, layers: Sequence[int]) -> 
 class HFBackend:
     name = "hf"
     supports_prefix_cache = True
+    supports_flat_reads = True  # `read_flat`: unembed exactly the read positions, no per-row padding
 
     def __init__(self, model: torch.nn.Module, sites: HookSites):
         self.model = model
@@ -116,9 +117,13 @@ class HFBackend:
         use_cache=False,
         past_mask=None,
         position_ids=None,
+        read_flat=None,
     ):
         """`past_mask` / `position_ids` serve rows whose cached part is padded (extensions);
-        by default the cache is all real tokens and positions continue from its length."""
+        by default the cache is all real tokens and positions continue from its length.
+        `read_flat` (indices into the B x T positions, row-major): logits [N, V] at exactly
+        those positions instead of [B, R, V] at `read_index` (rows with fewer reads than the
+        most are not unembedded at padding)."""
         input_ids, attention_mask, past_mask, position_ids = _on(
             self.device, input_ids, attention_mask, past_mask, position_ids
         )
@@ -143,7 +148,11 @@ class HFBackend:
                 cache=past,
                 use_cache=use_cache,
             )
-        h = _gather_positions(out.last_hidden_state, read_index)
+        hidden = out.last_hidden_state
+        if read_flat is not None:
+            h = hidden.reshape(-1, hidden.shape[-1])[read_flat.to(hidden.device)]
+        else:
+            h = _gather_positions(hidden, read_index)
         return ForwardOut(logits=self.unembed(h), resid=dict(store), past=out.cache if use_cache else None)
 
 

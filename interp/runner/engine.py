@@ -86,6 +86,9 @@ class EngineConfig:
     memory_fraction: float = 0.5
     capture_all_positions: bool = False
     progress: bool = False
+    # what one more forward costs, in padded tokens: a batch is split where the padding it
+    # saves exceeds this (None: by device, FORWARD_COST_TOKENS). Speed only, never the numbers.
+    forward_cost_tokens: int | None = None
 
 
 @dataclass
@@ -256,10 +259,15 @@ def _depth(roots: list[Node]) -> int:
 
 HookContext = Callable[[], AbstractContextManager]
 
-# padding vs forwards: on a CPU a forward of a few hundred tokens already runs near the matmul
-# rate, so splitting a level costs little once a batch holds that many; beyond, padding is waste
-PAD_SLACK = 1.1
-MIN_BATCH_TOKENS = 256
+# Padding vs forwards. On a CPU a forward's fixed cost (the weights streamed once, Python per
+# layer) is that of ~16 tokens (SmolLM2-135M, 1 thread: 41 ms for one token, then ~2.3 ms per
+# token), so a level is split wherever that saves more padding; on an accelerator a forward is
+# launch-bound and rows are nearly free until the batch is large.
+FORWARD_COST_TOKENS = {"cpu": 16}
+DEFAULT_FORWARD_COST_TOKENS = 256
+# share of the byte budget the KV caches of one level's computed parents may take while their
+# children wait, so that children of different batches run together (fuller, less padded forwards)
+HELD_KV_SHARE = 0.25
 
 
 class Engine:
@@ -327,9 +335,13 @@ class Engine:
     # ------------------------------------------------------------------ levels
 
     def _run_level(self, items: list[tuple[Node, _KV | None]]) -> None:
-        """Run these nodes (parents already computed), then their children, depth-first over
-        batches so only the KV caches of one batch per depth are alive."""
+        """Run these nodes (parents already computed), then their children. Children of several
+        batches wait for each other (one level, fuller forwards) while their parents' caches fit
+        HELD_KV_SHARE of the byte budget; beyond, depth-first, so memory stays bounded."""
         items = sorted(items, key=lambda it: (it[0].end - it[0].start, it[0].start))
+        cap = HELD_KV_SHARE * self._byte_budget()
+        held: list[tuple[Node, _KV | None]] = []
+        held_bytes = 0
         for batch in self._batches(items):
             kvs = self._compute(batch)
             if self.on_state is not None:  # outside _compute: a callback's own OOM is not this batch's
@@ -337,38 +349,56 @@ class Engine:
                     for i in n.ends:
                         if self._seqs[i].state:
                             self.on_state(i, kvs[id(n)])
-            children = [(c, kvs[id(n)]) for n, _ in batch for c in n.children]
+            for n, _ in batch:
+                if n.children:
+                    kv = kvs[id(n)]
+                    held.extend((c, kv) for c in n.children)
+                    held_bytes += kv.length * self.footprint.kv_per_token
             del kvs
-            if children:
-                self._run_level(children)
+            if held and held_bytes > cap:
+                self._run_level(held)
+                held, held_bytes = [], 0
+        if held:
+            self._run_level(held)
+
+    def _forward_cost(self) -> float:
+        if self.cfg.forward_cost_tokens is not None:
+            return float(self.cfg.forward_cost_tokens)
+        return float(FORWARD_COST_TOKENS.get(self.device.type, DEFAULT_FORWARD_COST_TOKENS))
 
     def _batches(self, items):
-        """Rows in length order; a batch closes at the row / token / memory caps, or when padding
-        would exceed PAD_SLACK of its real tokens once it holds MIN_BATCH_TOKENS already."""
+        """Split rows (in length order) into contiguous batches of least cost: a forward costs
+        `_forward_cost()` plus its padded tokens (rows x widest row). Within the caps on rows,
+        tokens, memory and the sliding window (a row alone always runs). Dynamic programming
+        over the split points, each batch at most `batch_size` rows."""
         budget = self._byte_budget()
         fp = self.footprint
-        out, cur = [], []
-        width = past = real = 0
-        for it in items:
-            node = it[0]
-            n = node.end - node.start
-            w, p = max(width, n), max(past, node.start)
-            rows = len(cur) + 1
-            too_big = (
-                rows > self.cfg.batch_size
-                or rows * w > self.cfg.max_batch_tokens
-                or rows * fp.row_bytes(p, w, max(1, len(node.read_pos))) > budget
-                or not self._fits(p, w)
-                or (real >= MIN_BATCH_TOKENS and rows * w > PAD_SLACK * (real + n))
-            )
-            if cur and too_big:
-                out.append(cur)
-                cur, w, p, real = [], n, node.start, 0
-            cur.append(it)
-            width, past, real = w, p, real + n
-        if cur:
-            out.append(cur)
-        return out
+        t0 = self._forward_cost()
+        n = len(items)
+        lens = [it[0].end - it[0].start for it in items]
+        best = [0.0] + [float("inf")] * n
+        cut = [0] * (n + 1)
+        for i in range(1, n + 1):  # the batch items[j:i]; sorted, so its width is lens[i - 1]
+            w = lens[i - 1]
+            past = reads = 0
+            for j in range(i - 1, max(-1, i - 1 - self.cfg.batch_size), -1):
+                node = items[j][0]
+                past, reads = max(past, node.start), max(reads, len(node.read_pos))
+                rows = i - j
+                if rows > 1 and (
+                    rows * w > self.cfg.max_batch_tokens
+                    or rows * fp.row_bytes(past, w, max(1, reads)) > budget
+                    or not self._fits(past, w)
+                ):
+                    break  # more rows only make it bigger
+                c = best[j] + t0 + rows * w
+                if c < best[i]:
+                    best[i], cut[i] = c, j
+        out, i = [], n
+        while i > 0:
+            out.append(items[cut[i] : i])
+            i = cut[i]
+        return out[::-1]
 
     def _fits(self, past: int, width: int) -> bool:
         return self.window is None or past + width <= self.window
@@ -412,6 +442,9 @@ class Engine:
         )
         mask = torch.tensor([[1] * lens[b] + [0] * (W - lens[b]) for b in range(B)], dtype=torch.long, device=dev)
         R = max(1, max(len(n.read_pos) for n in nodes))
+        # flat reads: row b's read slot k is logits row offsets[b] + k (no padding to R per row)
+        flat = getattr(self.backend, "supports_flat_reads", False)
+        offsets = np.cumsum([0] + [len(n.read_pos) for n in nodes]).tolist()
         read_index = torch.tensor(
             [[p - n.start for p in n.read_pos] + [0] * (R - len(n.read_pos)) for n in nodes],
             dtype=torch.long,
@@ -423,6 +456,10 @@ class Engine:
         stateful = [any(self._seqs[i].state for i in n.ends) for n in nodes]
         use_cache = self.backend.supports_prefix_cache and any(bool(n.children) or st for n, st in zip(nodes, stateful))
         kwargs = {}
+        if flat:
+            kwargs["read_flat"] = torch.tensor(
+                [b * W + p - n.start for b, n in enumerate(nodes) for p in n.read_pos], dtype=torch.long, device=dev
+            )
         if self.backend.supports_prefix_cache:
             kwargs["position_ids"] = positions
             if P:
@@ -440,18 +477,14 @@ class Engine:
             for i, k, slot in n.wants:
                 for j, t in enumerate(self._seqs[i].reads[k][1]):
                     rows.append(b), slots.append(slot), tgts.append(t), where.append((i, k, j))
-        vals = (
-            logp[
+        if flat:
+            index = (torch.tensor([offsets[b] + k for b, k in zip(rows, slots)], dtype=torch.long, device=dev),)
+        else:
+            index = (
                 torch.tensor(rows, dtype=torch.long, device=dev),
                 torch.tensor(slots, dtype=torch.long, device=dev),
-                torch.tensor(tgts, dtype=torch.long, device=dev),
-            ]
-            .double()
-            .cpu()
-            .numpy()
-            if rows
-            else []
-        )
+            )
+        vals = logp[(*index, torch.tensor(tgts, dtype=torch.long, device=dev))].double().cpu().numpy() if rows else []
         tops = [(b, slot, i, k) for b, n in enumerate(nodes) for i, k, slot in n.wants if self._seqs[i].argmax]
         top_ids = logp.argmax(dim=-1).cpu().numpy() if tops else None
         caps = [(b, i, pos - n.start) for b, n in enumerate(nodes) for i, pos in n.captures]
@@ -470,7 +503,8 @@ class Engine:
             kvs = _unpack_past(out.past, batch, starts, lens, P, stateful)
             for b, n in enumerate(nodes):
                 if stateful[b]:  # raw float32 logits of the last token: what a sampler reads
-                    kvs[id(n)].last_logits = out.logits[b, n.read_pos.index(n.end - 1)].clone()
+                    k = n.read_pos.index(n.end - 1)
+                    kvs[id(n)].last_logits = (out.logits[offsets[b] + k] if flat else out.logits[b, k]).clone()
         # success: write results
         self.stats.forwards += 1
         self.stats.tokens += sum(lens)
@@ -478,7 +512,7 @@ class Engine:
         for v, (i, k, j) in zip(vals, where):
             self._results[i].logp[k][j] = v
         for b, slot, i, k in tops:
-            self._results[i].argmax[k] = int(top_ids[b, slot])
+            self._results[i].argmax[k] = int(top_ids[offsets[b] + slot] if flat else top_ids[b, slot])
         for c, (_, i, _) in enumerate(caps):
             self._results[i].resid = {layer: cap_vals[layer][c].copy() for layer in cap_vals}
         self._segment_resid.update(seg)

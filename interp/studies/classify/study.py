@@ -505,14 +505,12 @@ class ClassifyStudy(StudySpec):
             judge: Any = "self"
             if o.judge:
                 from interp.checkpoint import fingerprint, inspect_checkpoint
-                from interp.loading import load_tokenizer
+                from interp.loading import shared_tokenizer
 
                 info = inspect_checkpoint(o.judge, allow_pickle=cfg.allow_pickle)
                 judge = {
                     "fingerprint": fingerprint(info),
-                    "prompt_format": chat_template_hash(load_tokenizer(info.path))
-                    if use_chat
-                    else "plain-transcript-v1",
+                    "prompt_format": chat_template_hash(shared_tokenizer(info)) if use_chat else "plain-transcript-v1",
                 }
             s["generation"] = {
                 **g,
