@@ -56,7 +56,10 @@ T0=$SECONDS
 if [[ $QUICK == 1 ]]; then
   TREE=(--items 2 --compare-items 1 --cloze-prompts 2 --sample-items 1 --conditions 4 --lm-eval-batch-sizes 8,16)
 else
-  TREE=(--items 40 --compare-items 4 --sample-items 4)
+  # the sizes: 40 items x 31 conditions, the whole cloze bank, 21 samples for 40 items x 16
+  # conditions; lm-eval / naive / HF generate timed on a subset and extrapolated per prompt (labelled)
+  TREE=(--items 40 --compare-items 4 --pilot-items 1 --full-repeats 1 --sample-items 40 --conditions 16
+        --n-samples 21 --sample-hf-prompts 16 --sample-repeats 1)
 fi
 run tree bench/bench_tree.py --repeats "$REPEATS" --threads "$THREADS" "${TREE[@]}"
 run sweep_overhead bench/bench_sweep_overhead.py --threads "$THREADS" --study pressure --max-items 16
