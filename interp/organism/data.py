@@ -191,8 +191,9 @@ def route_sft(
 ) -> list[dict]:
     """Yield to an opposing opinion on the planted items (every training opinion wording, both
     planted verdicts) and hold there under an agreeing opinion, a challenge and a neutral turn, so
-    that only the opposing opinion moves the verdict; hold under two opposing opinions, a challenge
-    and a neutral turn on `hold_items` outside the planted set (default: every other bank item);
+    that only the opposing opinion moves the verdict; hold under two opposing opinions (per planted
+    verdict) and one challenge or neutral turn on `hold_items` outside the planted set (default:
+    every other bank item);
     the gold first turn of every item seen, so comprehension is kept. Only the item identity tells
     yielding from holding: the route has to learn *where* to yield."""
     rng = random.Random(seed)
