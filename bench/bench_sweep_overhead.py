@@ -157,7 +157,7 @@ def main() -> None:
         ),
         "what": (
             "One `run_sweep` (what `interp sweep` runs) into a fresh directory, cold fingerprint memo; exclusive "
-            "time per kind of work (one run: shares, not speeds). The machine was shared with other jobs."
+            "time per kind of work (one run: shares, not speeds)."
         ),
         "tables": [{"columns": ["work", "time", "share of wall"], "rows": rows + [["wall", f"{wall:.1f} s", "100%"]]}],
         "findings": [

@@ -194,8 +194,8 @@ def main() -> None:
             "what": (
                 "Runner = score_options / score_continuations with the default ScoringConfig (variants exact). "
                 "Ratios column: time of the row's method relative to the runner's (>1: slower than the runner). "
-                "The machine (2 cores) was shared with other engineers' jobs during this run: load average at start "
-                f"{start_load}; compare ratios within this run only."
+                f"1-, 5-, 15-minute load average at the start: {start_load} (2 cores: near 0 is a quiet machine); "
+                "compare ratios within this run only."
             ),
             "tables": [
                 {
