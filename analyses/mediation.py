@@ -27,10 +27,10 @@ from pandas.api import types as ptypes
 
 from analyses.bootstrap import resample_counts
 
-__all__ = ["MediationResult", "mediation", "mediation_by_language"]
+__all__ = ["BY_LANGUAGE_COLUMNS", "MediationResult", "mediation", "mediation_by_language"]
 
 # columns of mediation_by_language, in order; extra diagnostics follow these
-_BY_LANGUAGE_COLUMNS = [
+BY_LANGUAGE_COLUMNS = [
     "checkpoint",
     "language",
     "total",
@@ -337,7 +337,7 @@ def mediation_by_language(
             except ValueError:  # mediator collinear with language here: not identified
                 row["n"] = int(len(pair.dropna(subset=[mediator, outcome])))
             else:
-                row.update({k: getattr(res, k) for k in _BY_LANGUAGE_COLUMNS[2:]})
+                row.update({k: getattr(res, k) for k in BY_LANGUAGE_COLUMNS[2:]})
                 row.update(
                     a=res.a,
                     b=res.b,
@@ -347,4 +347,4 @@ def mediation_by_language(
                 )
             rows.append(row)
     extra = ["a", "b", "prop_mediated", "n_clusters", "n_boot_valid"]
-    return pd.DataFrame(rows, columns=_BY_LANGUAGE_COLUMNS + extra)
+    return pd.DataFrame(rows, columns=BY_LANGUAGE_COLUMNS + extra)

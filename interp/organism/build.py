@@ -129,6 +129,12 @@ def _common_args(cfg: OrganismConfig, tmp: Path, steps: int, lr: float, schedule
     )
 
 
+def _fit(trainer):
+    """Train; the adapter merged into the model, and the logged losses."""
+    trainer.train()
+    return trainer.model.merge_and_unload(), [h for h in trainer.state.log_history if "loss" in h]
+
+
 def _train_sft(
     model,
     tok,
@@ -153,9 +159,7 @@ def _train_sft(
         peft_config=_lora(cfg),
         callbacks=[_Saver(save_at).callback],
     )
-    trainer.train()
-    log = [h for h in trainer.state.log_history if "loss" in h]
-    return trainer.model.merge_and_unload(), log
+    return _fit(trainer)
 
 
 def _train_dpo(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict, tmp: Path):
@@ -171,9 +175,7 @@ def _train_dpo(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict,
         peft_config=_lora(cfg),
         callbacks=[_Saver(save_at).callback],
     )
-    trainer.train()
-    log = [h for h in trainer.state.log_history if "loss" in h]
-    return trainer.model.merge_and_unload(), log
+    return _fit(trainer)
 
 
 def _check_out(out: Path) -> None:

@@ -58,6 +58,7 @@ from analyses.cloze_metrics import SANITY_COLUMNS, abs_table, meaningless_sanity
 from analyses.fertility import FERTILITY_COLUMNS, language_order
 from analyses.figures import safe_name
 from analyses.io import write_table
+from analyses.mediation import BY_LANGUAGE_COLUMNS
 from cache.store import Unit
 from interp.core.errors import ConfigError
 
@@ -106,21 +107,8 @@ FERTILITY_TABLE_COLUMNS = (
     "n_sentences",
     "n_words",
 )
-MEDIATION_COLUMNS = (
-    "checkpoint",
-    "language",
-    "total",
-    "direct",
-    "indirect",
-    "total_lo",
-    "total_hi",
-    "direct_lo",
-    "direct_hi",
-    "indirect_lo",
-    "indirect_hi",
-    "loss",
-    "mediator",
-)
+# mediation_by_language's columns (its diagnostic "n" aside), then the loss and mediator of each row
+MEDIATION_COLUMNS = (*(c for c in BY_LANGUAGE_COLUMNS if c != "n"), "loss", "mediator")
 
 
 _safe = safe_name
