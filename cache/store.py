@@ -100,16 +100,9 @@ class Unit:
     def identity(self) -> dict:
         return {k: self.attrs.get(k) for k in IDENTITY_FIELDS}
 
-    # views for other tools live in cache.views (pandas, xarray, torch); see CACHE.md
-    def activations(self, layer: int | None = None, *, array: str | None = None, as_: str = "numpy"):
-        from cache.views import activations
-
-        return activations(self, layer, array=array, as_=as_)
-
-    def to_xarray(self, array: str | None = None):
-        from cache.views import to_xarray
-
-        return to_xarray(self, array)
+    # views for other tools (unit.activations(), unit.to_xarray(): pandas, xarray, torch) live in
+    # cache.views, which reads units through this module; cache/__init__.py attaches them to Unit
+    # so that the dependency runs one way (views -> store). See CACHE.md.
 
 
 CHECKSUM = "blake2b"

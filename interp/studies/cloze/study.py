@@ -65,7 +65,6 @@ import numpy as np
 import pandas as pd
 
 from analyses.fertility import NO_REFERENCE, item_fertility, language_order, tokenizer_fertility, word_prefix_for
-from cache.store import Unit
 from interp.banks import (
     Bank,
     BankFormat,
@@ -792,10 +791,8 @@ class ClozeStudy(StudySpec):
             tables={"scores": table, "texts": texts, "fertility": unit_fertility(lm.tokenizer, items)}, arrays=arrays
         )
 
-    def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-        from interp.studies.cloze.analysis import analyze_cloze
-
-        return analyze_cloze(units, results_dir, cfg)
+    # analyze(): interp.studies.cloze.analysis, named at registration (__init__.py); analysis.py
+    # reads this module's options, so this module never imports it
 
 
 def _probe_targets() -> dict[str, ProbeTarget]:

@@ -413,10 +413,8 @@ class PressureStudy(StudySpec):
         out["n_unparsed"] = n - valid
         return out
 
-    def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-        from interp.studies.pressure.analysis import analyze_pressure
-
-        return analyze_pressure(units, results_dir, cfg)
+    # analyze(): interp.studies.pressure.analysis, named at registration (__init__.py); analysis.py
+    # reads this module's options, so this module never imports it
 
     def figures(self, out: Path, results: Path, figures: Path) -> None:
         from interp.studies.pressure.figures import pressure_figures
