@@ -15,6 +15,19 @@ from interp.core.atomic import atomic_write_text
 from interp.core.errors import ConfigError
 from interp.studies import all_studies
 from interp.studies.base import ReportSection
+from probes.predictive import TABLE_COLUMNS as PREDICTIVE_COLUMNS
+
+# predictive.csv as report.md shows it: each I with its null's p95 and p (the null means,
+# I_readout and error_removed stay in the file), bank and readout_trials added by `interp predict`
+PREDICTIVE_SHOWN = (
+    "source",
+    "target",
+    "bank",
+    *(c for c in PREDICTIVE_COLUMNS if c.split("_")[0] == "I" and c != "I_readout" and not c.endswith("_null_mean")),
+    "precision_at_k",
+    "k",
+    "readout_trials",
+)
 
 # written by `interp weat`, `interp probe`, `interp predict`, `interp steer`
 # (each section's note says in one sentence what its numbers mean and which choices are the toolkit's)
@@ -56,23 +69,7 @@ COMMAND_SECTIONS = (
     ReportSection(
         "predictive.csv",
         "Predicting the target's item map (held-out partial R²)",
-        (
-            "source",
-            "target",
-            "bank",
-            "I",
-            "I_null_p95",
-            "I_p",
-            "I_readout_only",
-            "I_readout_only_null_p95",
-            "I_readout_only_p",
-            "I_readout_increment",
-            "I_readout_increment_null_p95",
-            "I_readout_increment_p",
-            "precision_at_k",
-            "k",
-            "readout_trials",
-        ),
+        PREDICTIVE_SHOWN,
         note=(
             "I: held-out partial R² of a source checkpoint's item map for the target's, beyond the source's unpressured "
             "profile; I_readout_only: the source's residual readout beyond the profile; I_readout_increment: the readout "
