@@ -1,4 +1,4 @@
-"""HDF5 cache: atomic unit files with provenance; readers need no model (layout: CACHE.md)."""
+"""HDF5 cache: atomic unit files with provenance; readers need no model (layout: docs/cache.md)."""
 
 from cache.store import Store, Unit, UnitIdentity, read_array, read_unit
 from cache.views import Activations, activations, array_info, collect_tables, to_xarray

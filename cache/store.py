@@ -102,7 +102,7 @@ class Unit:
 
     # views for other tools (unit.activations(), unit.to_xarray(): pandas, xarray, torch) live in
     # cache.views, which reads units through this module; cache/__init__.py attaches them to Unit
-    # so that the dependency runs one way (views -> store). See CACHE.md.
+    # so that the dependency runs one way (views -> store). See docs/cache.md.
 
 
 CHECKSUM = "blake2b"
@@ -189,7 +189,7 @@ def _fill(
         _write_table(f.create_group(f"tables/{name}"), df)
     for name, arr in arrays.items():
         _put(f.require_group("arrays"), name, np.asarray(arr))
-        # axis names, aligned table rows, TransformerLens hook names (CACHE.md)
+        # axis names, aligned table rows, TransformerLens hook names (docs/cache.md)
         annotate_array(
             f[f"arrays/{name}"], study=ident.study, name=name, layer=ident.layer, layers=f.attrs.get("layers")
         )
