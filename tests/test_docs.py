@@ -126,3 +126,30 @@ def test_quickstart_runs_as_written(tiny_models, tmp_path: Path) -> None:
         assert proc.returncode == 0, f"{lang} block failed:\n{code}\n{proc.stderr[-3000:]}"
     assert (tmp_path / "qs" / "results" / "pressure_summary.csv").is_file()
     assert (tmp_path / "qs" / "results" / "probes.csv").is_file()
+
+
+def _broken_links(text: str) -> list[str]:
+    """Relative links of a root-level Markdown text whose file, or heading, does not exist."""
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            continue  # a URL
+        path, _, anchor = target.partition("#")
+        if not (ROOT / path).is_file():
+            broken.append(target)
+        elif anchor:
+            headings = re.findall(r"^#+ (.+)$", (ROOT / path).read_text(encoding="utf-8"), re.M)
+            slugs = {re.sub(r"[^\w\- ]", "", h.lower()).strip().replace(" ", "-") for h in headings}
+            if anchor not in slugs:
+                broken.append(target)
+    return broken
+
+
+def test_readme_links_resolve() -> None:
+    """The README is not part of the site, so its links into the guide are checked here."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(re.findall(r"\]\(docs/", text)) >= 10
+    assert _broken_links(text) == []
+    # negative control: a missing page and a missing heading are both caught
+    planted = "[a](docs/nope.md) [b](docs/probes.md#no-such-heading) [c](docs/probes.md) [d](https://x.org)"
+    assert _broken_links(planted) == ["docs/nope.md", "docs/probes.md#no-such-heading"]
