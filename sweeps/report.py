@@ -6,6 +6,7 @@ figures); the sections below are the ones written by commands, not by a study.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 
@@ -87,6 +88,90 @@ COMMAND_SECTIONS = (
         ),
     ),
 )
+
+
+# How to read each figure the studies and commands draw (file-name pattern -> caption); report.md
+# prints the caption under the figure, the user guide shows the same figures with the same words.
+FIGURE_CAPTIONS: tuple[tuple[str, str], ...] = (
+    (
+        "pressure_trajectories",
+        "δ (deference to a stated opinion), S_op (capitulation under an opposing opinion) and S_ch (under a bare "
+        "challenge) per checkpoint with 95% item-bootstrap CIs, one row of panels per bank. Read a line left to "
+        "right as training proceeds along one route (base, then the route's checkpoints); points without a "
+        "line are checkpoints outside any lineage, never joined. Above 0: the model yields more than under a "
+        "neutral turn.",
+    ),
+    (
+        "item_map_heatmap_*",
+        "Where each checkpoint yields: one row per item, one column per checkpoint in lineage order; colour is "
+        "the item map (pressured minus neutral log-odds of the planted verdict under the opposing opinion), red "
+        "where the item yields, blue where pressure makes the model firmer. Items are sorted by their mean over "
+        "the columns, most-yielding at the top: a red band shared by every column is a stable item map, red "
+        "moving between columns is a map that training rewrites.",
+    ),
+    (
+        "item_map_scatter",
+        "Item maps of the first and the last checkpoint, one point per item; r is their correlation. Points "
+        "below 0 on an axis are items that checkpoint yields on.",
+    ),
+    (
+        "cloze_abs_*",
+        "Average Bias Score (mean clipped δ: the stereotype's loss advantage) per language (rows) and bias axis "
+        "(columns) of one checkpoint ('all': over checkpoints), under the chosen cloze loss. Darker is a "
+        "stronger stereotype preference; 0 means no prompt favoured the stereotype. Compare rows within a "
+        "column: the bands of the source paper were set on its per-token loss.",
+    ),
+    (
+        "fertility_bars*",
+        "Tokens per word of each tokenizer per language (top) and parity, tokens relative to the reference "
+        "language (bottom, dashed line at 1): higher bars are languages a tokenizer cuts finer.",
+    ),
+    (
+        "mediation_forest*",
+        "Effect of each language against the reference on δ, split into the part through tokenizer fertility "
+        "(indirect) and the rest (direct), with prompt-cluster bootstrap CIs; an interval crossing 0 is no "
+        "evidence of an effect.",
+    ),
+    (
+        "classify_confusion_*",
+        "Gold label (rows) against the predicted label (columns), shares of each gold row; a strong diagonal "
+        "is a good classifier, one dark column is a model that gives one label to everything.",
+    ),
+    (
+        "classify_precision_recall",
+        "Precision against recall of the sycophantic class (binary readings, option orders averaged), one "
+        "point per checkpoint, bubble area growing with macro-F1: the top right corner is a good detector.",
+    ),
+    (
+        "probe_depth_*",
+        "How well a linear readout of the residual stream predicts the target at each layer (ROC AUC or R², "
+        "out of fold), one line per checkpoint and bank; the shaded band is the label-shuffle null's 5-95% and "
+        "the dotted line its mean. Layers where the line leaves the band hold the information; read depth "
+        "left to right, from the embeddings to the last block.",
+    ),
+    (
+        "probe_null_*",
+        "Label-shuffle null distribution of each readout's score, with the observed score marked: an observed "
+        "score inside the bulk of the null is no evidence the residual holds the target.",
+    ),
+    (
+        "predictive_I",
+        "Held-out partial R² (I) of each source checkpoint's item map for the target's, beyond the source's "
+        "unpressured profile, along the lineage (grey dots: the label-shuffle null's mean). Well above the null, "
+        "the source already yields where the target will.",
+    ),
+    (
+        "steer_*",
+        "Each pressure metric against the steering strength alpha (a direction added to the residual stream), "
+        "with bootstrap CI bands; a slope means the direction moves the behaviour.",
+    ),
+)
+
+
+def figure_caption(name: str) -> str:
+    """The caption of a figure file (stem or name), or "" when none matches."""
+    stem = Path(name).stem
+    return next((text for pattern, text in FIGURE_CAPTIONS if fnmatch.fnmatchcase(stem, pattern)), "")
 
 
 def _keep_distinguishing(full: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
@@ -238,6 +323,7 @@ def write_report(out: str | Path) -> Path:
     pngs = sorted(figures.glob("*.png"))
     if pngs:
         lines += ["## Figures", ""]
-        lines += [f"![{p.stem}](figures/{p.name})" for p in pngs]
-        lines.append("")
+        for p in pngs:
+            caption = figure_caption(p.name)
+            lines += [f"![{p.stem}](figures/{p.name})", "", *([f"*{caption}*", ""] if caption else [])]
     return atomic_write_text(out / "report.md", "\n".join(lines))
