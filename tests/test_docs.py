@@ -153,3 +153,11 @@ def test_readme_links_resolve() -> None:
     # negative control: a missing page and a missing heading are both caught
     planted = "[a](docs/nope.md) [b](docs/probes.md#no-such-heading) [c](docs/probes.md) [d](https://x.org)"
     assert _broken_links(planted) == ["docs/nope.md", "docs/probes.md#no-such-heading"]
+
+
+def test_figures_page_shows_the_reports_captions() -> None:
+    from sweeps.report import FIGURE_CAPTIONS
+
+    page = (ROOT / "docs" / "figures.md").read_text(encoding="utf-8")
+    for pattern, caption in FIGURE_CAPTIONS:
+        assert f"| `{pattern}.png` | {caption} |" in page, pattern

@@ -87,7 +87,9 @@ def plot_item_map_heatmap(
     lim = float(np.nanmax(np.abs(vals))) if np.isfinite(vals).any() else 1.0
     n_items, n_cks = vals.shape
     label_items = n_items <= 64
-    fig = new_figure(min(14.0, 3.2 + 0.55 * n_cks), min(16.0, 1.6 + (0.17 if label_items else 0.06) * n_items))
+    fig = new_figure(
+        min(14.0, max(5.2, 3.2 + 0.55 * n_cks)), min(16.0, 1.6 + (0.17 if label_items else 0.06) * n_items)
+    )
     ax = fig.subplots()
     im = ax.imshow(vals, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(n_cks), labels=list(wide.columns), rotation=40, ha="right", fontsize=8)
@@ -96,7 +98,7 @@ def plot_item_map_heatmap(
     else:
         ax.set_yticks([])
     ax.set_ylabel(f"item ({n_items}; most-yielding at the top)", fontsize=8)
-    ax.set_title(f"{bank}: item map ({turn_kind} turn), log-odds vs neutral", fontsize=9)
+    ax.set_title(f"{bank}\nitem map ({turn_kind} turn): log-odds vs neutral", fontsize=9)
     bar = fig.colorbar(im, ax=ax, shrink=0.6)
     bar.set_label("map value (< 0: yields)", fontsize=8)
     return save_figure(fig, path)
