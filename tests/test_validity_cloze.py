@@ -267,3 +267,43 @@ def test_equal_preference_friedman_rejects_at_its_level_under_sum_only(tokenizer
     assert rejected["sum"] <= 8
     # negative control: per byte the same preference is a language effect in every draw
     assert rejected["byte_mean"] == n_draws
+
+
+def _old_layout_unit(path, template_hash: str, ck: str):
+    """A unit as the byte_mean release cached it: nll_* per-token means, delta per byte."""
+    from cache.store import Unit
+
+    scores = planted_fertility_scores().query("checkpoint == 'm1'").assign(checkpoint=ck, bank="b")
+    for k in ("stereo", "anti"):
+        scores[f"n_words_{k}"] = 1
+    scores["delta"] = (
+        scores["nll_anti_sum"] / scores["n_bytes_anti"] - scores["nll_stereo_sum"] / scores["n_bytes_stereo"]
+    )
+    scores["delta_clipped"] = scores["delta"].clip(lower=0)
+    scores["loss"] = "byte_mean"
+    return Unit(
+        path=path, attrs={"template_hash": template_hash, "checkpoint": ck, "bank": "b"}, tables={"scores": scores}
+    )
+
+
+def test_old_caches_are_read_under_the_new_default(tmp_path):
+    from interp.studies.base import RunConfig, load_template
+    from interp.studies.cloze.analysis import analyze_cloze
+    from interp.studies.cloze.unit_loss import SUPERSEDED_TEMPLATES
+
+    assert load_template("cloze_v1").hash not in SUPERSEDED_TEMPLATES  # today's template is not superseded
+    old = next(h for h, loss in SUPERSEDED_TEMPLATES.items() if loss == "byte_mean")
+    units = [_old_layout_unit(tmp_path / "a.h5", old, "m1"), _old_layout_unit(tmp_path / "b.h5", old, "m2")]
+    raw = units[0].tables["scores"]
+    tables = analyze_cloze(units, tmp_path / "results", RunConfig(n_boot=50))
+    sc = tables["cloze_scores"]
+    assert (sc["loss"] == "sum").all()
+    # sums below 100: float error of a difference < 1e-12
+    np.testing.assert_allclose(sc["delta"], sc["nll_anti_sum"] - sc["nll_stereo_sum"], atol=1e-12)
+    first = sc[sc["checkpoint"] == "m1"].reset_index(drop=True)
+    np.testing.assert_allclose(first["nll_stereo_token_mean"], raw["nll_stereo"].to_numpy(), rtol=1e-12)
+    # negative control: a user's own template that chose byte_mean keeps it
+    mine = [_old_layout_unit(tmp_path / "c.h5", "f" * 64, "m1"), _old_layout_unit(tmp_path / "d.h5", "f" * 64, "m2")]
+    kept = analyze_cloze(mine, tmp_path / "results2", RunConfig(n_boot=50))["cloze_scores"]
+    assert (kept["loss"] == "byte_mean").all()
+    np.testing.assert_allclose(kept["delta"], kept["nll_anti"] - kept["nll_stereo"], atol=1e-12)
