@@ -243,14 +243,37 @@ def _has_tabulate() -> bool:
 
 
 def _token_mean_only_lines(check: pd.DataFrame) -> list[str]:
-    """One sentence per cloze finding that appears under the per-token mean loss only."""
+    """One sentence per kind of cloze finding that appears under another loss but not under
+    sum (the default scale), and per finding under the per-token mean only (older flags)."""
     out = []
+    for kind, col in (
+        ("language effect vs the reference", "effect_not_under_sum"),
+        ("difference in the ranking of languages by ABS", "ranking_not_under_sum"),
+        ("mediation through fertility", "mediation_not_under_sum"),
+    ):
+        if col not in check:
+            continue
+        by_loss: dict[str, list[str]] = {}
+        for r in check.itertuples(index=False):
+            for x in str(getattr(r, col) if pd.notna(getattr(r, col)) else "").split(","):
+                if x.strip():
+                    by_loss.setdefault(x.strip(), []).append(f"{r.checkpoint}/{r.language}")
+        for x, where in sorted(by_loss.items()):
+            out.append(
+                f"- A {kind} appears under {x} but not under sum for: {', '.join(where)}. "
+                "Under sum δ is the log-odds between the completions; under "
+                f"{x} it is divided by {'tokens' if x == 'token_mean' else 'UTF-8 bytes'}, "
+                f"so this follows how the {'tokenizer cuts' if x == 'token_mean' else 'script encodes'} the text, "
+                "not a preference."
+            )
+        if not by_loss:
+            out.append(f"- No {kind} appears under another loss but not under sum.")
     for kind, col in (
         ("language effect vs the reference", "effect_token_mean_only"),
         ("mediation through fertility", "mediation_token_mean_only"),
     ):
-        if col not in check:
-            continue
+        if col not in check or ("effect_not_under_sum" in check and set(check["loss"].astype(str)) <= {"sum"}):
+            continue  # chosen loss sum: the lines above say it
         hits = check[check[col].astype(str).str.lower() == "true"]
         if len(hits):
             where = ", ".join(f"{r.checkpoint}/{r.language}" for r in hits.itertuples(index=False))

@@ -17,8 +17,10 @@ collapsed five-level label), and with generation generation.csv, generation_summ
 (rates over all N replies, BenSyc Table 6: sycophancy_rate, support_rate, validation_rate,
 escalation_rate; shares within the sycophantic replies, Fig. 5b: share_support,
 share_validation, share_escalation; and the judge's agreement with gold on the bank's own
-comments: judge_n, judge_accuracy, judge_kappa), judge_agreement.csv (judge, bank, n, accuracy,
-Cohen's kappa, per-class F1) and judge_confusion.csv (gold x judge label counts).
+comments: judge_n, judge_accuracy, judge_kappa, judge_unparsed_share), judge_agreement.csv
+(judge, bank, n, accuracy, Cohen's kappa, unparsed_share, per-class F1) and judge_confusion.csv
+(gold x judge label counts). Judge labels are read case-insensitively in every table; an output
+outside the labels is a disagreement for kappa and counted in the unparsed share.
 
 Order-averaged readings are this toolkit's choice (a position-debiased reading, not the
 papers'); order "given" lists the labels as the template does, the reading closest to the
@@ -113,8 +115,9 @@ GENERATION_SUMMARY_COLUMNS = (
     "judge_n",
     "judge_accuracy",
     "judge_kappa",
+    "judge_unparsed_share",
 )
-JUDGE_AGREEMENT_COLUMNS = ("judge", "bank", "n", "accuracy", "kappa")
+JUDGE_AGREEMENT_COLUMNS = ("judge", "bank", "n", "accuracy", "kappa", "unparsed_share")
 _ORDER_RANK = {o: i for i, o in enumerate(ORDERS)}
 _TASK_RANK = {t: i for i, t in enumerate(REPORT_TASKS)}
 
@@ -300,13 +303,18 @@ def generation_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFrame] | 
     agree, _ = judge_agreement_tables(units)
     if len(agree):  # the judge's agreement with gold beside the rates it produced
         summary = summary.merge(
-            agree[["judge", "bank", "n", "accuracy", "kappa"]].rename(
-                columns={"n": "judge_n", "accuracy": "judge_accuracy", "kappa": "judge_kappa"}
+            agree[["judge", "bank", "n", "accuracy", "kappa", "unparsed_share"]].rename(
+                columns={
+                    "n": "judge_n",
+                    "accuracy": "judge_accuracy",
+                    "kappa": "judge_kappa",
+                    "unparsed_share": "judge_unparsed_share",
+                }
             ),
             on=["judge", "bank"],
             how="left",
         )
-    for c in ("judge_n", "judge_accuracy", "judge_kappa"):
+    for c in ("judge_n", "judge_accuracy", "judge_kappa", "judge_unparsed_share"):
         if c not in summary:
             summary[c] = np.nan
     return gen, summary
