@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp.errors import CheckpointError
-from interp.fingerprint import checkpoint_digests, regular_file
+from interp.fingerprint import CONTENT, checkpoint_digests, regular_file
 from interp.hashing import sha256_json
 
 SAFE_WEIGHTS = ("*.safetensors",)
@@ -216,6 +216,25 @@ def fingerprint_parts(info: CheckpointInfo, *, full_hash: bool = False) -> dict:
 def fingerprint(info: CheckpointInfo, *, full_hash: bool = False) -> str:
     """Content identity of a checkpoint (sha256 hex); see `fingerprint_parts`."""
     return sha256_json(fingerprint_parts(info, full_hash=full_hash))
+
+
+def content_fingerprint(info: CheckpointInfo, *, known_only: bool = False, fresh: bool = False) -> str | None:
+    """Fingerprint of every byte of the checkpoint: config, input files (sha256) and each weight
+    file's content digest (xxh3-128 of all its bytes, `interp.fingerprint.CONTENT`).
+
+    Reads every weight byte unless memoised (always with `fresh`: what `interp.load` does);
+    `known_only`: read no weight file and return None unless the memo holds the digest of every
+    weight file as it is now."""
+    parts = checkpoint_digests(
+        info.path,
+        config="config.json",
+        inputs=input_files(info),
+        weights=list(info.weight_files),
+        mode=CONTENT,
+        known_only=known_only,
+        fresh=fresh,
+    )
+    return None if parts is None else sha256_json(parts)
 
 
 def tokenizer_identity(info: CheckpointInfo, parts: dict | None = None) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,6 +19,7 @@ import torch
 
 from interp.checkpoint import (
     CheckpointInfo,
+    content_fingerprint,
     fingerprint,
     fingerprint_parts,
     identity_files,
@@ -44,6 +46,11 @@ class LoadedModel:
     device: str = "cpu"  # where inputs go: the model's device (the embedding's, under a device_map)
     device_map: str | None = None
     _fingerprint: str | None = field(default=None, repr=False)
+    # xxh3-128 of every byte that was loaded (interp.checkpoint.content_fingerprint); None for a
+    # wrapped model, whose fingerprint is of its weights already
+    content_fingerprint: str | None = None
+    # seconds: "hash" (content digest of the weight files), "load" (all of `load`)
+    timings: dict = field(default_factory=dict, repr=False)
 
     @property
     def n_layers(self) -> int:
@@ -65,6 +72,11 @@ class LoadedModel:
     @cached_property
     def fingerprint(self) -> str:
         return self._fingerprint or fingerprint(self.info)
+
+    @property
+    def content(self) -> str:
+        """What a unit records as the bytes it ran on."""
+        return self.content_fingerprint or self.fingerprint
 
     @property
     def has_chat_template(self) -> bool:
@@ -205,6 +217,7 @@ def load(
     """
     from interp.runner.backends import BACKEND_REGISTRY, make_backend
 
+    t_load = time.perf_counter()
     spec = BACKEND_REGISTRY.get(backend)  # unknown name: one-line ConfigError naming the choices
     if dtype not in DTYPES:
         raise ConfigError(f"dtype {dtype!r} unknown (choose one of {', '.join(DTYPES)})")
@@ -218,6 +231,12 @@ def load(
     before = file_signature(info.path, files)
     parts = fingerprint_parts(info, full_hash=full_hash)
     fp = sha256_json(parts)
+    # Every weight byte is hashed as it is first read: this pass brings the files' pages into
+    # memory and transformers then maps those same pages (no second read from disk). The
+    # signature check below refuses a file that changed between the hash and the load.
+    t_hash = time.perf_counter()
+    content = content_fingerprint(info, fresh=True)
+    t_hash = time.perf_counter() - t_hash
     tokenizer = shared_tokenizer(info, parts)
     hf_model = load_hf_model(info, dtype, device=device, device_map=device_map)
     after = file_signature(info.path, files)
@@ -241,4 +260,6 @@ def load(
         device=input_device,
         device_map=device_map if isinstance(device_map, str) else None,
         _fingerprint=fp,
+        content_fingerprint=content,
+        timings={"hash": t_hash, "load": time.perf_counter() - t_load},
     )
