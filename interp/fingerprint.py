@@ -15,8 +15,8 @@ not reused under the other.
 Small files (config, tokenizer, templates) are always hashed in full.
 
 Content digest (mode "content-xxh3-128"): xxh3-128 of every byte of a weight file, taken by
-`interp.load` in the same pass that brings the file's pages into memory (transformers then maps
-those pages). A unit records the content fingerprint of the bytes it ran on; the sampled
+`interp.load` in the pass that brings the file's pages into the page cache (transformers then
+maps those pages: the disk is read once). A unit records the content fingerprint of the bytes it ran on; the sampled
 fingerprint stays the planning key, and a unit is reused only when its recorded content
 fingerprint is known to match (memo below) or re-verified when the checkpoint is loaded.
 xxh3 is not cryptographic: it catches edits and damage, not an adversary forging a collision
@@ -48,7 +48,7 @@ MAX_SMALL_FILE = 1 << 30  # tokenizer, config, template files: anything bigger i
 SAMPLED = f"sampled-v1-{SAMPLE_BLOCKS}x{SAMPLE_BYTES}"  # the memo never serves another sampling's digest
 FULL = "full"
 CONTENT = "content-xxh3-128"
-_CONTENT_CHUNK = 16 << 20
+_CONTENT_CHUNK = 4 << 20
 
 
 def _data_start(f, size: int, path: Path) -> tuple[int, bytes]:
@@ -100,22 +100,19 @@ def full_digest(path: Path) -> str:
 
 
 def content_digest(path: Path) -> str:
-    """xxh3-128 of every byte of `path`, read through one read-only mapping (page by page)."""
-    import mmap
-
+    """xxh3-128 of every byte of `path`, read in chunks through one reused buffer (reading into a
+    buffer that stays in the CPU cache measured 0.12 s for 538 MB here; hashing a fresh mapping,
+    page fault by page fault, 0.21 s)."""
     import xxhash
 
     size = regular_file(path, error=CheckpointError).st_size
     h = xxhash.xxh3_128()
     h.update(f"{size}|".encode())
-    if size:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            view = memoryview(mm)
-            try:
-                for off in range(0, size, _CONTENT_CHUNK):
-                    h.update(view[off : off + _CONTENT_CHUNK])
-            finally:
-                view.release()
+    buf = bytearray(_CONTENT_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
     return h.hexdigest()
 
 

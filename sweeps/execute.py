@@ -72,19 +72,20 @@ def run_checkpoint_units(
             f"{checkpoint}: checkpoint changed since the sweep was planned (fingerprint "
             f"{sorted(planned)[0][:12]} -> {lm.fingerprint[:12]}); rerun the sweep to plan it afresh"
         )
-    # re-verified on load: the content hash of the bytes just loaded decides reuse
-    verified = []
-    for u in todo:
-        status, why = reuse_status(store, u, lm.content)
-        if status == "done":
-            log.info("verified %s %s %s: same weight bytes, reused", u.identity.checkpoint, u.study, u.bank.name)
-            continue
-        if why:
-            warnings.warn(why, stacklevel=2)
-            log.warning(why)
-        verified.append(u)
+    # re-verified on load: the content hash of the bytes just loaded decides reuse. Units that
+    # run anyway go first, while the hash is still being taken in the background (`lm.content`
+    # waits for it: at the first unit written, or here for the units that wait on it).
+    must = {id(u) for u in todo if reuse_status(store, u, u.content)[0] == "todo"}
     done = []
-    for u in verified:
+    for u in sorted(todo, key=lambda u: id(u) not in must):
+        if id(u) not in must:
+            status, why = reuse_status(store, u, lm.content)
+            if status == "done":
+                log.info("verified %s %s %s: same weight bytes, reused", u.identity.checkpoint, u.study, u.bank.name)
+                continue
+            if why:
+                warnings.warn(why, stacklevel=2)
+                log.warning(why)
         t0 = time.perf_counter()
         study = get_study(u.study)
         steer = cfg.steering
