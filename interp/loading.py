@@ -19,6 +19,7 @@ import torch
 
 from interp.checkpoint import (
     CheckpointInfo,
+    check_tensors,
     content_fingerprint,
     fingerprint,
     fingerprint_parts,
@@ -285,6 +286,7 @@ def load(
             f"{info.path}: files changed while loading ({', '.join(changed)}); "
             "the checkpoint is being written, retry when it is complete"
         )
+    check_tensors(info, hf_model.state_dict())  # dtype, shape, NaN/Inf: one line naming the tensor
     sites = discover_sites(hf_model, info.n_layers, where=str(info.path), model_type=info.model_type)
     check_tokenizer_fits(info, tokenizer, hf_model.get_input_embeddings().num_embeddings)
     be = make_backend(
