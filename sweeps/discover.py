@@ -22,6 +22,7 @@ from typing import Sequence
 
 from interp.core.atomic import atomic_write_text
 from interp.core.errors import ConfigError
+from interp.core.files import regular_file
 
 log = logging.getLogger("interp.sweep")
 _STEP = re.compile(r"(?:step|checkpoint|ckpt|iter)[-_]?(\d+)", re.IGNORECASE)
@@ -117,6 +118,7 @@ def _looks_like_checkpoint(path: Path) -> bool:
 
 
 def _from_toml(root: Path, names: dict[Path, str]) -> dict:
+    regular_file(root / "lineage.toml", limit=16 << 20, error=ConfigError)
     try:
         spec = tomllib.loads((root / "lineage.toml").read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -178,7 +180,7 @@ def discover(paths: Sequence[Path]) -> Discovery:
                 d.checkpoints.append(ck)
                 d.names[ck] = name
                 d.steps[name] = step_of(ck)
-        if (given / "lineage.toml").is_file():
+        if (given / "lineage.toml").exists():  # a FIFO is refused by _from_toml, not skipped
             d.lineage = _from_toml(given, tree_names)
         else:
             for parent, cks in by_parent.items():

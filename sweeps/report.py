@@ -13,6 +13,7 @@ import pandas as pd
 
 from interp.core.atomic import atomic_write_text
 from interp.core.errors import ConfigError
+from interp.core.files import read_text, regular_file
 from interp.studies import all_studies
 from interp.studies.base import ReportSection
 
@@ -117,6 +118,7 @@ def _blank_steps(df: pd.DataFrame) -> pd.DataFrame:
 
 def read_results(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
     """A results CSV, or one line naming the file when it is not one (garbage, truncated, edited)."""
+    regular_file(path, error=ConfigError)  # a FIFO named *.csv would hang the read
     try:
         df = pd.read_csv(path)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as exc:
@@ -140,8 +142,26 @@ def report_sections() -> list[ReportSection]:
     return out
 
 
+def md_cell(value: object) -> str:
+    """A value safe inside a Markdown table cell: `|` escaped, line breaks shown as \\n (a raw
+    one ends the row; a raw `|` starts a new column: checkpoint, bank and item names may hold both)."""
+    text = str(value)
+    return (
+        text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
+    )
+
+
+def _escape_table(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    out.columns = [md_cell(c) for c in out.columns]
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(lambda v: v if v is None or (isinstance(v, float) and pd.isna(v)) else md_cell(v))
+    return out
+
+
 def _fmt(df: pd.DataFrame, max_rows: int = 60) -> str:
-    shown = df.head(max_rows)
+    shown = _escape_table(df.head(max_rows))
     text = (
         shown.to_markdown(index=False, floatfmt=".3f")
         if _has_tabulate()
@@ -171,7 +191,7 @@ def _token_mean_only_lines(check: pd.DataFrame) -> list[str]:
             continue
         hits = check[check[col].astype(str).str.lower() == "true"]
         if len(hits):
-            where = ", ".join(f"{r.checkpoint}/{r.language}" for r in hits.itertuples(index=False))
+            where = ", ".join(md_cell(f"{r.checkpoint}/{r.language}") for r in hits.itertuples(index=False))
             out.append(
                 f"- A {kind} appears under token_mean but not under {hits['loss'].iloc[0]} for: {where}. "
                 "It follows how finely the tokenizer cuts the text, not a preference."
@@ -189,7 +209,7 @@ def write_report(out: str | Path) -> Path:
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     for sec in report_sections():  # every results table readable, before any figure reads one
-        if (results / sec.file).is_file():
+        if (results / sec.file).exists():  # a FIFO or directory is refused by read_results, not skipped
             read_results(results / sec.file, tuple(c for c in ("checkpoint",) if c in (sec.columns or ())))
     for spec in all_studies():
         try:
@@ -201,9 +221,9 @@ def write_report(out: str | Path) -> Path:
                 "rerun the sweep to rewrite them"
             ) from None
     lines = ["# interp report", "", f"Output directory: `{out}`", ""]
-    if (out / "lineage.json").is_file():
+    if (out / "lineage.json").exists():
         try:
-            lin = json.loads((out / "lineage.json").read_text())
+            lin = json.loads(read_text(out / "lineage.json", limit=256 << 20, error=ConfigError))
             lin["checkpoints"][0:0]
         except (ValueError, KeyError, TypeError):
             raise ConfigError(f"{out / 'lineage.json'}: not a lineage file a sweep writes; rerun the sweep") from None
@@ -216,7 +236,7 @@ def write_report(out: str | Path) -> Path:
             "|---|---|",
         ]
         lines += [
-            f"| {c['name']} | {'' if c.get('step') is None or pd.isna(c.get('step')) else c['step']} |"
+            f"| {md_cell(c['name'])} | {'' if c.get('step') is None or pd.isna(c.get('step')) else c['step']} |"
             for c in lin["checkpoints"]
         ]
         lines.append("")
