@@ -13,7 +13,7 @@ import pandas as pd
 
 from interp.core.atomic import atomic_write_text
 from interp.core.errors import ConfigError
-from interp.core.files import read_text, regular_file
+from interp.core.files import read_text, regular_file, writable_dirs
 from interp.studies import all_studies
 from interp.studies.base import ReportSection
 
@@ -207,7 +207,7 @@ def write_report(out: str | Path) -> Path:
     if not results.is_dir():
         raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
     figures = out / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
+    writable_dirs(out, figures, error=ConfigError)  # report.md and the figures: before any work
     for sec in report_sections():  # every results table readable, before any figure reads one
         if (results / sec.file).exists():  # a FIFO or directory is refused by read_results, not skipped
             read_results(results / sec.file, tuple(c for c in ("checkpoint",) if c in (sec.columns or ())))

@@ -49,3 +49,15 @@ def read_text(
         raise error(f"{path}: not valid {encoding} ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def writable_dirs(*dirs: Path, error: type[InterpError] = InterpError) -> None:
+    """Create each directory and check it can be written, before any work: one line naming it
+    (a read-only OUT used to fail with a traceback after the work was done)."""
+    for d in dirs:
+        try:
+            Path(d).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise error(f"{d}: cannot create output directory ({exc.strerror or exc})") from None
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise error(f"{d}: output directory is not writable")
