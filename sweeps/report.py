@@ -14,6 +14,7 @@ import pandas as pd
 from interp.core.atomic import atomic_write_text
 from interp.core.errors import ConfigError
 from interp.core.files import read_text, regular_file, writable_dirs
+from analyses.io import md_cell
 from interp.studies import all_studies
 from interp.studies.base import ReportSection
 
@@ -142,13 +143,25 @@ def report_sections() -> list[ReportSection]:
     return out
 
 
-def md_cell(value: object) -> str:
-    """A value safe inside a Markdown table cell: `|` escaped, line breaks shown as \\n (a raw
-    one ends the row; a raw `|` starts a new column: checkpoint, bank and item names may hold both)."""
-    text = str(value)
-    return (
-        text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
-    )
+def _undefined_ci_lines(full: pd.DataFrame) -> list[str]:
+    """A note where an interval is NaN beside a finite estimate (too few items, analyses.bootstrap)."""
+    from analyses.bootstrap import MIN_CI_ITEMS
+
+    cols = [c[:-3] for c in full.columns if c.endswith("_lo") and c[:-3] in full.columns and f"{c[:-3]}_hi" in full]
+    bad = [
+        c
+        for c in cols
+        if (
+            pd.to_numeric(full[f"{c}_lo"], errors="coerce").isna() & pd.to_numeric(full[c], errors="coerce").notna()
+        ).any()
+    ]
+    if not bad:
+        return []
+    return [
+        f"- Intervals shown as NaN ({', '.join(bad)}) are undefined: fewer than {MIN_CI_ITEMS} items, where a "
+        "bootstrap interval would be zero-width or the range of a handful of items.",
+        "",
+    ]
 
 
 def _escape_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -258,6 +271,9 @@ def write_report(out: str | Path) -> Path:
         ]
         if sec.file == "cloze_loss_check.csv":
             lines += _token_mean_only_lines(df)
+        lines += _undefined_ci_lines(full)
+        if sec.extra is not None:
+            lines += [*sec.extra(results), ""]
     pngs = sorted(figures.glob("*.png"))
     if pngs:
         lines += ["## Figures", ""]

@@ -178,6 +178,8 @@ class ReportSection:
     columns: tuple[str, ...] | None = None
     # one sentence: what the numbers mean and which choices are the toolkit's own (not the papers')
     note: str = ""
+    # lines added under the table, from OUT/results (e.g. what a number cannot mean for this data)
+    extra: Callable[[Path], list[str]] | None = None
 
 
 @dataclass(frozen=True)

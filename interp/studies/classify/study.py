@@ -393,6 +393,12 @@ GENERATION_FIELDS = ("temperature", "max_new_tokens", "n_replies", "max_posts")
 # ---------------------------------------------------------------- study
 
 
+def _one_class_gold_lines(results_dir):
+    from interp.studies.classify.analysis import one_class_gold_lines
+
+    return one_class_gold_lines(results_dir)
+
+
 class ClassifyStudy(StudySpec):
     name = NAME
     version = VERSION
@@ -427,6 +433,7 @@ class ClassifyStudy(StudySpec):
                 "papers'); macro-F1 CIs are item bootstraps. Task `binary` scores the bank's binary label, which "
                 "BenSyc annotated separately from the five levels."
             ),
+            extra=_one_class_gold_lines,
         ),
         ReportSection(
             "classify_position_bias.csv",
