@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analyses.bootstrap import TableError, percentile_interval, require_columns, resample_counts
+from analyses.bootstrap import TableError, ci_defined, percentile_interval, require_columns, resample_counts
 
 __all__ = [
     "BINARY_LABELS",
@@ -309,8 +309,9 @@ def classify_summary(
             row[f"f1_{lab}"] = float(point["f1"][0, i])
             if f"f1_{lab}" not in f1_cols:
                 f1_cols.append(f"f1_{lab}")
+        defined = ci_defined(per_item.shape[0], f"{ckpt} {task}: CI")
         for k in _CI_STATS:
-            row[f"{k}_lo"], row[f"{k}_hi"] = percentile_interval(boot[k], ci)
+            row[f"{k}_lo"], row[f"{k}_hi"] = percentile_interval(boot[k], ci) if defined else (np.nan, np.nan)
         row["n"] = int(full.sum())
         row["n_unparsed"] = int(full[0, :, -1].sum())
         rows.append(row)

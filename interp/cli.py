@@ -559,6 +559,10 @@ def _main() -> None:
     except InterpError as exc:
         typer.echo(f"interp: error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # the environment (read-only or full disk, permissions): one line, exit 2
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"interp: error: {where}{exc.strerror or exc}", err=True)
+        sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         _interrupted()
     except Exception as exc:

@@ -30,12 +30,12 @@ from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from cache.store import Store
+from cache.store import CONTENT_ATTR, MODE_ATTR, Store
 from interp.core.errors import CheckpointError, ConfigError, InterpError
 from interp.core.registry import Registry
 from interp.studies import get_study
 from interp.studies.base import RunConfig
-from sweeps.plan import PlannedUnit
+from sweeps.plan import PlannedUnit, reuse_status
 
 log = logging.getLogger("interp.sweep")
 
@@ -47,9 +47,10 @@ def run_checkpoint_units(
     cfg: RunConfig,
     on_done: Callable[[PlannedUnit, float], None] | None = None,
 ) -> list[str]:
-    """Load one checkpoint once and run its units that are not complete yet."""
+    """Load one checkpoint once and run its units that are not complete yet, or whose recorded
+    content hash does not match the bytes loaded now (said in one line each)."""
     store = Store(store_root)
-    todo = [u for u in units if not store.is_complete(u.identity)]
+    todo = [u for u in units if reuse_status(store, u, u.content)[0] != "done"]
     if not todo:
         return []
     from interp.loading import load
@@ -71,8 +72,20 @@ def run_checkpoint_units(
             f"{checkpoint}: checkpoint changed since the sweep was planned (fingerprint "
             f"{sorted(planned)[0][:12]} -> {lm.fingerprint[:12]}); rerun the sweep to plan it afresh"
         )
+    # re-verified on load: the content hash of the bytes just loaded decides reuse. Units that
+    # run anyway go first, while the hash is still being taken in the background (`lm.content`
+    # waits for it: at the first unit written, or here for the units that wait on it).
+    must = {id(u) for u in todo if reuse_status(store, u, u.content)[0] == "todo"}
     done = []
-    for u in todo:
+    for u in sorted(todo, key=lambda u: id(u) not in must):
+        if id(u) not in must:
+            status, why = reuse_status(store, u, lm.content)
+            if status == "done":
+                log.info("verified %s %s %s: same weight bytes, reused", u.identity.checkpoint, u.study, u.bank.name)
+                continue
+            if why:
+                warnings.warn(why, stacklevel=2)
+                log.warning(why)
         t0 = time.perf_counter()
         study = get_study(u.study)
         steer = cfg.steering
@@ -104,6 +117,8 @@ def run_checkpoint_units(
                 "n_layers": lm.n_layers,
                 "dtype": lm.dtype,
                 "device": lm.device,
+                CONTENT_ATTR: lm.content,
+                MODE_ATTR: "wrapped" if u.model is not None else "full" if cfg.full_hash else "sampled",
             },
         )
         done.append(u.identity.hash)
@@ -167,20 +182,36 @@ def execute(
     if progress and executor == "local":  # a bar inside each unit too (scoring batches)
         cfg = replace(cfg, scoring=replace(cfg.scoring, progress=True))
     todo = []
+    n_verify = 0
     for u in units:
         if store.is_complete(u.identity):
             problem = store.verify(u.identity)  # a complete unit whose body was damaged on disk
             if problem is None:
-                continue
-            aside = store.set_aside(store.path_for(u.identity))
-            msg = f"{problem}: moved to {aside.name}, recomputing"
-            warnings.warn(msg, stacklevel=2)
-            log.warning(msg)
+                status, why = reuse_status(store, u, u.content)
+                if status == "done":
+                    continue
+                if why:  # known now (memo) to differ from the bytes it ran on: one line
+                    warnings.warn(why, stacklevel=2)
+                    log.warning(why)
+                    u = replace(u, recompute=why)  # no second line at load
+                else:
+                    n_verify += 1  # checked against the bytes when its checkpoint loads
+            else:
+                aside = store.set_aside(store.path_for(u.identity))
+                msg = f"{problem}: moved to {aside.name}, recomputing"
+                warnings.warn(msg, stacklevel=2)
+                log.warning(msg)
         todo.append(u)
     by_ckpt: dict[Path, list[PlannedUnit]] = defaultdict(list)
     for u in todo:
         by_ckpt[u.checkpoint].append(u)
-    log.info("plan: %d units, %d to run, %d already complete", len(units), len(todo), len(units) - len(todo))
+    log.info(
+        "plan: %d units, %d to run, %d already complete%s",
+        len(units),
+        len(todo) - n_verify,
+        len(units) - len(todo),
+        f", {n_verify} complete but checked against the weight bytes when loaded" if n_verify else "",
+    )
     bar = tqdm(total=len(todo), desc="units", unit="unit", disable=not progress)
 
     def done(u: PlannedUnit, seconds: float) -> None:

@@ -14,6 +14,8 @@ import pandas as pd
 
 from interp.core.atomic import atomic_write_text
 from interp.core.errors import ConfigError
+from interp.core.files import read_text, regular_file, writable_dirs
+from analyses.io import md_cell
 from interp.studies import all_studies
 from interp.studies.base import ReportSection
 from probes.predictive import TABLE_COLUMNS as PREDICTIVE_COLUMNS
@@ -199,6 +201,7 @@ def _blank_steps(df: pd.DataFrame) -> pd.DataFrame:
 
 def read_results(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
     """A results CSV, or one line naming the file when it is not one (garbage, truncated, edited)."""
+    regular_file(path, error=ConfigError)  # a FIFO named *.csv would hang the read
     try:
         df = pd.read_csv(path)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as exc:
@@ -222,8 +225,38 @@ def report_sections() -> list[ReportSection]:
     return out
 
 
+def _undefined_ci_lines(full: pd.DataFrame) -> list[str]:
+    """A note where an interval is NaN beside a finite estimate (too few items, analyses.bootstrap)."""
+    from analyses.bootstrap import MIN_CI_ITEMS
+
+    cols = [c[:-3] for c in full.columns if c.endswith("_lo") and c[:-3] in full.columns and f"{c[:-3]}_hi" in full]
+    bad = [
+        c
+        for c in cols
+        if (
+            pd.to_numeric(full[f"{c}_lo"], errors="coerce").isna() & pd.to_numeric(full[c], errors="coerce").notna()
+        ).any()
+    ]
+    if not bad:
+        return []
+    return [
+        f"- Intervals shown as NaN ({', '.join(bad)}) are undefined: fewer than {MIN_CI_ITEMS} items, where a "
+        "bootstrap interval would be zero-width or the range of a handful of items.",
+        "",
+    ]
+
+
+def _escape_table(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    out.columns = [md_cell(c) for c in out.columns]
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(lambda v: v if v is None or (isinstance(v, float) and pd.isna(v)) else md_cell(v))
+    return out
+
+
 def _fmt(df: pd.DataFrame, max_rows: int = 60) -> str:
-    shown = df.head(max_rows)
+    shown = _escape_table(df.head(max_rows))
     text = (
         shown.to_markdown(index=False, floatfmt=".3f")
         if _has_tabulate()
@@ -276,7 +309,7 @@ def _token_mean_only_lines(check: pd.DataFrame) -> list[str]:
             continue  # chosen loss sum: the lines above say it
         hits = check[check[col].astype(str).str.lower() == "true"]
         if len(hits):
-            where = ", ".join(f"{r.checkpoint}/{r.language}" for r in hits.itertuples(index=False))
+            where = ", ".join(md_cell(f"{r.checkpoint}/{r.language}") for r in hits.itertuples(index=False))
             out.append(
                 f"- A {kind} appears under token_mean but not under {hits['loss'].iloc[0]} for: {where}. "
                 "It follows how finely the tokenizer cuts the text, not a preference."
@@ -292,9 +325,9 @@ def write_report(out: str | Path) -> Path:
     if not results.is_dir():
         raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
     figures = out / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
+    writable_dirs(out, figures, error=ConfigError)  # report.md and the figures: before any work
     for sec in report_sections():  # every results table readable, before any figure reads one
-        if (results / sec.file).is_file():
+        if (results / sec.file).exists():  # a FIFO or directory is refused by read_results, not skipped
             read_results(results / sec.file, tuple(c for c in ("checkpoint",) if c in (sec.columns or ())))
     for spec in all_studies():
         try:
@@ -306,9 +339,9 @@ def write_report(out: str | Path) -> Path:
                 "rerun the sweep to rewrite them"
             ) from None
     lines = ["# interp report", "", f"Output directory: `{out}`", ""]
-    if (out / "lineage.json").is_file():
+    if (out / "lineage.json").exists():
         try:
-            lin = json.loads((out / "lineage.json").read_text())
+            lin = json.loads(read_text(out / "lineage.json", limit=256 << 20, error=ConfigError))
             lin["checkpoints"][0:0]
         except (ValueError, KeyError, TypeError):
             raise ConfigError(f"{out / 'lineage.json'}: not a lineage file a sweep writes; rerun the sweep") from None
@@ -321,7 +354,7 @@ def write_report(out: str | Path) -> Path:
             "|---|---|",
         ]
         lines += [
-            f"| {c['name']} | {'' if c.get('step') is None or pd.isna(c.get('step')) else c['step']} |"
+            f"| {md_cell(c['name'])} | {'' if c.get('step') is None or pd.isna(c.get('step')) else c['step']} |"
             for c in lin["checkpoints"]
         ]
         lines.append("")
@@ -343,6 +376,9 @@ def write_report(out: str | Path) -> Path:
         ]
         if sec.file == "cloze_loss_check.csv":
             lines += _token_mean_only_lines(df)
+        lines += _undefined_ci_lines(full)
+        if sec.extra is not None:
+            lines += [*sec.extra(results), ""]
     pngs = sorted(figures.glob("*.png"))
     if pngs:
         lines += ["## Figures", ""]

@@ -22,6 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from interp.core.files import regular_file
 from interp.errors import ConfigError
 
 _RUN_KEYS = {"dask_retries", "dask_allowed_failures", "dask_worker_timeout", "dask_resources"}
@@ -44,6 +45,8 @@ _KNOWN = {
 
 def read_cluster_config(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    if path.exists():
+        regular_file(path, limit=16 << 20, error=ConfigError)  # a FIFO would hang the read
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

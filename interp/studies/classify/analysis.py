@@ -31,12 +31,14 @@ and classify_precision_recall.png.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from analyses.bootstrap import TableError
 from analyses.classify_metrics import (
     FIVE_LABELS,
     SYCOPHANTIC,
@@ -398,9 +400,43 @@ def plot_precision_recall(summary: pd.DataFrame, path: Path) -> Path:
 # ---------------------------------------------------------------- entry point
 
 
+def one_class_gold(preds: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(bank, task, label) for every bank and task whose gold labels are all one class."""
+    if preds.empty:
+        return []
+    gold = preds.drop_duplicates(["bank", "task", "item_id"]).groupby(["bank", "task"], sort=True)["gold"]
+    return [(str(b), str(t), str(g.iloc[0])) for (b, t), g in gold if g.nunique() == 1]
+
+
+def one_class_gold_lines(results_dir: Path) -> list[str]:
+    """The report's note beside macro-F1 / MCC when a bank's gold labels are all one class."""
+    from analyses.io import md_cell
+    from interp.core.files import regular_file
+
+    path = Path(results_dir) / "classify_predictions.csv"
+    if not path.exists():
+        return []
+    regular_file(path, error=TableError)
+    try:
+        preds = pd.read_csv(path, usecols=["bank", "task", "item_id", "gold"], dtype=str, keep_default_na=False)
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise TableError(f"{path}: not a readable results table ({' '.join(str(exc).split())[:200]})") from None
+    return [
+        f"- Note: every gold label of bank {md_cell(b)} ({md_cell(t)}) is {md_cell(g)}: macro-F1 averages F1 over "
+        "classes no item has and MCC is 0 by definition; neither says how well the model tells the classes apart."
+        for b, t, g in one_class_gold(preds)
+    ]
+
+
 def analyze_classify(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
     results_dir = Path(results_dir)
     preds = prediction_table(units)
+    for bank, task, label in one_class_gold(preds):
+        warnings.warn(
+            f"classify: every gold label of bank {bank} ({task}) is {label}: macro-F1 and MCC do not measure "
+            "discrimination on it (noted in report.md)",
+            stacklevel=2,
+        )
     summary = summary_table(preds, n_boot=cfg.n_boot, seed=cfg.seed)
     # the given order (closest to the papers' protocol) beside the order-averaged reading
     by_lang = summary_table(

@@ -49,7 +49,7 @@ import pandas as pd
 
 from analyses.classify_metrics import FIVE_LABELS, SYCOPHANTIC
 from cache.store import Unit
-from interp.studies.classify.analysis import SUMMARY_COLUMNS
+from interp.studies.classify.analysis import SUMMARY_COLUMNS, one_class_gold_lines
 from interp.banks import (
     Bank,
     BankFormat,
@@ -420,6 +420,7 @@ class ClassifyStudy(StudySpec):
                 "papers'); macro-F1 CIs are item bootstraps. Task `binary` scores the bank's binary label, which "
                 "BenSyc annotated separately from the five levels."
             ),
+            extra=one_class_gold_lines,
         ),
         ReportSection(
             "classify_position_bias.csv",
