@@ -18,14 +18,19 @@ The derivation, for one token's log-probability log p = z_t - logsumexp(z) of a 
 2. Each block adds such an error twice (attention and MLP) to the residual stream, and the
    unembedding once more: S = 2 * n_layers + 1 error stages, each relative to the magnitude
    of what flows through it. Layer norms re-scale the stream, so the relative errors add
-   (first order) rather than compound.
-3. The logits' absolute error is then S * sqrt(K) * u times their scale; log-softmax is
+   (first order) rather than compound. Per stage: sqrt(K) * u_acc for the accumulation (u_acc
+   of the accumulator: float32 in CPU bfloat16/float16 GEMMs, the storage dtype where a GPU
+   allows reduced-precision reductions), + u for rounding the stage's output to the storage
+   dtype, + 2 u when the compared run rounds both matmul operands to a narrower dtype than the
+   reference keeps (mixed precision against float32).
+3. The logits' absolute error is then S * stage times their scale; log-softmax is
    2-Lipschitz in the max-norm (|d log_softmax_t| <= |dz_t| + max_j |dz_j|), and the scale of
    the log-probabilities involved, M, bounds the logits' spread (|log p| <= logit range +
    log V, `logprob_scale_bound`).
 4. Two runs each within that bound of the exact value differ by at most twice it.
 
-So |d log p| <= 2 (two runs) * 2 (log-softmax) * S * sqrt(K) * u * M  (`logprob_atol`).
+So |d log p| <= 2 (two runs) * 2 (log-softmax) * S * (sqrt(K) u_acc + u [+ 2 u]) * M
+(`logprob_atol`); for float32 against float32, 4 S (sqrt(K) + 1) u M.
 
 Downstream quantities: a linear combination sum c_i log p_i is within sum |c_i| times that
 (log-odds of two options: 2; a difference of two log-odds: 4; a sum over T tokens: T); a
@@ -57,26 +62,53 @@ def logprob_scale_bound(logit_range: float, vocab_size: int) -> float:
     return float(logit_range) + math.log(max(int(vocab_size), 1))
 
 
-def logprob_atol(eps: float, *, logprob_scale: float, n_layers: int, reduction_length: int) -> float:
+def stage_error(
+    eps: float, reduction_length: int, *, accumulate_eps: float | None = None, operands: bool = False
+) -> float:
+    """Relative rounding error of one stage (see the module docstring, step 2)."""
+    if eps <= 0 or reduction_length < 1:
+        raise ValueError("eps > 0 and reduction_length >= 1 required")
+    u, u_acc = eps / 2.0, (accumulate_eps if accumulate_eps is not None else eps) / 2.0
+    return math.sqrt(reduction_length) * u_acc + u + (2.0 * u if operands else 0.0)
+
+
+def logprob_atol(
+    eps: float,
+    *,
+    logprob_scale: float,
+    n_layers: int,
+    reduction_length: int,
+    accumulate_eps: float | None = None,
+    operands: bool = False,
+) -> float:
     """Largest |difference| of one token's log-probability between two correct float paths.
 
-    eps: machine epsilon of the compute dtype; logprob_scale: magnitude M of the log-probs
-    involved (`logprob_scale_bound`); reduction_length: longest reduction K (max of model width,
-    MLP width and sequence length). Derivation in the module docstring:
-    2 * 2 * (2 n_layers + 1) * sqrt(K) * (eps / 2) * M.
+    eps: machine epsilon of the storage/compute dtype; logprob_scale: magnitude M of the
+    log-probs involved (`logprob_scale_bound`); reduction_length: longest reduction K (max of
+    model width, MLP width and sequence length); accumulate_eps: the accumulator's epsilon if
+    wider than eps; operands: the run rounds matmul operands narrower than the reference does.
+    Derivation in the module docstring: 2 * 2 * (2 n_layers + 1) * stage_error * M.
     """
-    if eps <= 0 or logprob_scale < 0 or n_layers < 0 or reduction_length < 1:
-        raise ValueError("eps > 0, logprob_scale >= 0, n_layers >= 0, reduction_length >= 1 required")
-    u = eps / 2.0
-    return 2.0 * 2.0 * error_stages(n_layers) * math.sqrt(reduction_length) * u * float(logprob_scale)
+    if logprob_scale < 0 or n_layers < 0:
+        raise ValueError("logprob_scale >= 0 and n_layers >= 0 required")
+    stage = stage_error(eps, reduction_length, accumulate_eps=accumulate_eps, operands=operands)
+    return 2.0 * 2.0 * error_stages(n_layers) * stage * float(logprob_scale)
 
 
-def residual_atol(eps: float, *, residual_scale: float, n_layers: int, reduction_length: int) -> float:
+def residual_atol(
+    eps: float,
+    *,
+    residual_scale: float,
+    n_layers: int,
+    reduction_length: int,
+    accumulate_eps: float | None = None,
+    operands: bool = False,
+) -> float:
     """Largest |difference| of a residual-stream entry between two correct float paths: the same
-    error stages as `logprob_atol` up to that block (counted with all blocks: an upper bound),
+    error stages as `logprob_atol` (counted over all blocks: an upper bound for any layer),
     relative to the largest |entry| of the stream, twice for two runs."""
-    u = eps / 2.0
-    return 2.0 * error_stages(n_layers) * math.sqrt(reduction_length) * u * float(residual_scale)
+    stage = stage_error(eps, reduction_length, accumulate_eps=accumulate_eps, operands=operands)
+    return 2.0 * error_stages(n_layers) * stage * float(residual_scale)
 
 
 def fit_rtol(logprob_tol: float, logprob_scale: float) -> float:

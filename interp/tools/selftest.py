@@ -59,16 +59,47 @@ def environment() -> list[str]:
     return lines
 
 
-def _eps(dtype_name: str) -> tuple[object, float]:
-    """(torch dtype of the weights, machine epsilon of the compute) for a registered dtype name."""
+@dataclass(frozen=True)
+class Precision:
+    """What the tolerance of a run at one --dtype on one device is derived from."""
+
+    weights: object  # torch dtype the weights are loaded in (the reference forward's too)
+    eps: float  # machine epsilon of the matmul operands
+    accumulate_eps: float  # of the matmul accumulator
+    operands: bool  # operands narrower than the reference's (mixed precision)
+
+    def describe(self) -> str:
+        return (
+            f"weights {str(self.weights).replace('torch.', '')}, matmul eps {self.eps:.3g}, "
+            f"accumulate eps {self.accumulate_eps:.3g}{', operands rounded' if self.operands else ''}"
+        )
+
+
+def precision(dtype_name: str, device: str) -> Precision:
+    """From the dtype registry (`interp.devices`; a mixed precision's matmul dtype where the
+    registry has one) and the device's matmul settings (TF32, reduced-precision reductions)."""
     import torch
 
-    from interp.devices import torch_dtype
+    from interp import devices
 
-    dt = torch_dtype(dtype_name)  # unknown name: one-line ConfigError (exit 2)
-    if not isinstance(dt, torch.dtype):  # a composite precision (e.g. mixed): its lowest precision part
-        dt = getattr(dt, "compute", None) or torch.bfloat16
-    return dt, float(torch.finfo(dt).eps)
+    weights = devices.torch_dtype(dtype_name)  # unknown name: one-line ConfigError (exit 2)
+    compute = getattr(devices, "matmul_dtype", devices.torch_dtype)(dtype_name)
+    eps = float(torch.finfo(compute).eps)
+    f32 = float(torch.finfo(torch.float32).eps)
+    on_cuda = device.startswith("cuda")
+    if compute == torch.float32 and on_cuda and torch.backends.cuda.matmul.allow_tf32:
+        eps = 2.0**-10  # TF32 operands keep 10 mantissa bits
+    reduced = {
+        torch.bfloat16: torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        torch.float16: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+    }
+    acc = eps if (on_cuda and reduced.get(compute, False)) else min(eps, f32)
+    return Precision(
+        weights=weights,
+        eps=eps,
+        accumulate_eps=acc,
+        operands=compute != weights or (weights == torch.float32 and eps > f32),
+    )
 
 
 def _reference(path: Path, device: str, dt) -> tuple[object, object]:
@@ -107,25 +138,23 @@ def check_backends(path: Path, device: str, dtype_name: str) -> list[Check]:
     import torch
 
     import interp
-    from interp.core.errors import ConfigError
     from interp.runner.backends import BACKEND_REGISTRY
     from interp.runner.scoring import score_continuations, score_options
 
-    dt, eps = _eps(dtype_name)
-    model, tok = _reference(path, device, dt)
+    prec = precision(dtype_name, device)
+    model, tok = _reference(path, device, prec.weights)
     cfg = model.config
     ref, lens, spread, longest = _plain_scores(model, tok, device)
     m = logprob_scale_bound(spread, cfg.vocab_size)
     k = max(cfg.hidden_size, getattr(cfg, "intermediate_size", 0) or 0, longest)
-    per_token = logprob_atol(eps, logprob_scale=m, n_layers=cfg.num_hidden_layers, reduction_length=k)
+    bound = dict(accumulate_eps=prec.accumulate_eps, operands=prec.operands)
+    per_token = logprob_atol(prec.eps, logprob_scale=m, n_layers=cfg.num_hidden_layers, reduction_length=k, **bound)
     tol = np.asarray(lens, float) * per_token  # a sum over T tokens: T times one token's bound
     checks = []
     for name in BACKEND_REGISTRY.names():
         label = f"backend {name} {device} {dtype_name} vs plain HF"
         try:
             lm = interp.load(path, backend=name, device=device, dtype=dtype_name)
-        except ConfigError:
-            raise
         except ImportError as exc:
             checks.append(Check(label, None, f"not installed ({exc.name or exc})"))
             continue
@@ -144,7 +173,7 @@ def check_backends(path: Path, device: str, dtype_name: str) -> list[Check]:
         hs = model(ids, output_hidden_states=True).hidden_states[layer][0, -1].float().cpu().numpy()
         worst = max(worst, float(np.abs(np.asarray(s.resid[layer][n], float) - hs).max()))
         scale = max(scale, float(np.abs(hs).max()))
-    rtol = residual_atol(eps, residual_scale=scale, n_layers=cfg.num_hidden_layers, reduction_length=k)
+    rtol = residual_atol(prec.eps, residual_scale=scale, n_layers=cfg.num_hidden_layers, reduction_length=k, **bound)
     # the cached residual's own rounding (stored in resid_dtype) is not part of this comparison
     checks.append(
         Check(
@@ -225,14 +254,14 @@ def run_selftest(
     device: str = "cpu", dtype: str = "float32", *, workdir: Path | None = None, echo: Callable[[str], None] = print
 ) -> list[Check]:
     """Run every check, echo one line each, return them. Bad device/dtype: ConfigError."""
-    from interp.devices import resolve_device, torch_dtype
+    from interp.devices import resolve_device
     from interp.testing import build_tiny_model, build_tokenizer
 
     device = resolve_device(device)
-    torch_dtype(dtype)
+    prec = precision(dtype, device)
     for line in environment():
         echo(line)
-    echo(f"selftest on {device}, {dtype}")
+    echo(f"selftest on {device}, {dtype} ({prec.describe()})")
     checks: list[Check] = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         root = Path(tmp)
