@@ -476,6 +476,18 @@ def validate(
     typer.echo(f"\n{n_pass} of {n} checks pass; {out / 'validation.md'}")
 
 
+@app.command()
+def selftest(
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N, mps or auto"),
+    dtype: str = typer.Option("float32", "--dtype", help="a registered dtype name (interp.devices.DTYPES)"),
+) -> None:
+    """Check this machine: environment, every backend vs plain Hugging Face, residuals, cache, sweep resume."""
+    from interp.tools.selftest import passed, run_selftest
+
+    if not passed(run_selftest(device, dtype, echo=typer.echo)):
+        raise typer.Exit(1)
+
+
 @app.command("fetch-models")
 def fetch_models_cmd(
     dest: Path = typer.Option(Path("models"), "--dest", help="where the model directories go"),
