@@ -135,8 +135,15 @@ up() {
 
 node_idle() { [[ "$(sinfo -h -o %T 2>/dev/null)" == idle* ]]; }
 
+no_jobs() { [[ -z "$(squeue -h 2>/dev/null)" ]]; }
+
 down() {
     local name pidfile pid
+    if alive "$DIR/slurmctld.pid"; then  # no job outlives the cluster (its processes belong to slurmstepd)
+        export SLURM_CONF="$CONF"
+        scancel --user "$(id -un)" 2>/dev/null || true
+        wait_for 20 no_jobs || echo "slurm-local: jobs still listed after 20 s: $(squeue -h 2>&1 | head -3)" >&2
+    fi
     for name in slurmd slurmctld munge/munged; do  # reverse start order
         pidfile="$DIR/$name.pid"
         [[ -f "$pidfile" ]] || continue

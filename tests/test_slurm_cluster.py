@@ -105,15 +105,7 @@ def slurm_cluster():
         assert set(pids) == {"munged", "slurmctld", "slurmd"}, pids
         yield SlurmCluster(state, state / "slurm.conf", pids)
     finally:
-        cluster_env = dict(os.environ, SLURM_CONF=str(state / "slurm.conf"))
-        if pids.get("slurmctld") and _alive(pids["slurmctld"]):  # no job may outlive its cluster
-            subprocess.run(["scancel", "--user", "root"], env=cluster_env, capture_output=True, timeout=30)
-            end = time.monotonic() + 20
-            while time.monotonic() < end:
-                q = subprocess.run(["squeue", "-h"], env=cluster_env, capture_output=True, text=True, timeout=30)
-                if q.returncode != 0 or not q.stdout.strip():
-                    break
-                time.sleep(0.5)
+        # down cancels every job first (a job's processes belong to slurmstepd, not slurmd)
         subprocess.run(["bash", str(SCRIPT), "down"], env=env, capture_output=True, timeout=120)
         for pid in pids.values():  # down stops them by PID; make sure of it
             if _alive(pid):
