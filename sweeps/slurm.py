@@ -84,6 +84,19 @@ def task_resources(config: dict) -> dict[str, float]:
     return {"GPU": float(gpus)} if gpus else {"model_slot": 1.0}
 
 
+def _scheduler_http(s: dict) -> dict[str, Any]:
+    """The scheduler's HTTP server: the dashboard only where `dashboard_address` asks for it; else
+    a free port on the interface's address (dask-jobqueue's default, ":8787" on every address,
+    collides between users of one login node)."""
+    if s.get("dashboard_address"):
+        return {"dashboard_address": s["dashboard_address"], "dashboard": True}
+    if s.get("interface"):
+        from distributed.utils import get_ip_interface
+
+        return {"dashboard_address": f"{get_ip_interface(s['interface'])}:0", "dashboard": False}
+    return {"dashboard_address": None, "dashboard": False}
+
+
 def make_slurm_cluster(config: dict):
     """The SLURMCluster for `config` (nothing is submitted until `.scale(jobs=...)`)."""
     from dask_jobqueue import SLURMCluster
@@ -118,8 +131,7 @@ def make_slurm_cluster(config: dict):
         job_script_prologue=prologue,
         python=s.get("python", sys.executable),
         silence_logs="error",
-        # None: no dashboard, the scheduler's HTTP server on its own address (not dask-jobqueue's ":8787")
-        scheduler_options={"dashboard_address": s.get("dashboard_address")},
+        scheduler_options=_scheduler_http(s),
     )
     for k in ("local_directory", "log_directory", "interface"):
         if s.get(k):

@@ -284,9 +284,11 @@ def test_slurm_example_config_is_the_local_cluster_one(tmp_path, monkeypatch):
     try:
         script = cluster.job_script()
         address = cluster.scheduler_address
+        http = [sock.getsockname() for sock in cluster.scheduler.http_server._sockets.values()]
     finally:
         cluster.close()
     assert address.startswith("tcp://127.0.0.1:"), address
+    assert http and all(host == "127.0.0.1" and port != 8787 for host, port, *_ in http), http
     for line in ("#SBATCH -p debug", "#SBATCH --cpus-per-task=1", "--interface lo", "--dashboard-address 127.0.0.1:0"):
         assert line in script, f"{line!r} not in the job script:\n{script}"
     assert "--gres" not in script and "#SBATCH -A" not in script
