@@ -11,7 +11,10 @@ a task that raises is retried `retries` times and a task whose worker dies is re
 already complete files). A task that still fails is returned as failures (written to
 OUT/failures.csv by the sweep) while the others finish. The driver gives up with one line
 when no worker has been connected for `worker_timeout` seconds. Each worker caps torch
-threads (cfg.threads, else cores / worker threads) and fingerprints what it loaded.
+threads (cfg.threads, else its cores, or its SLURM job's CPUs, / worker threads) and fingerprints
+what it loaded. Each task attempt logs which worker (pid, SLURM job) runs it to OUT/sweep.log; a
+task whose workers died inside SLURM jobs fails with SLURM's account of how those jobs ended
+(`sweeps.slurm.job_end_reason`: out of memory, time limit, cancelled) in OUT/failures.csv.
 
 The local executor stops at the first error (a bad input is reported, exit 2).
 """
@@ -254,16 +257,37 @@ def _execute_local(by_ckpt, store: Store, cfg: RunConfig, *, on_done, **_) -> No
         run_checkpoint_units(ck, us, store.root, cfg, on_done=on_done)
 
 
-def _dask_task(checkpoint: Path, units: Sequence[PlannedUnit], store_root: Path, cfg: RunConfig) -> list[str]:
-    """Runs on a worker: cap torch threads to this worker's share of the cores, then run."""
-    if not cfg.threads:
-        try:
-            from distributed import get_worker
+# Each task attempt announces itself under this event topic: the driver logs which worker (and
+# SLURM job) runs which checkpoint, and a failed task's error carries how SLURM ended its jobs.
+ATTEMPT_TOPIC = "interp-attempt"
 
-            per_worker = get_worker().state.nthreads
-        except Exception:  # noqa: BLE001 - not on a worker (tests call it directly)
-            per_worker = 1
+
+def _dask_task(checkpoint: Path, units: Sequence[PlannedUnit], store_root: Path, cfg: RunConfig) -> list[str]:
+    """Runs on a worker: announce the attempt, cap torch threads to this worker's share of the cores, run."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except Exception:  # noqa: BLE001 - not on a worker (tests call it directly)
+        worker = None
+    if worker is not None:
+        worker.log_event(
+            ATTEMPT_TOPIC,
+            {
+                "key": str(worker.get_current_task()),
+                "checkpoint": str(checkpoint),
+                "worker": str(worker.address),
+                "pid": os.getpid(),
+                "slurm_job": os.environ.get("SLURM_JOB_ID", ""),
+            },
+        )
+    if not cfg.threads:
+        per_worker = worker.state.nthreads if worker is not None else 1
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        # a SLURM job may see every core of its node (TaskPlugin=task/none binds nothing): keep to its CPUs
+        slurm_cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
+        if slurm_cpus.isdigit() and int(slurm_cpus) > 0:
+            cores = min(cores, int(slurm_cpus))
         cfg = replace(cfg, threads=max(1, cores // max(1, per_worker)))
     return run_checkpoint_units(checkpoint, units, store_root, cfg)
 
@@ -286,7 +310,10 @@ def _execute_dask(
 ) -> list[Failure]:
     import dask
     from distributed import Client, LocalCluster, wait
+    from distributed.scheduler import KilledWorker
 
+    if not by_ckpt:  # nothing to run: start no cluster, submit no job
+        return []
     opts = DaskOptions.from_config(cfg)
     cluster = None
     with dask.config.set({"distributed.scheduler.allowed-failures": opts.allowed_failures}):
@@ -317,7 +344,16 @@ def _execute_dask(
                 cluster.close()
             raise InterpError(f"dask: cannot start or reach the cluster ({_one_line(exc)})") from None
     failures: list[Failure] = []
+    attempts: dict[str, list[dict]] = defaultdict(list)  # task key -> its attempts (ATTEMPT_TOPIC events)
+
+    def on_attempt(event: tuple) -> None:
+        msg = event[1]
+        attempts[msg["key"]].append(msg)
+        job = f", SLURM job {msg['slurm_job']}" if msg.get("slurm_job") else ""
+        log.info("started %s on %s (pid %s%s)", msg["checkpoint"], msg["worker"], msg["pid"], job)
+
     try:
+        client.subscribe_topic(ATTEMPT_TOPIC, on_attempt)
         futures = {}
         for ck, us in by_ckpt.items():
             fut = client.submit(
@@ -348,11 +384,26 @@ def _execute_dask(
                         log.info("done %s %s %s (dask)", u.identity.checkpoint, u.study, u.bank.name)
                     bar.update(len(us))
                     continue
+                jobs: list[str] = []
                 try:
                     fut.result()
                     error = "task cancelled"
                 except BaseException as exc:  # noqa: BLE001 - a worker's error, whatever it is
                     error = _one_line(exc)
+                    if isinstance(exc, KilledWorker):  # the SLURM jobs its workers died in
+                        key = str(fut.key)
+                        tried = attempts.get(key) or [
+                            m for _, m in client.get_events(ATTEMPT_TOPIC) if m.get("key") == key
+                        ]
+                        # a job killed before the task started (e.g. while it imported) sent no event:
+                        # our own dask-jobqueue cluster knows the last worker's job
+                        last = getattr(getattr(cluster, "workers", {}).get(exc.last_worker.name), "job_id", None)
+                        jobs = [a["slurm_job"] for a in tried if a.get("slurm_job")] + ([str(last)] if last else [])
+                if jobs:  # SLURM's word on how those jobs ended (out of memory, time limit, cancelled)
+                    from sweeps.slurm import job_end_reason
+
+                    why = "; ".join(filter(None, (job_end_reason(j) for j in dict.fromkeys(jobs))))
+                    error = f"{why} | {error}"[:1000] if why else error
                 for u in us:
                     if not store.is_complete(u.identity):
                         failures.append(
