@@ -219,7 +219,9 @@ def test_slurm_job_over_its_memory_request_goes_to_failures_csv_then_a_rerun_com
     ref = _local_tables([checkpoint], tmp_path / "REF")
     # examples/slurm.toml with one job of 300 MB and no second chance. A worker idles at ~135 MB
     # (nanny + worker); a unit task (its imports, the model, scoring) reaches ~700 MB, measured
-    # here by summing the job's RSS (scontrol listpids): SLURM kills the job while the unit starts.
+    # here by summing the job's RSS (scontrol listpids): SLURM kills the job while the worker loads
+    # the unit's code, before the task announces itself (the sweep finds the job through
+    # dask-jobqueue's worker-to-job map).
     text = EXAMPLE.read_text()
     for key, value in (("memory", '"300MB"'), ("jobs", "1"), ("dask_allowed_failures", "0")):
         text, n = re.subn(rf"^{key} = .*$", f"{key} = {value}", text, flags=re.M)
