@@ -219,7 +219,9 @@ def test_slurm_job_over_its_memory_request_goes_to_failures_csv_then_a_rerun_com
     ref = _local_tables([checkpoint], tmp_path / "REF")
     # examples/slurm.toml with one job of 300 MB and no second chance. A worker idles at ~135 MB
     # (nanny + worker); a unit task (its imports, the model, scoring) reaches ~700 MB, measured
-    # here by summing the job's RSS (scontrol listpids): SLURM kills the job while the unit starts.
+    # here by summing the job's RSS (scontrol listpids): SLURM kills the job while the worker loads
+    # the unit's code, before the task announces itself (the sweep finds the job through
+    # dask-jobqueue's worker-to-job map).
     text = EXAMPLE.read_text()
     for key, value in (("memory", '"300MB"'), ("jobs", "1"), ("dask_allowed_failures", "0")):
         text, n = re.subn(rf"^{key} = .*$", f"{key} = {value}", text, flags=re.M)
@@ -259,3 +261,40 @@ def test_slurm_local_script_status_reports_the_running_daemons(slurm_cluster):
         assert len(ours) >= 2, ss
         for line in ours:
             assert re.search(r"\s127\.0\.0\.1:\d+\s", line), line
+
+
+def test_slurm_job_end_reason_parses_scontrol_and_the_stepd_lines(tmp_path, monkeypatch):
+    """Runs without SLURM: a stand-in `scontrol` prints what slurm 22.05 printed here for a job
+    killed over its memory request (the real one is exercised by the cluster tests above)."""
+    from sweeps.slurm import job_end_reason
+
+    logs = tmp_path / "slurm-logs"
+    logs.mkdir()
+    (logs / "dask-worker-10.err").write_text(
+        "2026-12-01 15:21:20,000 - distributed.worker - INFO - Starting Worker plugin shuffle\n"
+        "slurmstepd-vm: error: StepId=10.batch exceeded memory limit (405934080 > 314572800), being killed\n"
+        "slurmstepd-vm: error: Exceeded job memory limit\n"
+        "slurmstepd-vm: error: StepId=10.batch exceeded memory limit (405934080 > 314572800), being killed\n"
+    )
+    states = {"10": "FAILED Reason=JobLaunchFailure", "11": "RUNNING Reason=None"}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    lines = "\n".join(
+        f'  {job}) echo "JobId={job} JobName=dask-worker UserId=root(0) JobState={state} Dependency=(null) '
+        f'ExitCode=0:9 NodeList=vm StdErr={logs}/%x-%J.err StdOut={logs}/%x-%J.out" ;;'
+        for job, state in states.items()
+    )
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\ncase "$4" in\n{lines}\n  *) exit 1 ;;\nesac\n')
+    (bin_dir / "scontrol").chmod(0o755)
+    (bin_dir / "sacct").write_text("#!/bin/sh\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n")
+    (bin_dir / "sacct").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    reason = job_end_reason("10", wait=0)
+    assert reason == (
+        "SLURM job 10 FAILED (reason JobLaunchFailure, exit 0:9): StepId=10.batch exceeded memory limit "
+        "(405934080 > 314572800), being killed; Exceeded job memory limit"
+    )
+    # negative controls: a job still running has no stepd lines to report; an unknown job, nothing
+    (logs / "dask-worker-11.err").write_text("2026-12-01 INFO - nothing went wrong\n")
+    assert job_end_reason("11", wait=0) == "SLURM job 11 RUNNING (exit 0:9)"
+    assert job_end_reason("12", wait=0) is None
