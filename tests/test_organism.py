@@ -222,6 +222,8 @@ def test_cli_bad_inputs_exit_2(organism, tmp_path):
 
     r = run("validate", organism / "model", "--out", tmp_path / "v")
     assert r.returncode == 2 and "organism.json" in r.stderr
+    r = run("validate", organism / "tree", "--control", organism / "tree", "--out", tmp_path / "v", "--no-run")
+    assert r.returncode == 2 and "not a control lineage" in r.stderr
     r = run("organism", "build", "--base", organism / "model", "--out", organism / "tree")
     assert r.returncode == 2 and "not empty" in r.stderr
     assert (organism / "tree" / "organism.json").is_file()  # nothing already written is lost

@@ -13,6 +13,7 @@ control (`interp.organism.stats.status`). Thresholds, margins and alpha are this
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -321,7 +322,7 @@ def validate(
     write_table(pred, out / "results" / "organism_predictive.csv", columns=("lineage", *predictive.columns))
     write_table(checks, out / "results" / "validation_checks.csv")
     trajectory_figure(C._summary(out), known, _trunk(known), out / "figures" / "organism_trajectory.png")
-    write_markdown(out, tree, ctree)
+    write_markdown(out, tree, Path(os.path.normpath(ctree)) if ctree is not None else None)
     n_rec, n = summarize(checks)
     log(f"{n_rec} of {n} known answers recovered; {out / 'validation.md'}")
     return checks
