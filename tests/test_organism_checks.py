@@ -99,6 +99,10 @@ def test_planted_effect_is_recovered_and_an_absent_one_is_not(lineages):
     # a rise every item shares is no route-specific answer: the control rises too
     assert status_of(df, "s_op rises along route") == S.UNINFORMATIVE
     assert "control too" in df.loc[df["check"] == "s_op rises along route", "reason"].iloc[0]
+    # a "control" that carries the plant too: nothing is recovered, the checks are uninformative
+    both = combine(lineages["organism"], lineages["weak_neutral"], CFG, has_control=True)
+    for check in ("planted items yield more", "precision@k finds planted set"):
+        assert status_of(both, check) == S.UNINFORMATIVE, check
     # the organism without a plant: the same checks fail (the check CAN fail)
     none = combine(lineages["no_plant"], lineages["control"], CFG, has_control=True)
     for check in ("planted items yield more", "precision@k finds planted set"):
@@ -221,3 +225,21 @@ def test_thresholds_are_the_config(lineages):
     assert (gap["threshold"] == CFG.min_gap).all() and gap["passed"].all()
     assert (gap["value"] < cfg.min_gap).all()  # so with min_gap = 0.9 the same figures fail
     assert not any(S.rises(r.value, r.lo, r.hi, cfg.min_gap) for r in gap.itertuples())
+
+
+def test_combine_reports_an_undetermined_p_and_a_too_small_effect():
+    def p_row(k: int, gap: float) -> dict:
+        p = S.mc_pvalue((1 + k) / 1001, 1000)
+        r = C.row("I own > I sibling", "route-a", "gap", gap, kind="p", headline=True, route="route-a")
+        r.update(p=p.p, p_lo=p.lo, p_hi=p.hi, n_shuffles=1000, effect_ok=gap >= CFG.min_I_gap, passed=False)
+        return r
+
+    far = [p_row(400, 0.5)]
+    close = combine([p_row(50, 0.5)], far, CFG, has_control=True)  # 50 of 1000 vs alpha 0.05
+    assert close["status"].iloc[0] == S.UNDETERMINED
+    clear = combine([p_row(2, 0.5)], far, CFG, has_control=True)
+    assert clear["status"].iloc[0] == S.RECOVERED
+    small = combine([p_row(2, 0.01)], far, CFG, has_control=True)  # significant, but below the stated gap
+    assert small["status"].iloc[0] != S.RECOVERED
+    ctl_close = combine([p_row(2, 0.5)], [p_row(50, 0.5)], CFG, has_control=True)
+    assert ctl_close["status"].iloc[0] == S.UNDETERMINED

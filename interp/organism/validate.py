@@ -248,7 +248,8 @@ def combine(org: list[dict], ctl: list[dict], cfg: ValidateConfig, *, has_contro
             d = decisions.get(i, False)
             org_ok = False if r["p"] != r["p"] or not bool(r["effect_ok"]) else d
             cp = S.PValue(r["control_p"], r["control_p_lo"], r["control_p_hi"], int(r["n_shuffles"]))
-            ctl_ok = S.p_below(cp, cfg.alpha_p) if r["control_effect_ok"] is True else False
+            ctl_effect = r["control_effect_ok"]
+            ctl_ok = S.p_below(cp, cfg.alpha_p) if isinstance(ctl_effect, (bool, np.bool_)) and ctl_effect else False
         else:
             org_ok = bool(r["passed"])
             ctl_ok = bool(r["control_passed"]) if isinstance(r["control_passed"], (bool, np.bool_)) else False
