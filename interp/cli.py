@@ -451,7 +451,8 @@ def organism_build(
 
         cfg = replace(cfg, **SMALL)
     res = build_organism(base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk, control_out=control)
-    typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}")
+    extra = f" (+ control {res.seconds['control_total']:.0f} s: {control})" if control is not None else ""
+    typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}{extra}")
 
 
 @app.command()
