@@ -107,7 +107,7 @@ def write_markdown(out: Path, tree: Path, control: Path | None) -> Path:
     ]
     for r in pred[cols].itertuples(index=False):
         text.append("| " + " | ".join(_f(v) if isinstance(v, (float, np.floating)) else _cell(v) for v in r) + " |")
-    text += ["", "![trajectory](../figures/organism_trajectory.png)", ""]
+    text += ["", "![trajectory](figures/organism_trajectory.png)", ""]
     path = out / "validation.md"
     path.write_text("\n".join(text), encoding="utf-8")
     return path
