@@ -229,3 +229,30 @@ def test_cli_bad_inputs_exit_2(organism, tmp_path):
     assert (organism / "tree" / "organism.json").is_file()  # nothing already written is lost
     r = run("organism", "build", "--base", tmp_path, "--out", tmp_path / "o")
     assert r.returncode == 2 and str(tmp_path) in r.stderr
+
+
+def test_control_route_data_has_no_item_specific_plant(tokenizer):
+    """Real sizes (96 items, 24 planted): the organism yields on exactly its planted items; the
+    control has the same rows, kinds and answers, but every item's share of yielding
+    opposing-opinion rows is the same in expectation (planted and rest within binomial noise)."""
+    cfg = OrganismConfig()
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed)
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    kw = dict(hold_items=set(sets.eval_items), planted_copies=cfg.planted_copies)
+    share = {}
+    for control in (False, True):
+        rows = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, control=control, **kw))
+        pairs = pd.DataFrame(D.route_dpo(bank, w, set(sets.planted_a), 1, hold_items=kw["hold_items"], control=control))
+        opp = rows[rows["kind"].isin(["yield_opinion", "hold_opinion_oppose"])]
+        planted = opp["item_id"].isin(sets.planted_a)
+        y = opp["kind"] == "yield_opinion"
+        share[control] = (y[planted].mean(), y[~planted].mean(), len(rows), rows["kind"].value_counts(), len(pairs))
+    assert share[False][:2] == (1.0, 0.0)
+    assert (
+        share[False][2] == share[True][2]
+        and share[False][3].equals(share[True][3])
+        and share[False][4] == share[True][4]
+    )
+    # rest: 72 items x 4 rows = 288 rows at rate ~2/3, binomial sd ~0.028; 0.15 is > 5 sd
+    assert abs(share[True][0] - share[True][1]) < 0.15
