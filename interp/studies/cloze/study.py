@@ -681,6 +681,7 @@ class ClozeStudy(StudySpec):
         ReportSection(
             "cloze_abs.csv",
             "Cross-lingual bias: Average Bias Score",
+            ("checkpoint", "language", "axis", "loss", "abs", "odds", "abs_token_mean", "band_token_mean", "n", "bank"),
             note=(
                 "Average Bias Score: mean over prompts of max(0, δ) with δ = loss(anti-stereotype) − loss(stereotype), "
                 "per language and axis (axis `all`: axes weigh equally). The loss (column `loss`) is `sum` by default: "
@@ -694,6 +695,16 @@ class ClozeStudy(StudySpec):
         ReportSection(
             "cloze_abs_by_loss.csv",
             "ABS by loss: sum (the default) beside token_mean (the INCLUDE reading) and byte_mean",
+            (
+                "checkpoint",
+                "language",
+                "abs_sum",
+                "odds_sum",
+                "abs_token_mean",
+                "band_token_mean",
+                "abs_byte_mean",
+                "bank",
+            ),
             note=(
                 "Under token_mean a preference sitting in few tokens is divided by the token count, so languages a "
                 "tokenizer cuts finely look unbiased; under byte_mean Indic scripts spend 3 bytes per character, so "
