@@ -114,8 +114,10 @@ def tokens_per_text(tables: dict[str, pd.DataFrame]) -> int:
 #                 p (1 - p) * |d logodds| <= 1/4 * 2 logp = logp / 2: c * logp / 2;
 #                 means, quantiles and fixed-seed bootstrap percentiles keep their inputs' bound
 #   "fit"         fitted statistics (OLS, ridge, mixed models, mediation, rank tests):
-#                 Scale.fit_rtol times the column's largest |value|
-#   "perm"        a permutation p-value: one step 1 / (SHUFFLES + 1) plus the fit bound
+#                 sqrt(rho) times the column's largest |value|, rho the relative resolution
+#                 of the table's inputs (input_resolution; tolerance.fit_rtol)
+#   "perm"        a permutation p-value: one step 1 / (SHUFFLES + 1) plus the fit bound, or
+#                 only its range when the statistic is resolved more coarsely than a step
 #   "discrete"    a function of labels only (predicted classes, counts, tokenizer statistics):
 #                 equal up to the CSV's 10 significant digits
 #   "note"        free-text optimizer diagnostics: compared as empty / non-empty only (their
