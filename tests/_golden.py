@@ -102,8 +102,11 @@ def scale_for(model_dirs: list[Path], tokens_per_text: int, eps: float = EPS["fl
 def tokens_per_text(tables: dict[str, pd.DataFrame]) -> int:
     """Most tokens of one scored text in the recorded cloze scores (the sums' length T)."""
     s = tables.get("cloze_scores.csv")
-    cols = [c for c in (s.columns if s is not None else []) if c.startswith("n_tokens")]
-    return int(np.nanmax(s[cols].to_numpy(float))) if cols else 1
+    if s is None:
+        return 1  # no per-text sums recorded
+    cols = [c for c in s.columns if c.startswith("n_tokens")]
+    assert cols, "cloze_scores.csv has no n_tokens_* column: the length T of its sums is unknown"
+    return int(np.nanmax(s[cols].to_numpy(float)))
 
 
 # Kinds of float columns and their absolute bound, in units of Scale:
