@@ -21,10 +21,19 @@ def test_selftest_passes_here(tmp_path):
 
 def test_selftest_fails_on_a_planted_backend_error(monkeypatch):
     """Negative control: the transformer_lens backend's scores moved by 1e-3 nats (ten times the
-    float32 tolerance printed for this tiny model, ~1e-4) must fail its line and exit 1."""
+    float32 tolerance printed for this tiny model, ~1e-4) and the captured residuals by 1e-3
+    (the residual tolerance is ~2e-6) must each fail their line and exit 1."""
     import interp.runner.scoring as scoring
 
     real = scoring.score_continuations
+    real_options = scoring.score_options
+
+    def resid_off(lm, prompts, options, **kw):
+        s = real_options(lm, prompts, options, **kw)
+        s.resid = {k: v + 1e-3 for k, v in s.resid.items()}
+        return s
+
+    monkeypatch.setattr(scoring, "score_options", resid_off)
 
     def off(lm, items, **kw):
         s = real(lm, items, **kw)
@@ -37,7 +46,8 @@ def test_selftest_fails_on_a_planted_backend_error(monkeypatch):
     assert res.exit_code == 1, res.output
     assert "FAIL backend transformer_lens cpu float32 vs plain HF" in res.output
     assert "ok   backend hf cpu float32 vs plain HF" in res.output
-    assert "1 check(s) FAILED" in res.output
+    assert "FAIL residual capture" in res.output
+    assert "2 check(s) FAILED" in res.output
 
 
 def test_selftest_bad_input_exit_2():

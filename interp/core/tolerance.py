@@ -113,10 +113,11 @@ def residual_atol(
 
 def fit_rtol(logprob_tol: float, logprob_scale: float) -> float:
     """Relative tolerance (to the scale of the compared column) of a statistic fitted on inputs
-    known to within `logprob_tol` at magnitude `logprob_scale` (least squares, ridge, mixed
-    models, regression-based mediation, rank tests on those inputs).
+    known to within `logprob_tol` at size `logprob_scale` (least squares, ridge, mixed models,
+    regression-based mediation, rank tests on those inputs). The size is M for log-probs
+    themselves, or the spread of a derived input (e.g. the standard deviation of an outcome).
 
-    The inputs' relative precision is rho = tol / M. A fit with condition number kappa returns
+    The inputs' relative precision is rho = tol / size. A fit with condition number kappa returns
     estimates with relative error <= kappa * rho (first order); we admit fits with
     kappa <= 1 / sqrt(rho) -- beyond that, fewer than half of the inputs' significant digits
     survive and the statistic is not a reproducible number on any machine -- so the error is
