@@ -116,6 +116,7 @@ def tokens_per_text(tables: dict[str, pd.DataFrame]) -> int:
 #   ("prob", c)   c option probabilities (normalized over options), each within
 #                 p (1 - p) * |d logodds| <= 1/4 * 2 logp = logp / 2: c * logp / 2;
 #                 means, quantiles and fixed-seed bootstrap percentiles keep their inputs' bound
+#   ("odds", c)   e^x of a ("tokens", c) quantity x: |d e^x| <= e^x (e^(c T logp) - 1), relative
 #   "fit"         fitted statistics (OLS, ridge, mixed models, mediation, rank tests):
 #                 sqrt(rho) times the column's largest |value|, rho the relative resolution
 #                 of the table's inputs (input_resolution; tolerance.fit_rtol)
@@ -152,8 +153,9 @@ TABLES: dict[str, dict[str, object]] = {
         "fertility_completion": "discrete",
         "*": ("tokens", 1),
     },  # fmt: skip
-    "cloze_abs.csv": {"*": ("tokens", 2)},
-    "cloze_abs_by_loss.csv": {"*": ("tokens", 2)},
+    # odds = e^ABS (under sum): the ABS bound carried through the exponential, relative
+    "cloze_abs.csv": {"odds": ("odds", 2), "*": ("tokens", 2)},
+    "cloze_abs_by_loss.csv": {"odds_sum": ("odds", 2), "*": ("tokens", 2)},
     "cloze_loss_check.csv": {"*": ("tokens", 2)},
     "cloze_sanity.csv": {"*": "discrete"},  # a share of prompts: tie-aware below
     "fertility.csv": {"*": "discrete"},  # the tokenizer only, no model
@@ -217,6 +219,8 @@ def column_atol(kind: object, want: np.ndarray, scale: Scale, rho: float | None 
         # more coarsely than a step, the p-value is not resolved: only its range [step, 1] holds
         return csv + (step + rtol if rtol <= step else 1.0)
     name, c = kind  # type: ignore[misc]
+    if name == "odds":
+        return csv + np.abs(want) * np.expm1(c * scale.tokens * scale.logp)
     per = {"logp": scale.logp, "tokens": scale.tokens * scale.logp, "prob": scale.logp / 2}[name]
     return csv + c * per
 
@@ -263,7 +267,12 @@ def compare_table(
     for col in want.columns:
         g, w = got[col], want[col]
         kind = kind_of(name, col)
-        if name == "cloze_sanity.csv" and col == "share_meaningless_lowest" and recorded:
+        if kind == "note":
+            # a note column read back with no note in any row is a float column of NaN: compare
+            # which rows have a note before any numeric reading
+            if (g.fillna("").astype(str) == "").tolist() != (w.fillna("").astype(str) == "").tolist():
+                bad.append(f"{name}: column {col}: a note appeared or vanished")
+        elif name == "cloze_sanity.csv" and col == "share_meaningless_lowest" and recorded:
             bad += _tie_aware_sanity(got, want, recorded["cloze_scores.csv"], scale)
         elif pd.api.types.is_float_dtype(w) or pd.api.types.is_float_dtype(g):
             if not (pd.api.types.is_numeric_dtype(w) and pd.api.types.is_numeric_dtype(g)):
@@ -283,9 +292,6 @@ def compare_table(
                     f"{name}: column {col} ({kind}): {over.size} value(s) beyond tolerance, "
                     f"row {i}: {gv[i]!r} vs recorded {wv[i]!r} (|d| {d[i]:.3g} > {float(atol[i]):.3g})"
                 )
-        elif kind == "note":
-            if (g.fillna("").astype(str) == "").tolist() != (w.fillna("").astype(str) == "").tolist():
-                bad.append(f"{name}: column {col}: a note appeared or vanished")
         elif name == "pressure_trials.csv" and col == "flipped":
             bad += _tie_aware_flipped(got, want, scale)
         elif g.fillna("").astype(str).tolist() != w.fillna("").astype(str).tolist():
