@@ -1,0 +1,97 @@
+"""Mixed precision (`--dtype mixed-bf16`): the dense matmuls in bf16, everything else in float32.
+
+The weights stay float32 (what was loaded); each Linear (and GPT-2 `Conv1D`) of the blocks gets
+a bf16 copy of its weight, and its forward casts the input to bf16, multiplies, and returns the
+product in float32 with the bias added in float32. So the residual stream, the norms, the
+rotary embedding, the attention scores and their softmax (SDPA on float32 q/k/v), the
+unembedding at read positions (the output embedding is left alone) and the log-softmax are all
+float32; only the weight and activation operands of the projections are rounded to bf16
+(relative error 2^-9 each) with float32 accumulation.
+
+Why not `torch.autocast`: it re-casts every weight at every forward (its cast cache lives only
+inside one autocast region) and runs SDPA in bf16; the copies here are cast once at load.
+`full_precision(model)` switches the copies off (the float32 weights are still there), which is
+how a sweep re-scores its sample in float32 without loading the checkpoint twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Iterator
+
+import torch
+import torch.nn.functional as F
+
+ATTR = "_interp_mixed"  # per module: the low-precision weight copy
+
+
+class _State:
+    """Shared switch of one model's mixed layers (False: compute in float32)."""
+
+    def __init__(self, dtype: torch.dtype):
+        self.dtype = dtype
+        self.on = True
+
+
+def _linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    state: _State = self._interp_mixed_state
+    if not state.on:
+        return F.linear(x, self.weight, self.bias)
+    out = F.linear(x.to(state.dtype), getattr(self, ATTR)).float()
+    return out + self.bias if self.bias is not None else out
+
+
+def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:  # transformers' Conv1D: x @ W + b, W [in, out]
+    state: _State = self._interp_mixed_state
+    shape = x.shape[:-1] + (self.weight.shape[1],)
+    if not state.on:
+        out = torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight)
+        return out.view(shape)
+    out = (x.reshape(-1, x.shape[-1]).to(state.dtype) @ getattr(self, ATTR)).float() + self.bias
+    return out.view(shape)
+
+
+def make_mixed(model: torch.nn.Module, dtype: torch.dtype = torch.bfloat16) -> int:
+    """Give every Linear / Conv1D of `model` except the output embedding a `dtype` weight copy
+    and the mixed forward. Returns the number of layers converted (idempotent: 0 the second time)."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    state = getattr(model, "_interp_mixed_state", None)
+    if state is None:
+        state = _State(dtype)
+        model._interp_mixed_state = state
+    n = 0
+    for module in model.modules():
+        if module is head or hasattr(module, ATTR) or not isinstance(getattr(module, "weight", None), torch.Tensor):
+            continue
+        if isinstance(module, torch.nn.Linear):
+            forward = _linear_forward
+        elif type(module).__name__ == "Conv1D" and module.weight.dim() == 2:
+            forward = _conv1d_forward
+        else:
+            continue
+        # a plain attribute, not a buffer: state_dict, fingerprints and saving see only float32
+        setattr(module, ATTR, module.weight.detach().to(dtype))
+        module._interp_mixed_state = state
+        module.forward = types.MethodType(forward, module)
+        n += 1
+    return n
+
+
+def is_mixed(model: torch.nn.Module) -> bool:
+    return getattr(model, "_interp_mixed_state", None) is not None
+
+
+@contextlib.contextmanager
+def full_precision(model: torch.nn.Module) -> Iterator[None]:
+    """Compute in float32 inside the block (the mixed copies unused); a no-op on other models."""
+    state = getattr(model, "_interp_mixed_state", None)
+    if state is None:
+        yield
+        return
+    before = state.on
+    state.on = False
+    try:
+        yield
+    finally:
+        state.on = before
