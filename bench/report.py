@@ -68,6 +68,18 @@ def _date(d: dict) -> str:
 
 
 def summary(res: dict) -> list[str]:
+    """`_summary`, where a results file without the fields it reads says so instead of failing."""
+    try:
+        return _summary(res)
+    except (KeyError, TypeError, IndexError) as exc:
+        lines = _summary({n: d for n, d in res.items() if n not in SUMMARIZED}) if set(res) & set(SUMMARIZED) else []
+        return lines + [f"- (summary incomplete: a results file lacks field {exc}; rerun its script)"]
+
+
+SUMMARIZED = ("bank", "tree", "lm_eval_model", "probes", "scaling", "crash_suite", "integrity_suite", "plan_741")
+
+
+def _summary(res: dict) -> list[str]:
     """One line per comparison, from the newest results file that measures it, each dated.
 
     Hook for other scripts: a results file whose `report` has `summary` (a list of one-line
