@@ -39,13 +39,35 @@ class _State:
     def __init__(self, dtype: torch.dtype):
         self.dtype = dtype
         self.on = True
+        self._last: tuple | None = None  # (input, its version, its low-precision copy)
+
+    def low(self, x: torch.Tensor) -> torch.Tensor:
+        """x in the low dtype; sibling projections of one input (q/v, gate/up) share one cast."""
+        last, version = self._last, _version(x)
+        if last is not None and last[0] is x and last[1] == version:
+            return last[2]
+        low = x.to(self.dtype)
+        self._last = (x, version, low)
+        return low
+
+    def clear(self) -> None:
+        self._last = None
+
+
+def _version(x: torch.Tensor) -> int | None:
+    """The in-place version counter (inference tensors have none: modules do not write their
+    inputs in place between two sibling projections, so identity alone holds there)."""
+    try:
+        return x._version
+    except RuntimeError:
+        return None
 
 
 def _linear_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     state: _State = self._interp_mixed_state
     if not state.on:
         return F.linear(x, self.weight, self.bias)
-    out = F.linear(x.to(state.dtype), getattr(self, ATTR)).float()
+    out = F.linear(state.low(x), getattr(self, ATTR)).float()
     return out + self.bias if self.bias is not None else out
 
 
@@ -55,7 +77,7 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:  # transformers' Con
     if not state.on:
         out = torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight)
         return out.view(shape)
-    out = (x.reshape(-1, x.shape[-1]).to(state.dtype) @ getattr(self, ATTR)).float() + self.bias
+    out = (state.low(x).reshape(-1, x.shape[-1]) @ getattr(self, ATTR)).float() + self.bias
     return out.view(shape)
 
 
