@@ -106,7 +106,8 @@ def _summary(res: dict) -> list[str]:
             if d in b["precision"]:
                 p = b["precision"][d]
                 lines.append(
-                    f"`--dtype {d}` vs float32, {w}: **{sp[f'{d} vs float32']['median']:.2f}x** the speed; verdict "
+                    f"`--dtype {d}` vs float32, {w}: **{sp[f'{d} vs float32']['median']:.2f}x** the speed (min/min "
+                    f"{sp[f'{d} vs float32']['min']:.2f}x); verdict "
                     f"probability |ΔP| mean **{p['mean_abs_dp']:.4f}**, max **{p['max_abs_dp']:.4f}**, argmax flips "
                     f"**{p['argmax_flips']} of {p['prompts']}**; max |Δ log-prob| {p['max_abs_dlogp']:.2g} ({_date(b)})."
                 )
@@ -306,7 +307,7 @@ def main() -> None:
     lines += _table(
         ["field", "value"],
         [
-            ["CPU", m0.get("cpu")],
+            ["CPU (by section below)", "; ".join(sorted({str(d.get("cpu")) for d in metas}))],
             ["cores visible", m0.get("cores_visible")],
             ["threads used", ", ".join(sorted({str(d.get("threads")) for d in metas}))],
             ["python / torch / transformers", f"{m0.get('python')} / {m0.get('torch')} / {m0.get('transformers')}"],
@@ -331,7 +332,8 @@ def main() -> None:
         lines += [
             f"## {rep['title']}",
             "",
-            f"Measured {_date(d)} (git {d['meta'].get('git')}; 1-min load average at start "
+            f"Measured {_date(d)} on {d['meta'].get('cpu')}, {d['meta'].get('threads')} thread(s) "
+            f"(git {d['meta'].get('git')}; 1-min load average at start "
             f"{_load(d)}). " + rep.get("what", ""),
             "",
             f"Rerun: `{rep['rerun']}` (this run: `{d['meta'].get('command')}`)",
