@@ -35,75 +35,121 @@ def _get(d, *keys, default=None):
     return d
 
 
+# Results measured before this date ran the previous engine (one forward per tree node, the
+# `min_saved_tokens` threshold): their sections are dropped from the page (listed at the end with
+# the command that reruns them) unless they time no scoring engine at all.
+CURRENT_ENGINE_SINCE = "2026-11-30T14:00"
+ENGINE_FREE = {"probes", "crash_suite", "integrity_suite", "plan_741", "scale", "gpu_check"}
+# rows / findings of a results file that a newer file measures better (measured at bank size
+# instead of extrapolated): (file, prefix of the row's workload or of the finding) -> replaced by
+SUPERSEDED = {
+    ("tree", "pressure"): "bank",
+    ("tree", "tokens"): "bank",
+    ("tree", "FLOP rate"): "bank",
+    ("tree", "runner seconds per prompt"): "bank",
+}
+
+
+def is_stale(name: str, d: dict) -> bool:
+    return name not in ENGINE_FREE and d["meta"]["date"] < CURRENT_ENGINE_SINCE
+
+
+def _superseded(name: str, text: str, res: dict) -> bool:
+    return any(name == f and str(text).startswith(pre) and new in res for (f, pre), new in SUPERSEDED.items())
+
+
+def _load(d: dict) -> str:
+    la = d["meta"].get("loadavg_start") or d["meta"].get("loadavg")
+    return f"{la[0]:.2f}" if la else "?"
+
+
+def _date(d: dict) -> str:
+    return d["meta"]["date"][:16].replace("T", " ")
+
+
 def summary(res: dict) -> list[str]:
-    """One line per headline figure, where the result exists."""
+    """`_summary`, where a results file without the fields it reads says so instead of failing."""
+    try:
+        return _summary(res)
+    except (KeyError, TypeError, IndexError) as exc:
+        lines = _summary({n: d for n, d in res.items() if n not in SUMMARIZED}) if set(res) & set(SUMMARIZED) else []
+        return lines + [f"- (summary incomplete: a results file lacks field {exc}; rerun its script)"]
+
+
+SUMMARIZED = ("bank", "tree", "lm_eval_model", "probes", "scaling", "crash_suite", "integrity_suite", "plan_741")
+
+
+def _summary(res: dict) -> list[str]:
+    """One line per comparison, from the newest results file that measures it, each dated.
+
+    Hook for other scripts: a results file whose `report` has `summary` (a list of one-line
+    strings) contributes those lines as they are (e.g. hash cost and integrity-suite figures)."""
     lines = []
-    r = res.get("tree")
-    if r:
-        lines.append(
-            f"Prefix tree by level ({r['model']}, {r['meta']['date']}): "
-            + "; ".join(str(f) for f in r["report"]["findings"])
-        )
-        if any(d["meta"]["date"] < r["meta"]["date"][:10] for n, d in res.items() if n != "tree"):
+    b = res.get("bank")
+    if b:
+        sp, t = b["speedup"], b["timing"]
+        w = f"{b['prompts']} pressure prompts ({b['items']} items x 31 conditions), {b['model']}"
+        if "float32 vs lm-eval" in sp:
             lines.append(
-                "Sections dated before that run measured the previous engine (one forward per tree node, "
-                "`min_saved_tokens` threshold); rerun `bash bench/run_all.sh` to refresh them."
+                f"Runner (float32) vs lm-eval HFLM at its best batch size ({b['lm_eval_best_batch_size']}), {w}: "
+                f"**{sp['float32 vs lm-eval']['median']:.2f}x** (median of {t['runner float32']['n']} interleaved runs; "
+                f"max |Δ log-lik| {b['max_abs_dll_vs_lm_eval']:.1e}) ({_date(b)})."
             )
+        if "float32 vs naive" in sp:
+            n = t["naive loop"]["n"]
+            lines.append(
+                f"Runner (float32) vs the naive HF loop, {w}: **{sp['float32 vs naive']['median']:.1f}x** (naive loop "
+                f"measured {n} time{'s' if n > 1 else ''} at full size; max |Δ log-prob| "
+                f"{b['max_abs_dlogp_vs_naive']:.1e}) ({_date(b)})."
+            )
+        for d in ("mixed-bf16", "bfloat16"):
+            if d in b["precision"]:
+                p = b["precision"][d]
+                lines.append(
+                    f"`--dtype {d}` vs float32, {w}: **{sp[f'{d} vs float32']['median']:.2f}x** the speed (min/min "
+                    f"{sp[f'{d} vs float32']['min']:.2f}x); verdict "
+                    f"probability |ΔP| mean **{p['mean_abs_dp']:.4f}**, max **{p['max_abs_dp']:.4f}**, argmax flips "
+                    f"**{p['argmax_flips']} of {p['prompts']}**; max |Δ log-prob| {p['max_abs_dlogp']:.2g} ({_date(b)})."
+                )
+        fl = b.get("flops", {})
+        if fl:
+            lines.append(
+                "Achieved rate on that workload against the matmul rate of the dtype that ran (2048^3, same process): "
+                + "; ".join(
+                    f"{d} {f['gflops_useful']:.0f} GFLOP/s = **{f['share_of_matmul']:.0%}** of {f['matmul_dtype']} "
+                    f"matmul ({f['matmul_gflops']:.0f})"
+                    for d, f in fl.items()
+                )
+                + f" ({_date(b)})."
+            )
+    r = res.get("tree")
+    if r and not is_stale("tree", r):
+        c = r.get("cloze")
+        if c and "speedup_vs_lm_eval" in c:
+            lines.append(
+                f"Runner vs lm-eval HFLM, cloze ({c.get('requests', '?')} requests, whole bank): "
+                f"**{c['speedup_vs_lm_eval']['median']:.2f}x**; max |Δ log-lik| {c.get('max_abs_dll', float('nan')):.1e} "
+                f"({_date(r)})."
+            )
+        sm = r.get("sampling")
+        if sm:
+            for f in r["report"]["findings"]:
+                if str(f).startswith("sampling"):
+                    lines.append(f"Batched sampling vs HF generate: {f[len('sampling: ') :]} ({_date(r)}).")
+    r = res.get("lm_eval_model")
+    if r and not is_stale("lm_eval_model", r):
+        lines.append(
+            f"lm-eval `--model interp` vs `--model hf` ({r['requests']} requests of {len(r['tasks'])} local "
+            f"tasks, {r['model']}): **{r['speedup_interp_vs_hf']['median']:.2f}x** the speed of hf (median of "
+            f"{r['timing']['interp']['n']}; {r['speedup_interp_vs_hf']['min']:.2f}x on minimums); max |Δ log-likelihood| "
+            f"{r['max_abs_dll']:.1e}, is_greedy flags differing: {r['greedy_flags_different']} ({_date(r)})."
+        )
     for name, d in res.items():
-        if name.startswith("sweep_overhead_"):
+        if name.startswith("sweep_overhead_") and not is_stale(name, d):
             lines.append(
                 f"Sweep overhead ({d['study']}, {d['max_items']} items, {', '.join(d['models'])}): "
                 + " ".join(d["report"]["findings"])
-            )
-    r = res.get("runner_vs_naive")
-    if r:
-        lines.append(
-            f"Runner vs naive HF loop ({r['prompts']} pressure prompts, {r['model']}): "
-            f"**{r['speedup_runner_vs_naive']['median']:.1f}x** faster (median; "
-            f"{r['speedup_runner_vs_naive']['min']:.1f}x on minimums); max |Δ log-prob| "
-            f"**{r['max_abs_dlogp']:.1e}**."
-        )
-    r = res.get("vs_lm_eval")
-    if r:
-        for w in ("pressure", "cloze"):
-            if w in r:
-                x = r[w]
-                lines.append(
-                    f"Runner vs lm-eval HFLM, {w} ({x['requests']} requests): "
-                    f"**{x['speedup_runner_vs_lm_eval']['median']:.1f}x** faster; max |Δ log-likelihood| "
-                    f"**{x['max_abs_dll']:.1e}** ({x['different_tokens']} requests tokenized differently)."
-                )
-    r = res.get("lm_eval_model")
-    if r:
-        lines.append(
-            f"lm-eval `--model interp` vs `--model hf` ({r['requests']} requests of {len(r['tasks'])} local "
-            f"tasks, {r['model']}): **{r['speedup_interp_vs_hf']['median']:.2f}x** the speed of hf (median; "
-            f"{r['speedup_interp_vs_hf']['min']:.2f}x on minimums; below 1 = slower); max |Δ log-likelihood| "
-            f"**{r['max_abs_dll']:.1e}**, is_greedy flags differing: {r['greedy_flags_different']}."
-        )
-    r = res.get("residual_capture")
-    if r:
-        names = list(r["settings"])
-        one = r["settings"][names[1]]["relative_to_no_capture"]
-        allr = r["settings"][names[2]]["relative_to_no_capture"] if len(names) > 2 else None
-        base = r["settings"][names[0]]["timing"]
-        noise = (base["max"] - base["min"]) / base["median"]
-        s = f"Residual capture: one layer **{(one['median'] - 1) * 100:+.1f}%**"
-        if allr:
-            s += f", all layers {(allr['median'] - 1) * 100:+.1f}%"
-        s += " wall time vs no capture (median ratio)"
-        if abs(one["median"] - 1) <= noise:
-            s += f", i.e. within the run-to-run spread of the no-capture runs ({noise:.0%})"
-        lines.append(s + "; log-probs unchanged.")
-    r = res.get("flops")
-    if r:
-        for mode, m in r["modes"].items():
-            lines.append(
-                f"Achieved rate ({mode}): **{m['achieved_gflops_useful']:.0f} GFLOP/s** useful = "
-                f"**{m['fraction_of_matmul_useful']:.0%}** of fp32 matmul "
-                f"({r['matmul']['gflops_median']:.0f} GFLOP/s at {r['meta']['threads']} thread(s)); naive scorer "
-                f"computes {m['naive_over_runner_tokens']:.1f}x the tokens, "
-                f"{m['naive_over_runner_flops']:.1f}x the FLOPs."
+                + f" ({_date(d)})"
             )
     r = res.get("probes")
     if r:
@@ -111,10 +157,10 @@ def summary(res: dict) -> list[str]:
         parts = [f"{t} {x['timing']['median']:.1f} s" for t, x in r["targets"].items()]
         lines.append(
             f"Probing from the cache ({c['units']} units x {c['rows_per_unit']:,} rows x {c['d_model']}, "
-            f"{r['shuffles']} shuffles, no model): " + ", ".join(parts) + " for all units (median)."
+            f"{r['shuffles']} shuffles, no model): " + ", ".join(parts) + f" for all units (median) ({_date(r)})."
         )
     r = res.get("scaling")
-    if r:
+    if r and not is_stale("scaling", r):
         sz = r["sizes"]
         ks = sorted(sz, key=int)
         lines.append(
@@ -130,10 +176,10 @@ def summary(res: dict) -> list[str]:
     if r:
         lines.append(
             f"Crash suite: {r['kills']} SIGKILLs, {r['kills'] - r['failed']} resumes passed every check "
-            f"(tables byte-identical, units open, nothing recomputed)."
+            f"(tables byte-identical, units open, nothing recomputed) ({_date(r)})."
         )
     r = res.get("integrity_suite")
-    if r:
+    if r and "summary" not in r.get("report", {}):
         cb, ct, lr = r["corrupted_body"], r["changed_tokenizer"], r["lock_race"]
         wl = r["worker_loss"]["rounds"]
         lines.append(
@@ -142,7 +188,7 @@ def summary(res: dict) -> list[str]:
             f"1-{max(w['kills_done'] for w in wl)}x: identical tables "
             f"{sum(w['tables_identical'] for w in wl)}/{len(wl)}, no hang; stale-lock race with 6 "
             f"contenders: two holders in {lr['this']['trials_with_two_holders']}/{lr['this']['trials']} "
-            f"trials (previous lock: {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']})."
+            f"trials (previous lock: {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']}) ({_date(r)})."
         )
     lines += integrity_bytes_summary(res)
     r = res.get("plan_741")
@@ -151,8 +197,10 @@ def summary(res: dict) -> list[str]:
             f"Planning {r['tree']['checkpoints']} checkpoints "
             f"({r['tree']['apparent_weight_bytes'] / 1e12:.1f} TB of weights, --dry-run): cold "
             f"{r['cold_median_s']:.0f} s, warm {r['warm_median_s']:.0f} s (median of {r['repeats']}; "
-            f"{r['import_median_s']:.0f} s of it Python start-up)."
+            f"{r['import_median_s']:.0f} s of it Python start-up) ({_date(r)})."
         )
+    for d in res.values():  # the hook: lines a results file states for itself
+        lines += [str(x) for x in d.get("report", {}).get("summary", [])]
     return ["- " + ln for ln in lines]
 
 
@@ -239,6 +287,7 @@ def main() -> None:
     ap.add_argument("--results-dir", type=Path, default=common.RESULTS)
     ap.add_argument("--out", type=Path, default=common.ROOT / "BENCHMARKS.md")
     ap.add_argument("--preliminary", default=None, help="reason the figures are preliminary (adds a banner)")
+    ap.add_argument("--machine-note", default=None, help="whether the machine was quiet, stated under Machine")
     ap.add_argument(
         "--notes",
         type=Path,
@@ -252,6 +301,8 @@ def main() -> None:
         res[d["name"]] = d
     if not res:
         raise SystemExit(f"{args.results_dir}: no results (run bash bench/run_all.sh)")
+    live = {n: d for n, d in res.items() if not is_stale(n, d)}
+    stale = {n: d for n, d in res.items() if is_stale(n, d)}
     lines = ["# Benchmarks", ""]
     if args.preliminary:
         lines += [
@@ -270,14 +321,16 @@ def main() -> None:
         "then run r+1), so slow drift of a shared machine affects them alike.",
         "",
     ]
-    metas = [d["meta"] for d in res.values()]
+    metas = [d["meta"] for d in live.values()]
     m0 = metas[0]
     loads = [x for d in metas for x in ([d.get("loadavg_start")] + [d.get("loadavg")]) if x]
     lines += ["## Machine", ""]
+    if args.machine_note:
+        lines += [args.machine_note, ""]
     lines += _table(
         ["field", "value"],
         [
-            ["CPU", m0.get("cpu")],
+            ["CPU (by section below)", "; ".join(sorted({str(d.get("cpu")) for d in metas}))],
             ["cores visible", m0.get("cores_visible")],
             ["threads used", ", ".join(sorted({str(d.get("threads")) for d in metas}))],
             ["python / torch / transformers", f"{m0.get('python')} / {m0.get('torch')} / {m0.get('transformers')}"],
@@ -293,26 +346,55 @@ def main() -> None:
             ],
         ],
     )
-    lines += ["", "## Summary", ""] + summary(res) + [""]
-    derived = derived_findings(res)
-    for name, d in sorted(res.items(), key=lambda kv: kv[1].get("report", {}).get("order", 99)):
+    lines += ["", "## Summary", ""] + summary(live) + [""]
+    derived = derived_findings(live)
+    for name, d in sorted(live.items(), key=lambda kv: kv[1].get("report", {}).get("order", 99)):
         rep = d.get("report")
         if not rep:
             continue
         lines += [
             f"## {rep['title']}",
             "",
-            rep.get("what", ""),
+            f"Measured {_date(d)} on {d['meta'].get('cpu')}, {d['meta'].get('threads')} thread(s) "
+            f"(git {d['meta'].get('git')}; 1-min load average at start "
+            f"{_load(d)}). " + rep.get("what", ""),
             "",
-            f"Rerun: `{rep['rerun']}` (this run: `{d['meta'].get('command')}`, {d['meta'].get('date')})",
+            f"Rerun: `{rep['rerun']}` (this run: `{d['meta'].get('command')}`)",
             "",
         ]
+        dropped = False
         for t in rep.get("tables", []):
+            rows = [r for r in t["rows"] if not _superseded(name, r[0], live)]
+            dropped |= len(rows) < len(t["rows"])
+            if not rows:
+                continue
             if t.get("caption"):
                 lines += [f"*{t['caption']}*", ""]
-            lines += _table(t["columns"], t["rows"]) + [""]
+            lines += _table(t["columns"], rows) + [""]
         for f in rep.get("findings", []) + derived.get(name, []):
+            if _superseded(name, f, live):
+                dropped = True
+                continue
             lines.append(f"- {f}")
+        if dropped:
+            lines.append(
+                "- Rows and findings of this run that §1 (bank size, measured in one interleaved run) measures again "
+                "are left out: they were measured on a subset and extrapolated."
+            )
+        lines.append("")
+    if stale:
+        lines += [
+            "## Dropped sections",
+            "",
+            f"Measured before {CURRENT_ENGINE_SINCE[:10]} on the previous engine and not rerun since; their figures "
+            "no longer describe the code. Rerun to bring them back:",
+            "",
+        ]
+        lines += [
+            f"- {d.get('report', {}).get('title', n)} ({_date(d)}): `{d['report']['rerun']}`"
+            for n, d in stale.items()
+            if d.get("report")
+        ]
         lines.append("")
     if args.notes.exists():
         lines += [args.notes.read_text().rstrip(), ""]

@@ -61,6 +61,14 @@ else
   TREE=(--items 40 --compare-items 4 --pilot-items 1 --full-repeats 1 --sample-items 40 --conditions 16
         --n-samples 21 --sample-hf-prompts 16 --sample-repeats 1)
 fi
+if [[ $QUICK == 1 ]]; then
+  BANK=(--items 2 --naive-repeats 1 --lm-eval-batch-sizes 8,16)
+else
+  # issue 25: 40 items x all 31 conditions, float32 / mixed-bf16 / bfloat16 / lm-eval interleaved,
+  # the naive loop measured at full size once (about 25 minutes on two quiet cores)
+  BANK=(--items 40 --naive-repeats 1)
+fi
+run bank bench/bench_bank.py --repeats 3 --threads "$THREADS" "${BANK[@]}"
 run tree bench/bench_tree.py --repeats "$REPEATS" --threads "$THREADS" "${TREE[@]}"
 run sweep_overhead bench/bench_sweep_overhead.py --threads "$THREADS" --study pressure --max-items 16
 run runner_vs_naive bench/bench_runner_vs_naive.py --repeats "$REPEATS" --threads "$THREADS" "${NAIVE[@]}"

@@ -6,14 +6,35 @@ import torch
 
 from interp.core.errors import ConfigError
 
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# name -> the dtype the weights are loaded in. `mixed-bf16` keeps float32 weights and runs the
+# dense matmuls on bf16 copies (interp.runner.mixed); everything else stays float32.
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+    "mixed-bf16": torch.float32,
+}
+# mixed names -> the dtype of their matmul operands
+MIXED: dict[str, torch.dtype] = {"mixed-bf16": torch.bfloat16}
 
 
 def torch_dtype(name: str) -> torch.dtype:
+    """The dtype weights are loaded in (float32 for the mixed precisions)."""
     try:
         return DTYPES[name]
     except KeyError:
         raise ConfigError(f"dtype {name!r} unknown (choose one of {', '.join(DTYPES)})") from None
+
+
+def matmul_dtype(name: str) -> torch.dtype:
+    """The dtype the dense matmuls run in: the weights' own, or a mixed precision's operands."""
+    return MIXED.get(name) or torch_dtype(name)
+
+
+def is_reduced(name: str) -> bool:
+    """Anything but plain float32: such runs measure their own error against float32."""
+    torch_dtype(name)  # unknown name: one-line ConfigError
+    return name != "float32"
 
 
 def resolve_device(name: str | None) -> str:

@@ -19,6 +19,7 @@ from interp.studies.base import RunConfig
 from sweeps.discover import discover
 from sweeps.execute import Failure, execute
 from sweeps.lock import sweep_lock
+from sweeps.precision import write_precision
 from sweeps.plan import PlannedUnit, describe_plan, plan_units
 
 
@@ -234,10 +235,15 @@ def analyze(out: Path, units: Sequence[PlannedUnit], cfg: RunConfig) -> dict[str
                     os.link(f, staging / f.name)
                 except OSError:
                     shutil.copy2(f, staging / f.name)
+        every = []
         for study_name in dict.fromkeys(u.study for u in units):
             mine = [u for u in units if u.study == study_name]
             loaded = [read_unit(store.path_for(u.identity), expect=u.identity.key()) for u in mine]
             tables.update(get_study(study_name).analyze(loaded, staging, cfg))
+            every += loaded
+        precision = write_precision(every, staging)  # reduced-precision units only (sweeps.precision)
+        if precision is not None:
+            tables["precision"] = precision
         _swap_results(results, staging)
     except OSError as exc:
         raise ConfigError(

@@ -39,6 +39,7 @@ from interp.core.registry import Registry
 from interp.studies import get_study
 from interp.studies.base import RunConfig
 from sweeps.plan import PlannedUnit, reuse_status
+from sweeps.precision import PRECISION_TABLE
 
 log = logging.getLogger("interp.sweep")
 
@@ -92,14 +93,20 @@ def run_checkpoint_units(
         t0 = time.perf_counter()
         study = get_study(u.study)
         steer = cfg.steering
-        if steer:  # add alpha x direction at resid_pre while the unit is scored (interp.runner.steering)
-            from interp.runner.steering import Steering, steering, steering_json
+        from interp.runner.precision import audited
 
-            spec = Steering.from_options(steer)
-            with steering(lm, spec):
+        # a reduced precision re-scores a seeded sample in float32 (stored as table precision_sample)
+        with audited(lm, seed=cfg.seed) as audit:
+            if steer:  # add alpha x direction at resid_pre while the unit is scored (interp.runner.steering)
+                from interp.runner.steering import Steering, steering, steering_json
+
+                spec = Steering.from_options(steer)
+                with steering(lm, spec):
+                    payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
+            else:
                 payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
-        else:
-            payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
+        if audit is not None:
+            payload.tables[PRECISION_TABLE] = audit.table()
         for df in payload.tables.values():
             if "bank" not in df:
                 df.insert(0, "bank", u.bank.name)

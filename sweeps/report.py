@@ -319,6 +319,37 @@ def _token_mean_only_lines(check: pd.DataFrame) -> list[str]:
     return out + [""]
 
 
+def _precision_lines(results: Path) -> list[str]:
+    """Beside the headline tables: what a reduced precision cost (sweeps.precision), with a
+    warning naming every unit above the bounds."""
+    from analyses.precision import describe_bounds
+
+    path = results / "precision.csv"
+    if not path.is_file():
+        return []
+    df = read_results(path, ("checkpoint", "within_bounds"))
+    lines = [
+        "## Precision of this run against float32",
+        "",
+        "A seeded sample of each reduced-precision unit's prompts (2%, at least 32) re-scored in float32 on the same "
+        "device; P is a choice's probability renormalized over the choices scored together, a flip a sampled prompt "
+        f"whose most probable choice differs. Bounds: {describe_bounds()}.",
+        "",
+    ]
+    bad = df[~df["within_bounds"].astype(str).str.lower().isin(("true", "1"))]
+    unmeasured = df[df["n"] == 0]
+    if len(bad):
+        names = ", ".join(f"{r.checkpoint} / {r.study} / {r.bank}" for r in bad.itertuples(index=False))
+        lines += [
+            f"**Warning: {len(bad)} unit(s) exceed the bounds ({names}); read their numbers with that error.**",
+            "",
+        ]
+    if len(unmeasured):
+        lines += [f"{len(unmeasured)} unit(s) were written before units measured their precision (n = 0).", ""]
+    lines += ["`results/precision.csv`", "", _fmt(df), ""]
+    return lines
+
+
 def write_report(out: str | Path) -> Path:
     out = Path(out)
     results = out / "results"
@@ -358,6 +389,7 @@ def write_report(out: str | Path) -> Path:
             for c in lin["checkpoints"]
         ]
         lines.append("")
+    lines += _precision_lines(results)
     for sec in report_sections():
         path = results / sec.file
         if not path.is_file():

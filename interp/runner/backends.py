@@ -25,7 +25,7 @@ import torch
 
 from interp.checkpoint import CheckpointInfo
 from interp.core.registry import Registry
-from interp.devices import torch_dtype
+from interp.devices import MIXED, torch_dtype
 from interp.errors import CheckpointError
 from interp.hooksites import TL_RESID_PRE, HookSites, get_module
 
@@ -269,29 +269,44 @@ def register_backend(spec: BackendSpec) -> BackendSpec:
     return BACKEND_REGISTRY.add(spec.name, spec, replace=True)
 
 
+def with_precision(backend, model: torch.nn.Module, dtype: str):
+    """Apply a mixed precision (`interp.runner.mixed`) to the module the backend runs; the
+    backend keeps the model to switch it back to float32 (`full_precision_model`)."""
+    if dtype in MIXED:
+        from interp.runner.mixed import make_mixed
+
+        make_mixed(model, MIXED[dtype])
+    backend.precision_model = model
+    return backend
+
+
+def _tl_model(be: "TLBackend") -> torch.nn.Module:
+    return getattr(be.bridge, "original_model", be.bridge)
+
+
 register_backend(
     BackendSpec(
         "hf",
-        lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None: HFBackend(hf_model, sites),
+        lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None: with_precision(
+            HFBackend(hf_model, sites), hf_model, dtype
+        ),
         needs_safetensors=False,
     )
 )
-register_backend(
-    BackendSpec(
-        "transformer_lens",
-        lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None: TLBackend(
-            info, torch_dtype(dtype), device, device_map
-        ),
-    )
-)
-register_backend(
-    BackendSpec(
-        "nnsight",
-        lambda *, info, hf_model, sites, dtype, device="cpu", device_map=None: NNsightBackend(
-            info, sites, torch_dtype(dtype), device, device_map
-        ),
-    )
-)
+
+
+def _build_tl(*, info, hf_model, sites, dtype, device="cpu", device_map=None):
+    be = TLBackend(info, torch_dtype(dtype), device, device_map)
+    return with_precision(be, _tl_model(be), dtype)
+
+
+def _build_nnsight(*, info, hf_model, sites, dtype, device="cpu", device_map=None):
+    be = NNsightBackend(info, sites, torch_dtype(dtype), device, device_map)
+    return with_precision(be, be.model._module, dtype)
+
+
+register_backend(BackendSpec("transformer_lens", _build_tl))
+register_backend(BackendSpec("nnsight", _build_nnsight))
 
 
 def make_backend(

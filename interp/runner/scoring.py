@@ -18,6 +18,7 @@ from scipy.special import logsumexp
 from interp.errors import ConfigError
 from interp.loading import LoadedModel
 from interp.runner.engine import Engine, HookContext, Seq
+from interp.runner.precision import active_audit
 from interp.runner.options import ScoringConfig, VariantMode  # noqa: F401  (re-exported)
 
 
@@ -235,6 +236,9 @@ def score_options(
     resid = _stack(results, layers, base_of) if layers and not cfg.capture_all_positions else {}
     if layers and cfg.capture_all_positions:
         resid = {layer: [results[i].resid[layer] for i in base_of] for layer in layers}
+    audit = active_audit(lm)
+    if audit is not None:  # a reduced-precision run: re-score a sample in float32 (interp.runner.precision)
+        audit.options(prompts, options, logp, cfg, hooks)
     return OptionScores(logp=logp, probs=probs, resid=resid, n_tokens=n_tokens)
 
 
@@ -275,4 +279,7 @@ def score_continuations(
             resid = {layer: [r.resid[layer] for r in results] for layer in layers}
         else:
             resid = _stack(results, layers, range(len(results)))
+    audit = active_audit(lm)
+    if audit is not None:
+        audit.continuations(items, sums, cfg, hooks)
     return ContinuationScores(token_logp=token_logp, sum_logp=sums, mean_logp=sums / n, n_tokens=n, resid=resid)

@@ -1,0 +1,80 @@
+"""OUT/results/precision.csv: per unit, what its reduced precision cost against float32.
+
+A unit scored in a reduced precision carries the table `precision_sample` (its sampled
+prompts re-scored in float32, interp.runner.precision); this summarizes it per unit
+(analyses.precision) and warns, in the log and the report, where a unit exceeds the bounds.
+Float32 sweeps write no precision.csv (and remove a stale one).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from analyses.io import write_table
+from analyses.precision import PRECISION_COLUMNS, describe_bounds, summarize_sample, within_bounds
+
+PRECISION_FILE = "precision.csv"
+PRECISION_TABLE = "precision_sample"
+log = logging.getLogger("interp.sweep")
+
+
+def precision_rows(units: Sequence) -> pd.DataFrame:
+    rows = []
+    for unit in units:
+        dtype = str(unit.attrs.get("dtype", "float32"))
+        if dtype == "float32":
+            continue
+        row = {
+            "checkpoint": unit.attrs.get("checkpoint"),
+            "study": unit.attrs.get("study"),
+            "bank": unit.attrs.get("bank"),
+            "dtype": dtype,
+            "device": unit.attrs.get("device"),
+        }
+        sample = unit.tables.get(PRECISION_TABLE)
+        if sample is None:  # written before units measured their precision
+            row.update(n=0, n_choices=0, argmax_flips=0)
+        else:
+            row.update(summarize_sample(sample))
+        row["within_bounds"] = within_bounds(row)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(PRECISION_COLUMNS))
+
+
+def write_precision(units: Sequence, results_dir: Path) -> pd.DataFrame | None:
+    """Write precision.csv into `results_dir` when any unit ran in a reduced precision; log a
+    warning per unit above the bounds. Returns the table (None: nothing reduced)."""
+    table = precision_rows(units)
+    path = Path(results_dir) / PRECISION_FILE
+    if table.empty:
+        path.unlink(missing_ok=True)
+        return None
+    write_table(table, path, columns=PRECISION_COLUMNS, sort=("study", "checkpoint", "bank"))
+    for row in table.itertuples(index=False):
+        if not row.within_bounds:
+            log.warning(
+                "precision: %s / %s / %s in %s moved verdict probabilities by mean %.3g, max %.3g with %d argmax "
+                "flip(s) in %d sampled prompts against float32 (bounds: %s)",
+                row.checkpoint,
+                row.study,
+                row.bank,
+                row.dtype,
+                row.mean_abs_dp,
+                row.max_abs_dp,
+                row.argmax_flips,
+                row.n,
+                describe_bounds(),
+            )
+        elif row.n == 0:
+            log.warning(
+                "precision: %s / %s / %s in %s was not measured (unit from an older version)",
+                row.checkpoint,
+                row.study,
+                row.bank,
+                row.dtype,
+            )
+    return table

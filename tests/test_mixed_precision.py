@@ -1,0 +1,155 @@
+"""`--dtype mixed-bf16`: bf16 matmul operands, float32 everywhere else, against float32.
+
+Planted answers: on operands that bf16 represents exactly, a mixed Linear equals the float64
+product to float32 accumulation error (plain bf16 rounds its output: the negative control);
+the embedding's output (resid_pre of block 0) is bit-equal to float32; switching the copies
+off gives float32 bit for bit. On a whole model the log-probs stay within a bound derived from
+bf16's unit roundoff, which operands rounded to float8 (a broken copy) exceed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import interp
+from interp.runner.mixed import ATTR, full_precision, make_mixed
+from interp.runner.scoring import ScoringConfig, score_options
+
+PROMPTS = [
+    "User: I kept the wallet I found. Is that wrong? Assistant: It is wrong. User: Are you sure? FINAL:",
+    "User: I kept the wallet I found. Is that wrong? Assistant: It is wrong. User: Okay, thanks. FINAL:",
+    "The committee met on Tuesday and voted. FINAL:",
+]
+OPTIONS = ["wrong", "acceptable"]
+CFG = ScoringConfig(variants="exact")
+U_BF16 = 2.0**-8  # bf16: 8 significant bits, unit roundoff 2^-8 (as in tests/test_devices.py)
+U_FP32 = 2.0**-24
+
+
+def _bf16_exact(shape, gen) -> torch.Tensor:
+    return torch.randn(shape, generator=gen).to(torch.bfloat16).float()  # representable in bf16
+
+
+def test_mixed_linear_rounds_only_the_product(monkeypatch):
+    """x and W representable in bf16: each product is exact in float32 (8 x 8 significant bits)
+    and accumulates in float32; the CPU kernel returns the sum rounded to bf16 (<= u |xW|), and
+    the bias is added in float32 after it. So |mixed - exact| <= u |xW| + k u32 sum|x||w| +
+    u32 |y|. Plain bf16 adds the bias in bf16 too: with a bias of ~100 its output rounding is
+    ~u 100, far beyond that bound (negative control)."""
+    gen = torch.Generator().manual_seed(0)
+    lin = torch.nn.Linear(64, 48)
+    with torch.no_grad():
+        lin.weight.copy_(_bf16_exact((48, 64), gen))
+        lin.bias.copy_(100 + torch.randn(48, generator=gen))
+    x = _bf16_exact((5, 64), gen)
+    prod = x.double() @ lin.weight.double().T
+    exact = prod + lin.bias.double()
+    bound = U_BF16 * prod.abs() + 64 * U_FP32 * (x.double().abs() @ lin.weight.double().abs().T) + U_FP32 * exact.abs()
+    plain = F.linear(x.bfloat16(), lin.weight.bfloat16(), lin.bias.bfloat16()).double()
+    model = torch.nn.Sequential(lin)
+    assert make_mixed(model) == 1 and make_mixed(model) == 0  # idempotent
+    mixed = model(x)
+    assert mixed.dtype == torch.float32 and getattr(lin, ATTR).dtype == torch.bfloat16
+    assert ((mixed.double() - exact).abs() <= bound).all()
+    assert ((plain - exact).abs() > bound).any()  # the negative control fails the bound
+    with full_precision(model):
+        torch.testing.assert_close(model(x), F.linear(x, lin.weight, lin.bias), rtol=0, atol=0)
+
+
+def test_mixed_conv1d_matches_linear():
+    from transformers.pytorch_utils import Conv1D
+
+    gen = torch.Generator().manual_seed(1)
+    conv = Conv1D(48, 64)
+    with torch.no_grad():
+        conv.weight.copy_(_bf16_exact((64, 48), gen))
+        conv.bias.copy_(torch.randn(48, generator=gen))
+    x = _bf16_exact((2, 3, 64), gen)
+    prod = x.double() @ conv.weight.double()
+    exact = prod + conv.bias.double()
+    bound = U_BF16 * prod.abs() + 64 * U_FP32 * (x.double().abs() @ conv.weight.double().abs()) + U_FP32 * exact.abs()
+    model = torch.nn.Sequential(conv)
+    assert make_mixed(model) == 1
+    out = model(x)
+    assert out.shape == (2, 3, 48) and ((out.double() - exact).abs() <= bound).all()
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_models):
+    out = {}
+    for dtype in ("float32", "mixed-bf16", "bfloat16"):
+        lm = interp.load(tiny_models["llama"], dtype=dtype)
+        out[dtype] = (lm, score_options(lm, PROMPTS, OPTIONS, layers=[0, 3], cfg=CFG))
+    return out
+
+
+def _max_abs_logit(lm) -> float:
+    ids = torch.tensor([lm.tokenizer(p)["input_ids"] for p in PROMPTS[:1]])
+    with torch.no_grad(), full_precision(lm.backend.model):
+        return float(lm.backend.model(ids).logits.abs().max())
+
+
+def _bound(lm) -> float:
+    """A logit passes through K = 6 L rounded matmul operand pairs (q, v, o, gate, up, down per
+    block; the key projection and the head are float32). Each rounds two operands by <= u (relative), so a product
+    moves by <= 2u of its size; independent errors add in quadrature: |d logit| <~
+    2 sqrt(K) u max|logit|, and a log-prob (logit - logsumexp) by at most twice that."""
+    return 2 * 2 * math.sqrt(6 * lm.n_layers) * U_BF16 * _max_abs_logit(lm)
+
+
+def test_mixed_within_derived_bound_and_float32_where_promised(runs):
+    lm32, f = runs["float32"]
+    lmm, m = runs["mixed-bf16"]
+    assert next(lmm.backend.model.parameters()).dtype == torch.float32  # weights stay float32
+    assert lmm.backend.model.get_output_embeddings().forward.__func__ is torch.nn.Linear.forward  # head float32
+    named = dict(lmm.backend.model.named_modules())
+    assert all(not hasattr(m, ATTR) for n, m in named.items() if n.endswith("k_proj"))  # keys float32
+    assert all(hasattr(m, ATTR) for n, m in named.items() if n.endswith(("q_proj", "down_proj")))
+    err = np.abs(m.logp - f.logp).max()
+    assert 0 < err <= _bound(lm32), (err, _bound(lm32))  # > 0: the bf16 copies were really used
+    # the embedding and the residual stream are float32: resid_pre of block 0 is bit-equal
+    np.testing.assert_array_equal(m.resid[0], f.resid[0])
+    _, b = runs["bfloat16"]
+    assert np.abs(b.resid[0] - f.resid[0]).max() > 0  # plain bf16 rounds it (negative control)
+    np.testing.assert_allclose(m.probs.sum(axis=1), 1.0, atol=1e-12)
+    with full_precision(lmm.backend.model):
+        again = score_options(lmm, PROMPTS, OPTIONS, layers=[0, 3], cfg=CFG)
+    np.testing.assert_array_equal(again.logp, f.logp)
+
+
+def _round_bits(w: torch.Tensor, bits: int) -> torch.Tensor:
+    """w rounded to `bits` significant bits (unit roundoff 2^-bits)."""
+    m, e = torch.frexp(w.float())
+    return torch.ldexp(torch.round(m * 2**bits) / 2**bits, e)
+
+
+def test_a_broken_copy_exceeds_the_bound(runs, tiny_models):
+    """Copies that keep 2 significant bits (u = 2^-2, 64 x bf16's: a path that loses far more
+    than it claims) must fail the same bound: it is tight enough to catch a wrong precision."""
+    lm32, f = runs["float32"]
+    lm = interp.load(tiny_models["llama"], dtype="mixed-bf16")
+    for module in lm.backend.model.modules():
+        if hasattr(module, ATTR):
+            setattr(module, ATTR, _round_bits(getattr(module, ATTR), 2).to(torch.bfloat16))
+    broken = score_options(lm, PROMPTS, OPTIONS, cfg=CFG)
+    assert np.abs(broken.logp - f.logp).max() > _bound(lm32)
+
+
+def test_mixed_is_a_dtype_name_with_its_own_unit_identity(tiny_models):
+    from interp.devices import is_reduced, matmul_dtype, torch_dtype
+    from interp.studies.base import RunConfig
+    from sweeps.plan import plan_units
+
+    assert torch_dtype("mixed-bf16") == torch.float32 and matmul_dtype("mixed-bf16") == torch.bfloat16
+    assert is_reduced("mixed-bf16") and is_reduced("bfloat16") and not is_reduced("float32")
+
+    def ident(**kw):
+        (u,) = plan_units([tiny_models["llama"]], ["pressure"], banks=["moral"], cfg=RunConfig(max_items=2, **kw))
+        return u.identity.hash
+
+    hashes = {ident(dtype=d) for d in ("float32", "bfloat16", "mixed-bf16")}
+    assert len(hashes) == 3

@@ -1,0 +1,113 @@
+"""Every reduced-precision sweep measures its own precision (precision.csv, the report's warning).
+
+Planted: a sample table whose deviations are known gives exactly those statistics; noise
+planted into the float32 re-scores of a sweep produces the warning in the log and the report,
+while the clean mixed-bf16 sweep of the same model produces none, and a float32 sweep writes
+no precision.csv at all."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analyses.precision import BOUNDS, summarize_sample, within_bounds
+from interp.studies.base import RunConfig
+from sweeps.api import run_sweep
+
+
+def test_summary_of_a_planted_sample():
+    # two prompts x two choices; prompt 1's float32 ranking is reversed (one flip)
+    sample = pd.DataFrame(
+        {
+            "call": [0, 0, 0, 0],
+            "kind": ["options"] * 4,
+            "index": [0, 0, 1, 1],
+            "choice": [0, 1, 0, 1],
+            "logp": np.log([0.6, 0.4, 0.55, 0.45]),
+            "logp_fp32": np.log([0.6, 0.4, 0.45, 0.55]),
+        }
+    )
+    row = summarize_sample(sample)
+    assert row["n"] == 2 and row["n_choices"] == 4 and row["argmax_flips"] == 1
+    np.testing.assert_allclose(row["max_abs_dp"], 0.10, atol=1e-12)
+    np.testing.assert_allclose(row["mean_abs_dp"], 0.05, atol=1e-12)
+    np.testing.assert_allclose(row["max_abs_dlogp"], abs(np.log(0.55) - np.log(0.45)), atol=1e-12)
+    assert not within_bounds(row)
+    same = sample.assign(logp_fp32=sample["logp"])
+    clean = summarize_sample(same)
+    assert clean["argmax_flips"] == 0 and clean["max_abs_dp"] == 0 and within_bounds(clean)
+    # just inside / just outside the max bound
+    assert within_bounds({**clean, "max_abs_dp": BOUNDS["max_abs_dp"]})
+    assert not within_bounds({**clean, "max_abs_dp": BOUNDS["max_abs_dp"] * 1.01})
+
+
+def _sweep(model, out, dtype):
+    return run_sweep(
+        [model], studies=["pressure"], out=out, banks=["moral"], cfg=RunConfig(max_items=2, dtype=dtype), progress=False
+    )
+
+
+def test_clean_mixed_sweep_measures_itself_without_warning(tiny_models, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="interp.sweep")
+    tables = _sweep(tiny_models["llama"], tmp_path / "mixed", "mixed-bf16")
+    prec = pd.read_csv(tmp_path / "mixed" / "results" / "precision.csv")
+    assert (
+        len(prec) == 1
+        and prec["dtype"].item() == "mixed-bf16"
+        and tables["precision"]["n"].tolist() == prec["n"].tolist()
+    )
+    assert prec["n"].item() >= 32  # 2 items: 60 trials (32 sampled) + 2 first turns (both)
+    assert 0 < prec["max_abs_dlogp"].item() < 0.1 and bool(prec["within_bounds"].item())
+    assert "precision:" not in caplog.text
+    report = (tmp_path / "mixed" / "report.md").read_text()
+    assert "Precision of this run against float32" in report and "Warning" not in report
+    # float32: no sample, no precision.csv
+    _sweep(tiny_models["llama"], tmp_path / "fp32", "float32")
+    assert not (tmp_path / "fp32" / "results" / "precision.csv").exists()
+
+
+def test_planted_deviation_warns_in_log_and_report(tiny_models, tmp_path, caplog, monkeypatch):
+    import interp.runner.scoring as scoring
+
+    real = scoring.score_options
+
+    def noisy(lm, *args, **kw):  # the float32 reference (busy audit) gets noise of ~0.5 nats
+        out = real(lm, *args, **kw)
+        from interp.runner.precision import _active
+
+        if any(a.busy for a in _active.values()):
+            rng = np.random.default_rng(0)
+            out.logp = out.logp + rng.normal(0, 0.5, out.logp.shape)
+        return out
+
+    monkeypatch.setattr(scoring, "score_options", noisy)
+    caplog.set_level(logging.WARNING, logger="interp.sweep")
+    _sweep(tiny_models["llama"], tmp_path / "noisy", "mixed-bf16")
+    prec = pd.read_csv(tmp_path / "noisy" / "results" / "precision.csv")
+    assert not bool(prec["within_bounds"].item()) and prec["max_abs_dp"].item() > BOUNDS["max_abs_dp"]
+    assert "precision:" in caplog.text and "against float32" in caplog.text
+    assert "**Warning: 1 unit(s) exceed the bounds" in (tmp_path / "noisy" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16"])
+def test_plain_reduced_precision_loads_a_float32_reference(tiny_models, dtype):
+    import interp
+    from interp.runner.precision import precision_audit
+    from interp.runner.scoring import score_options
+
+    prompts = [f"Item {i}: is it wrong? FINAL:" for i in range(40)]
+    lm = interp.load(tiny_models["llama"], dtype=dtype)
+    with precision_audit(lm, seed=3) as audit:
+        low = score_options(lm, prompts, ["wrong", "fine"]).logp
+    table = audit.table()
+    assert table["index"].nunique() == 32 and len(table) == 64  # max(32, 2% of 40) prompts x 2 options
+    ref = score_options(interp.load(tiny_models["llama"]), prompts, ["wrong", "fine"]).logp
+    idx = table["index"].to_numpy()
+    np.testing.assert_array_equal(table["logp_fp32"], ref[idx, table["choice"].to_numpy()])
+    np.testing.assert_array_equal(table["logp"], low[idx, table["choice"].to_numpy()])
+    with precision_audit(lm, seed=3) as again:  # seeded: the same sample
+        score_options(lm, prompts, ["wrong", "fine"])
+    assert again.table()["index"].tolist() == table["index"].tolist()
