@@ -198,11 +198,13 @@ def check_cache_and_sweep(tree: Path, out: Path, device: str, dtype_name: str) -
     import h5py
     import numpy as np
 
+    from analyses.bootstrap import MIN_CI_ITEMS
     from cache.store import CacheError, read_unit
     from interp.config import merge_run_config
     from sweeps.api import run_sweep
 
-    cfg = merge_run_config({"device": device, "dtype": dtype_name, "n_boot": 20, "max_items": 2})
+    cfg = merge_run_config({"device": device, "dtype": dtype_name, "n_boot": 20, "max_items": MIN_CI_ITEMS})
+    # MIN_CI_ITEMS items: the smallest bank whose CIs are defined (fewer would warn in the output)
     kw = dict(studies=["pressure"], out=out, banks=["moral"], progress=False, report=False)
     tables = run_sweep([tree], cfg=cfg, **kw)
     units = sorted((out / "cache").rglob("*.h5"))
