@@ -11,6 +11,7 @@ Also home of ``TableError`` and ``require_columns``, shared by the metric module
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
@@ -21,6 +22,9 @@ from interp.core.errors import InterpError
 
 __all__ = [
     "CI",
+    "MIN_CI_ITEMS",
+    "UndefinedCIWarning",
+    "ci_defined",
     "TableError",
     "bootstrap_ci",
     "bootstrap_mean_ci",
@@ -47,6 +51,29 @@ class CI(NamedTuple):
 
     lo: float | np.ndarray
     hi: float | np.ndarray
+
+
+# Fewest items over which an interval is reported. With n items a bootstrap has at most
+# C(2n-1, n) distinct resamples (n=4: 35, n=2: 3, n=1: one: a zero-width "interval"); its 2.5 and
+# 97.5 percentiles are then little more than the smallest and largest item, not a 95 % interval.
+MIN_CI_ITEMS = 5
+
+
+class UndefinedCIWarning(UserWarning):
+    """An interval over fewer than MIN_CI_ITEMS items was reported as undefined (NaN)."""
+
+
+def ci_defined(n_items: int, what: str = "CI", min_items: int = MIN_CI_ITEMS) -> bool:
+    """False (with one warning line) when `n_items` is too few for an interval: report NaN, not a
+    zero-width or min-max interval."""
+    if 0 < n_items < min_items:
+        warnings.warn(
+            f"{what} over {n_items} item(s) is undefined (fewer than {min_items}): reported as NaN",
+            UndefinedCIWarning,
+            stacklevel=3,
+        )
+        return False
+    return True
 
 
 def _check_args(n_boot: int, ci: float) -> None:
@@ -107,6 +134,7 @@ def bootstrap_mean_ci(
     n_boot: int = 1000,
     ci: float = 0.95,
     seed: int = 0,
+    min_items: int = MIN_CI_ITEMS,
 ) -> CI:
     """Percentile CI of the mean over items, resampling items with replacement.
 
@@ -126,7 +154,7 @@ def bootstrap_mean_ci(
     if np.isinf(v).any():
         raise TableError("values_by_item holds infinite values")
     n_items = v.shape[0]
-    if n_items == 0:
+    if n_items == 0 or not ci_defined(n_items, min_items=min_items):
         nan = np.full(v.shape[1], np.nan)
         return CI(float("nan"), float("nan")) if one_d else CI(nan, nan.copy())
     present = ~np.isnan(v)
@@ -149,6 +177,7 @@ def bootstrap_ci(
     n_boot: int = 1000,
     ci: float = 0.95,
     seed: int = 0,
+    min_items: int = MIN_CI_ITEMS,
 ) -> CI:
     """Percentile CI of ``statistic(df)`` resampling whole clusters (items) with replacement.
 
@@ -157,6 +186,9 @@ def bootstrap_ci(
     replaced by the draw position (0..n_clusters-1, int): a statistic that groups by
     ``cluster`` then sees two distinct items, as the bootstrap requires. Statistics that need
     the original ids (e.g. to join another table) must not rely on them.
+
+    Fewer than ``MIN_CI_ITEMS`` clusters: NaN (undefined), with a warning; so for
+    ``bootstrap_mean_ci``.
 
     Clusters are ordered by sorted id before drawing, so results do not depend on row order.
     The row gathering is vectorised (one ``take`` per replicate); only ``statistic`` runs in
@@ -171,6 +203,8 @@ def bootstrap_ci(
         raise TableError(f"bootstrap_ci: cluster column(s) {cols} hold missing values")
     codes = df.groupby(cols, sort=True).ngroup().to_numpy()
     n_clusters = int(codes.max()) + 1
+    if not ci_defined(n_clusters, min_items=min_items):
+        return CI(float("nan"), float("nan"))
     order = np.argsort(codes, kind="stable")
     ordered = df.iloc[order].reset_index(drop=True)
     lengths = np.bincount(codes, minlength=n_clusters)

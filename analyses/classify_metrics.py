@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analyses.bootstrap import TableError, percentile_interval, require_columns, resample_counts
+from analyses.bootstrap import TableError, ci_defined, percentile_interval, require_columns, resample_counts
 
 __all__ = [
     "BINARY_LABELS",
@@ -309,8 +309,9 @@ def classify_summary(
             row[f"f1_{lab}"] = float(point["f1"][0, i])
             if f"f1_{lab}" not in f1_cols:
                 f1_cols.append(f"f1_{lab}")
+        defined = ci_defined(per_item.shape[0], f"{ckpt} {task}: CI")
         for k in _CI_STATS:
-            row[f"{k}_lo"], row[f"{k}_hi"] = percentile_interval(boot[k], ci)
+            row[f"{k}_lo"], row[f"{k}_hi"] = percentile_interval(boot[k], ci) if defined else (np.nan, np.nan)
         row["n"] = int(full.sum())
         row["n_unparsed"] = int(full[0, :, -1].sum())
         rows.append(row)
@@ -430,17 +431,25 @@ def generation_summary(judged: pd.DataFrame, *, label_col: str = "label") -> pd.
 
 def cohen_kappa(gold: Sequence[Any], pred: Sequence[Any], labels: Sequence[Hashable]) -> float:
     """Cohen's kappa (unweighted) of two label sequences: (p_o - p_e) / (1 - p_e), p_e from the
-    two marginals over ``labels`` (as sklearn.metrics.cohen_kappa_score); 1.0 when p_e == 1 and
-    the sequences agree, NaN when empty."""
-    counts = _confusion_counts(gold, pred, labels)[:, : len(labels)].astype(float)
+    two marginals over ``labels`` (as sklearn.metrics.cohen_kappa_score). A prediction outside
+    ``labels`` (an unparsed judge output) counts as a disagreement: it stays in n and forms one
+    more predicted category that no gold label has (sklearn's kappa with the outside outputs
+    mapped to one extra label). 1.0 when p_e == 1 and the sequences agree, NaN when empty."""
+    counts = _confusion_counts(gold, pred, labels)  # (L, L+1): the last column is outside the labels
     n = counts.sum()
     if n == 0:
         return float("nan")
-    p_o = np.trace(counts) / n
-    p_e = float(counts.sum(axis=1) @ counts.sum(axis=0)) / n**2
+    p_o = np.trace(counts[:, : len(labels)]) / n
+    p_e = float(counts.sum(axis=1) @ counts[:, : len(labels)].sum(axis=0)) / n**2
     if p_e == 1.0:
         return 1.0 if p_o == 1.0 else float("nan")
     return float((p_o - p_e) / (1.0 - p_e))
+
+
+def _five_or_raw(v: Any) -> Any:
+    """The canonical five-level label (case and surrounding space ignored), else the value."""
+    key = _five_key(v)
+    return key if key is not None else v
 
 
 def judge_agreement(judged_gold: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -448,9 +457,14 @@ def judge_agreement(judged_gold: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFra
     per any ``bank`` column): (agreement, confusion).
 
     Input columns: judge, item_id, gold, label (the judge's label); rows repeated for the same
-    (judge, item_id) (several checkpoints judged by one judge) are counted once.
-    agreement: judge[, bank], n, accuracy, kappa (Cohen's, unweighted), f1_<label> per class.
-    confusion (long): judge[, bank], gold, label, count, row_share.
+    (judge, item_id) (several checkpoints judged by one judge) are counted once. Labels are
+    compared case- and whitespace-insensitively (as generation_summary reads them); a judge
+    output outside the five labels (or missing) is unparsed: wrong for accuracy, a disagreement
+    for kappa, and counted in unparsed_share.
+    agreement: judge[, bank], n, accuracy, kappa (Cohen's, unweighted), unparsed_share,
+    f1_<label> per class.
+    confusion (long): judge[, bank], gold, label, count, row_share (label "unparsed" for outputs
+    outside the labels, present when there are any).
     """
     require_columns(judged_gold, ["judge", "item_id", "gold", "label"], "judge gold labels")
     keys = ["judge"] + (["bank"] if "bank" in judged_gold.columns else [])
@@ -458,23 +472,25 @@ def judge_agreement(judged_gold: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFra
     rows, conf_rows = [], []
     for key, sub in df.groupby(keys, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        gold, pred = list(sub["gold"].astype(str)), list(sub["label"].astype(str))
+        gold = [_five_or_raw(v) for v in sub["gold"]]
+        pred = [_five_or_raw(v) for v in sub["label"]]
         m = classification_metrics(gold, pred, FIVE_LABELS)
         row = dict(zip(keys, key)) | {
             "n": len(sub),
             "accuracy": m["accuracy"],
             "kappa": cohen_kappa(gold, pred, FIVE_LABELS),
+            "unparsed_share": m["n_unparsed"] / len(sub) if len(sub) else np.nan,
         }
         row |= {f"f1_{lab}": m.get(f"f1_{lab}", np.nan) for lab in FIVE_LABELS}
         rows.append(row)
         counts, shares = confusion(gold, pred, FIVE_LABELS)
         for g in FIVE_LABELS:
-            for p in FIVE_LABELS:
+            for p in counts.columns:
                 conf_rows.append(
                     dict(zip(keys, key))
                     | {"gold": g, "label": p, "count": int(counts.loc[g, p]), "row_share": float(shares.loc[g, p])}
                 )
-    agree_cols = keys + ["n", "accuracy", "kappa"] + [f"f1_{lab}" for lab in FIVE_LABELS]
+    agree_cols = keys + ["n", "accuracy", "kappa", "unparsed_share"] + [f"f1_{lab}" for lab in FIVE_LABELS]
     return (
         pd.DataFrame(rows, columns=agree_cols),
         pd.DataFrame(conf_rows, columns=keys + ["gold", "label", "count", "row_share"]),

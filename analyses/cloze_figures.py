@@ -38,7 +38,13 @@ def plot_abs_heatmap(abs_df: pd.DataFrame, checkpoint: str, path: Path) -> Path 
                     fontsize=8,
                     color="white" if vals[i, j] > 0.6 * vmax else "black",
                 )
-    ax.set_title(f"ABS (mean clipped delta): {checkpoint}", fontsize=9)
+    loss = str(df["loss"].iloc[0]) if "loss" in df and df["loss"].nunique() == 1 else ""
+    what = {
+        "sum": "mean clipped log-odds, nats",
+        "token_mean": "mean clipped delta, per-token loss",
+        "byte_mean": "mean clipped delta, per-byte loss",
+    }
+    ax.set_title(f"ABS ({what.get(loss, 'mean clipped delta')}): {checkpoint}", fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8)
     return save_figure(fig, path)
 
@@ -102,7 +108,9 @@ def plot_mediation_forest(med: pd.DataFrame, path: Path) -> Path | None:
         ],
         fontsize=7,
     )
-    ax.set_xlabel("effect on delta vs reference language", fontsize=8)
+    loss = str(rows["loss"].iloc[0]) if "loss" in rows and rows["loss"].nunique() == 1 else ""
+    unit = " (nats of log-odds)" if loss == "sum" else (f" (loss {loss})" if loss else "")
+    ax.set_xlabel(f"effect on delta vs reference language{unit}", fontsize=8)
     ax.set_title("Fertility mediation of the language effect", fontsize=9)
     ax.legend(fontsize=7)
     return save_figure(fig, path)

@@ -23,6 +23,9 @@ from typing import Literal, Protocol
 import numpy as np
 import pandas as pd
 
+from interp.core.errors import InterpError
+from interp.core.files import regular_file
+
 __all__ = [
     "FERTILITY_COLUMNS",
     "FLORES_TO_SHORT",
@@ -209,6 +212,7 @@ def language_from_filename(path: str | Path, codes: Mapping[str, str] = FLORES_T
 
 def _read_lines(path: Path) -> list[str]:
     # split on "\n" only: str.splitlines also breaks on U+2028 etc. inside a sentence
+    regular_file(path, limit=1 << 30, error=InterpError)  # a FIFO would hang the read
     text = path.read_text(encoding="utf-8")
     if text.endswith("\n"):
         text = text[:-1]

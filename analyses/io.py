@@ -60,3 +60,12 @@ def write_table(
     except OSError as exc:
         raise CacheError(f"{path}: cannot write results table ({exc.strerror or exc})") from None
     return path
+
+
+def md_cell(value: object) -> str:
+    """A value safe inside a Markdown table cell: `|` escaped, line breaks shown as \\n (a raw
+    one ends the row; a raw `|` starts a new column: checkpoint, bank and item names may hold both)."""
+    text = str(value)
+    return (
+        text.replace("\\", "\\\\").replace("|", "\\|").replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
+    )

@@ -150,8 +150,9 @@ def friedman(
 def adjust_pvalues(pvalues: Sequence[float] | np.ndarray, method: str = "holm") -> np.ndarray:
     """Multiplicity-adjusted p-values via statsmodels ``multipletests``.
 
-    NaN entries (e.g. a pair whose differences are all zero) stay NaN and are not
-    counted in the family.
+    NaN entries (a test that could not run, e.g. a pair with no matched subjects) stay NaN
+    and are not counted in the family; callers say so in the table. (A pair whose
+    differences are all zero is not NaN: :func:`pairwise_wilcoxon` gives it p = 1.)
     """
     p = np.asarray(pvalues, dtype=float)
     out = np.full(p.shape, np.nan)
@@ -219,6 +220,10 @@ def pairwise_wilcoxon(
       otherwise.
     - ``rank_biserial``: see :func:`rank_biserial` (sign: positive when a > b).
     - ``median_diff``: median of a - b over the matched subjects (zeros included).
+    - A pair whose differences are all zero has p = 1 (no evidence of a difference; what
+      scipy's ``zero_method="zsplit"`` gives) and NaN statistic: it stays in the family, so
+      the correction is over every pair tested. A pair without matched subjects has NaN p
+      and is left out of the family (``wilcoxon_rows`` notes it).
     - The adjusted column is named ``p_<correction>`` (``p_holm`` by default), using
       statsmodels multipletests over all pairs with a finite p-value.
 
@@ -239,8 +244,10 @@ def pairwise_wilcoxon(
         xa, xb = pair[a].to_numpy(), pair[b].to_numpy()
         d = xa - xb
         n_nonzero = int(np.count_nonzero(d))
-        if n_nonzero == 0:
-            stat, p = np.nan, np.nan  # scipy cannot rank an all-zero difference
+        if d.size == 0:
+            stat, p = np.nan, np.nan  # nothing to test: left out of the family
+        elif n_nonzero == 0:
+            stat, p = np.nan, 1.0  # scipy cannot rank an all-zero difference; no evidence of one
         else:
             res = sps.wilcoxon(xa, xb, zero_method=zero_method, alternative=alternative, method=method)
             stat, p = float(res.statistic), float(res.pvalue)
@@ -353,5 +360,11 @@ def wilcoxon_rows(pw: pd.DataFrame, *, with_estimate: bool = False) -> list[dict
         }
         if with_estimate:
             row["estimate"] = r.median_diff
-        rows.append({**row, "n": r.n, "k": 2, "note": "" if r.n_nonzero else "all differences zero"})
+        if r.n == 0:
+            note = "no matched subjects: not tested, left out of the Holm family"
+        elif r.n_nonzero == 0:
+            note = "all differences zero: p = 1, counted in the Holm family"
+        else:
+            note = ""
+        rows.append({**row, "n": r.n, "k": 2, "note": note})
     return rows

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU check: hf, transformer_lens and nnsight on CUDA against CPU float32, and tokens/s + peak
-# memory of both default models at float32 and bfloat16 -> bench/results/gpu_check.json.
+# GPU check: `interp selftest` on CUDA at float32 and bfloat16 (backends vs plain HF within
+# derived tolerances, residuals, cache, sweep resume), then tokens/s + peak memory of both
+# default models at float32 and bfloat16 -> bench/results/gpu_check.json.
 # Skips cleanly (exit 0, one line) on a machine without CUDA.
 #
 #   bash bench/gpu_check.sh                     # ~5 min on one GPU with the models in models/

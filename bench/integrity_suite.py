@@ -16,7 +16,12 @@ loss and the stale-lock race, each repeated and counted.
   between reading the holder and acting widened by a random 0-100 ms; counts trials with
   two holders at once, for this branch's lock and for the previous one (git 2836df6).
 
-Rerun:  python bench/integrity_suite.py --rounds 10 --seed 0
+Issue 23 (`--part bytes`, bench/integrity_bytes.py; written to bench/results/integrity_bytes.json):
+weight edits the sampled fingerprint cannot see, a --full-hash unit against a stale sampled one,
+tensors not what the config says, a FIFO at every path read, and the remaining one-line cases.
+
+Rerun:  python bench/integrity_suite.py --rounds 10 --seed 0            (both parts)
+        python bench/integrity_suite.py --part bytes --rounds 6 --seed 0
 """
 
 from __future__ import annotations
@@ -240,14 +245,40 @@ def lock_race(work: Path, lock_file: Path, trials: int = 20, contenders: int = 6
     return {"trials": trials, "contenders": contenders, "trials_with_two_holders": overlapping}
 
 
+def bytes_part(args) -> None:
+    import integrity_bytes
+
+    from interp.testing import build_tiny_model, build_tokenizer
+
+    t_all = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="integrity-bytes-") as tmp:
+        work = Path(tmp)
+        os.environ["INTERP_FINGERPRINT_CACHE"] = str(work / "memo")
+        tok = build_tokenizer()
+        ck = build_tiny_model(work / "models" / "ck", "llama", tokenizer=tok)
+        ck2 = build_tiny_model(work / "models" / "ck2", "llama", tokenizer=tok, seed=1)
+        res = integrity_bytes.run(work, ck, ck2, args.rounds, args.seed, common.ROOT)
+    total = time.perf_counter() - t_all
+    res["total_s"] = total
+    res["report"] = integrity_bytes.report_section(
+        res, f"python bench/integrity_suite.py --part bytes --rounds {args.rounds} --seed {args.seed}", total
+    )
+    common.write_results("integrity_bytes", res, threads=1, results_dir=args.results_dir)
+
+
 def main() -> None:
     ap = common.parser(__doc__, repeats=1)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--part", choices=("all", "previous", "bytes"), default="all", help="bytes: issue 23 only")
     args = ap.parse_args()
     common.setup(1)
     from interp.testing import build_tiny_model, build_tokenizer
 
+    if args.part in ("all", "bytes"):
+        bytes_part(args)
+    if args.part == "bytes":
+        return
     rng = random.Random(args.seed)
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="integrity-") as tmp:

@@ -190,6 +190,7 @@ def _summary(res: dict) -> list[str]:
             f"contenders: two holders in {lr['this']['trials_with_two_holders']}/{lr['this']['trials']} "
             f"trials (previous lock: {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']}) ({_date(r)})."
         )
+    lines += integrity_bytes_summary(res)
     r = res.get("plan_741")
     if r:
         lines.append(
@@ -201,6 +202,28 @@ def _summary(res: dict) -> list[str]:
     for d in res.values():  # the hook: lines a results file states for itself
         lines += [str(x) for x in d.get("report", {}).get("summary", [])]
     return ["- " + ln for ln in lines]
+
+
+def integrity_bytes_summary(res: dict) -> list[str]:
+    """Issue 23's headline figures (bench/integrity_suite.py --part bytes, bench/bench_hash.py)."""
+    lines = []
+    r = res.get("integrity_bytes")
+    if r:
+        t = r["totals"]
+        lines.append(
+            f"Integrity, issue 23: weight edits the sampled fingerprint cannot see caught {t['edits_caught']}/"
+            f"{t['edits_tried']} (untouched reruns recomputed {t['false_recomputes']}/{t['controls']}); a FIFO at "
+            f"every path read and the one-line cases: {t['command_cases_ok']}/{t['command_cases']} as expected, "
+            f"hangs {t['hangs']}, tracebacks {t['tracebacks']}."
+        )
+    r = res.get("content_hash")
+    if r:
+        m = r["median"]
+        lines.append(
+            f"Content hash while loading ({r['model']}, {r['weight_bytes'] / 1e6:.0f} MB): {m['hash_s']:.2f} s, "
+            f"{100 * m['hash_over_load']:.1f} % of load + first forward (median of {r['repeats']}; target 5 %)."
+        )
+    return lines
 
 
 def derived_findings(res: dict) -> dict[str, list[str]]:

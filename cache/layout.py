@@ -1,4 +1,4 @@
-"""What each cached array's axes mean and which table rows its rows belong to (see CACHE.md).
+"""What each cached array's axes mean and which table rows its rows belong to (see docs/cache.md).
 
 Written onto every array at write time as plain HDF5 attributes, so any HDF5 reader (h5py,
 h5netcdf, HDFView, MATLAB) understands a unit file without importing interp:

@@ -42,7 +42,8 @@ import pandas as pd
 
 from cache.layout import annotate_array
 from interp.core.atomic import atomic_path
-from interp.core.errors import CacheError, ProvenanceError
+from interp.core.errors import CacheError, InterpError, ProvenanceError
+from interp.core.files import regular_file
 from interp.core.hashing import sha256_json
 from interp.core.version import __version__ as PACKAGE_VERSION
 
@@ -59,6 +60,14 @@ IDENTITY_FIELDS = (
     "layer",
     "backend",
 )
+# informative attributes checked when a unit is reused (not identity: the sampled fingerprint
+# stays the planning key): the content fingerprint of every byte the unit ran on, and how
+# checkpoint_fingerprint was taken ("sampled", "full", "wrapped")
+CONTENT_ATTR = "content_fingerprint"
+MODE_ATTR = "fingerprint_mode"
+# fields besides the checkpoint fingerprint that must agree for a --full-hash unit to stay current
+_SAME_INPUTS = ("study", "study_version", "bank_hash", "template_hash", "settings_hash", "layer", "backend")
+MAX_MANIFEST_BYTES = 256 << 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,16 +109,9 @@ class Unit:
     def identity(self) -> dict:
         return {k: self.attrs.get(k) for k in IDENTITY_FIELDS}
 
-    # views for other tools live in cache.views (pandas, xarray, torch); see CACHE.md
-    def activations(self, layer: int | None = None, *, array: str | None = None, as_: str = "numpy"):
-        from cache.views import activations
-
-        return activations(self, layer, array=array, as_=as_)
-
-    def to_xarray(self, array: str | None = None):
-        from cache.views import to_xarray
-
-        return to_xarray(self, array)
+    # views for other tools (unit.activations(), unit.to_xarray(): pandas, xarray, torch) live in
+    # cache.views, which reads units through this module; cache/__init__.py attaches them to Unit
+    # so that the dependency runs one way (views -> store). See docs/cache.md.
 
 
 CHECKSUM = "blake2b"
@@ -196,7 +198,7 @@ def _fill(
         _write_table(f.create_group(f"tables/{name}"), df)
     for name, arr in arrays.items():
         _put(f.require_group("arrays"), name, np.asarray(arr))
-        # axis names, aligned table rows, TransformerLens hook names (CACHE.md)
+        # axis names, aligned table rows, TransformerLens hook names (docs/cache.md)
         annotate_array(
             f[f"arrays/{name}"], study=ident.study, name=name, layer=ident.layer, layers=f.attrs.get("layers")
         )
@@ -233,17 +235,18 @@ class Store:
         return self.root / ident.study / ident.checkpoint.replace("/", "--") / f"{ident.study}-{ident.hash[:16]}.h5"
 
     def is_complete(self, ident: UnitIdentity) -> bool:
+        return self.attrs(ident) is not None
+
+    def attrs(self, ident: UnitIdentity) -> dict | None:
+        """The attributes of this identity's unit file when it is complete and matches; else None."""
         path = self.path_for(ident)
         if not path.exists():
-            return False
-        try:
-            with h5py.File(path, "r") as f:
-                attrs = dict(f.attrs)
-        except OSError:
-            return False
-        if not attrs.get("complete"):
-            return False
-        return all(_eq(attrs.get(k), v) for k, v in ident.key().items())
+            return None
+        regular_file(path, error=CacheError)  # a FIFO at a unit's path would hang h5py's open
+        attrs = _attrs(path)
+        if attrs is None or not attrs.get("complete"):
+            return None
+        return attrs if all(_eq(attrs.get(k), v) for k, v in ident.key().items()) else None
 
     def write(
         self,
@@ -319,37 +322,70 @@ class Store:
         return self.root / "current.json"
 
     def _manifest(self) -> dict[str, str]:
+        if not self.manifest_path.exists() and not self.manifest_path.is_symlink():
+            return {}
+        # a FIFO here would hang every sweep and probe; a directory or device is refused too
+        regular_file(self.manifest_path, limit=MAX_MANIFEST_BYTES, error=CacheError)
         try:
-            data = json.loads(self.manifest_path.read_text())
+            data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
 
-    def record_current(self, idents: Iterable[UnitIdentity]) -> None:
-        """Mark these (complete) units as their slots' current ones (the latest sweep wins)."""
+    def record_current(self, idents: Iterable[UnitIdentity]) -> list[str]:
+        """Mark these (complete) units as their slots' current ones (the latest sweep wins), except
+        that a `--full-hash` unit is not displaced by a sampled one computed from the same bytes
+        with the same inputs. Returns one line per slot where the full-hash unit was kept."""
         data = self._manifest()
+        kept = []
         for ident in idents:
-            if self.is_complete(ident):
-                data[slot_of(asdict(ident))] = str(self.path_for(ident).relative_to(self.root))
-        self.root.mkdir(parents=True, exist_ok=True)
-        from interp.core.atomic import atomic_write_text
+            new = self.attrs(ident)
+            if new is None:
+                continue
+            slot, rel = slot_of(asdict(ident)), str(self.path_for(ident).relative_to(self.root))
+            old_rel = data.get(slot)
+            if old_rel and old_rel != rel and _keeps_full(self.root / old_rel, new):
+                kept.append(f"{slot}: --full-hash unit {old_rel} stays current (same bytes as {rel})")
+                continue
+            data[slot] = rel
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            from interp.core.atomic import atomic_write_text
 
-        atomic_write_text(self.manifest_path, json.dumps(data, indent=1, sort_keys=True))
+            atomic_write_text(self.manifest_path, json.dumps(data, indent=1, sort_keys=True))
+        except OSError as exc:
+            raise CacheError(
+                f"{self.manifest_path}: cannot write the list of current units ({exc.strerror or exc}); "
+                "the units themselves are complete, and the previous list is unchanged"
+            ) from None
+        return kept
 
     def current_units(self, study: str | None = None, *, warn: bool = True) -> tuple[list[Path], list[Path]]:
         """(current, stale) unit files: one current unit per slot; see the module docstring."""
         manifest = self._manifest()
         recorded = {self.root / rel for rel in manifest.values()}
+        if warn:
+            prefix = f"{study}|" if study else ""
+            gone = sorted(
+                (slot, rel)
+                for slot, rel in manifest.items()
+                if slot.startswith(prefix) and not (self.root / rel).exists()
+            )
+            if gone:
+                warnings.warn(
+                    f"{self.root}: {len(gone)} slot(s) have no unit (their current unit was deleted): "
+                    + ", ".join(f"{slot} ({rel})" for slot, rel in gone[:5])
+                    + (" ..." if len(gone) > 5 else "")
+                    + "; rerun the sweep to recompute them",
+                    stacklevel=2,
+                )
         by_slot: dict[str, list[Path]] = {}
         for p in self.units(study):
             if p in recorded:
                 by_slot.setdefault(f"manifest:{p}", []).append(p)
                 continue
-            try:
-                with h5py.File(p, "r") as f:
-                    slot = slot_of(dict(f.attrs))
-            except OSError:
-                slot = f"unreadable:{p}"  # read_unit reports it with one line
+            attrs = _attrs(p) if p.is_file() else None  # a FIFO is never opened (it would hang)
+            slot = slot_of(attrs) if attrs is not None else f"unreadable:{p}"  # read_unit reports it
             by_slot.setdefault(slot, []).append(p)
         current, stale, newest_rule = [], [], []
         for slot, paths in by_slot.items():
@@ -390,6 +426,34 @@ class Store:
         return n
 
 
+def _attrs(path: Path) -> dict | None:
+    try:
+        with h5py.File(path, "r") as f:
+            return {k: _plain(v) for k, v in f.attrs.items()}
+    except OSError:
+        return None
+
+
+def _keeps_full(old_path: Path, new: Mapping[str, object]) -> bool:
+    """Whether the --full-hash unit at `old_path` stays current against the sampled unit `new`:
+    same content fingerprint (the bytes that ran) and the same inputs otherwise."""
+    if new.get(MODE_ATTR) == "full" or not old_path.exists():
+        return False
+    try:
+        regular_file(old_path, error=CacheError)
+    except InterpError:
+        return False
+    old = _attrs(old_path)
+    return bool(
+        old
+        and old.get("complete")
+        and old.get(MODE_ATTR) == "full"
+        and old.get(CONTENT_ATTR)
+        and old.get(CONTENT_ATTR) == new.get(CONTENT_ATTR)
+        and all(old.get(k) == new.get(k) for k in _SAME_INPUTS)
+    )
+
+
 def _plain(a: object) -> object:
     if isinstance(a, (np.integer, np.floating)):
         a = a.item()
@@ -406,6 +470,8 @@ def read_unit(
     path: str | Path, *, expect: Mapping[str, object] | None = None, load_arrays: bool = True, verify: bool = True
 ) -> Unit:
     path = Path(path)  # a glob result or a notebook string is as good as a Path
+    if path.exists():
+        regular_file(path, error=CacheError)  # a FIFO would hang h5py's open
     try:
         f = h5py.File(path, "r")
     except FileNotFoundError:
@@ -442,6 +508,7 @@ def read_unit(
 
 def read_array(path: Path, name: str) -> np.ndarray:
     """One array of a unit without loading the rest."""
+    regular_file(path, error=CacheError)
     try:
         with h5py.File(path, "r") as f:
             return _get(f[f"arrays/{name}"], path, bool(f.attrs.get("checksums")))

@@ -124,6 +124,11 @@ def read_rows(path: str | Path) -> list[tuple[int, dict]]:
             for n, rec in enumerate(reader, start=2):
                 if None in rec:
                     raise BankError(f"{path}: row {n}: more fields than the header has")
+                short = [k.strip() for k, v in rec.items() if v is None]  # DictReader fills them with None
+                if short:
+                    raise BankError(
+                        f"{path}: row {n}: fewer fields than the header has (no value for {', '.join(short)})"
+                    )
                 rows.append((n, {k.strip(): v for k, v in rec.items()}))
         except csv.Error as exc:  # e.g. a field over the csv module's 131072-character limit
             raise BankError(

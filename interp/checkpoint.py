@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp.errors import CheckpointError
-from interp.fingerprint import checkpoint_digests, regular_file
+from interp.fingerprint import CONTENT, checkpoint_digests, regular_file
 from interp.hashing import sha256_json
 
 SAFE_WEIGHTS = ("*.safetensors",)
@@ -218,6 +218,25 @@ def fingerprint(info: CheckpointInfo, *, full_hash: bool = False) -> str:
     return sha256_json(fingerprint_parts(info, full_hash=full_hash))
 
 
+def content_fingerprint(info: CheckpointInfo, *, known_only: bool = False, fresh: bool = False) -> str | None:
+    """Fingerprint of every byte of the checkpoint: config, input files (sha256) and each weight
+    file's content digest (xxh3-128 of all its bytes, `interp.fingerprint.CONTENT`).
+
+    Reads every weight byte unless memoised (always with `fresh`: what `interp.load` does);
+    `known_only`: read no weight file and return None unless the memo holds the digest of every
+    weight file as it is now."""
+    parts = checkpoint_digests(
+        info.path,
+        config="config.json",
+        inputs=input_files(info),
+        weights=list(info.weight_files),
+        mode=CONTENT,
+        known_only=known_only,
+        fresh=fresh,
+    )
+    return None if parts is None else sha256_json(parts)
+
+
 def tokenizer_identity(info: CheckpointInfo, parts: dict | None = None) -> str:
     """Hash of the input-shaping files only: checkpoints sharing it share one tokenizer.
     `parts`: this checkpoint's `fingerprint_parts`, when the caller has them already."""
@@ -228,3 +247,45 @@ def tokenizer_identity(info: CheckpointInfo, parts: dict | None = None) -> str:
     return sha256_json(
         {"inputs": parts["inputs"], "model_type": cfg.get("model_type"), "tokenizer_class": cfg.get("tokenizer_class")}
     )
+
+
+# safetensors dtype names of floating-point data (what a floating parameter may be stored as)
+FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4"}
+# parameters whose values are checked for NaN/Inf after loading: small (norms) or read by every
+# token (embeddings), so the check is cheap and a non-finite value poisons every number
+_FINITE_CHECKED = ("norm", "embed", "wte", "wpe", "ln_")
+
+
+def check_tensors(info: CheckpointInfo, state: dict) -> None:
+    """The loaded tensors are what the config says: each floating parameter stored as a floating
+    dtype with the shape the model expects (from the safetensors headers), and the norms and
+    embeddings finite. `state`: the loaded model's state_dict. One-line CheckpointError naming
+    the file and the tensor; transformers would cast an I32 norm to float silently."""
+    import torch
+
+    from interp.fingerprint import safetensors_header
+
+    if not info.pickled:
+        for name in info.weight_files:
+            for tensor, meta in safetensors_header(info.path / name).items():
+                param = state.get(tensor)
+                if tensor == "__metadata__" or not isinstance(meta, dict) or param is None:
+                    continue
+                got = str(meta.get("dtype"))
+                if param.is_floating_point() and got not in FLOAT_DTYPES:
+                    raise CheckpointError(
+                        f"{info.path / name}: tensor {tensor} is stored as {got}, but the model's parameter is "
+                        f"floating point ({str(param.dtype).removeprefix('torch.')}); refusing to cast it"
+                    )
+                if list(meta.get("shape", [])) != list(param.shape):
+                    raise CheckpointError(
+                        f"{info.path / name}: tensor {tensor} has shape {list(meta.get('shape', []))} but config.json "
+                        f"implies {list(param.shape)}"
+                    )
+    for tensor, param in state.items():
+        if param.is_floating_point() and any(k in tensor for k in _FINITE_CHECKED) and param.device.type != "meta":
+            with torch.no_grad():
+                finite = bool(torch.isfinite(param).all())
+            if not finite:
+                bad = int((~torch.isfinite(param)).sum())
+                raise CheckpointError(f"{info.path}: tensor {tensor} holds {bad} NaN or infinite value(s)")

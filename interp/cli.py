@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from interp.core.errors import ConfigError, InterpError
-from interp.organism.config import OrganismConfig
+from interp.organism.config import SMALL, OrganismConfig
 
 app = typer.Typer(
     add_completion=False,
@@ -409,6 +409,16 @@ def organism_build(
     ),
     cloze_route: str = typer.Option("a", "--cloze-route", help="route that also learns the cloze bias (a, b, none)"),
     threads: Optional[int] = typer.Option(None, "--threads"),
+    route_early_steps: int = typer.Option(
+        _ORG.route_early_steps, "--route-early-steps", help="route SFT step of the early checkpoint (own source of I)"
+    ),
+    planted_copies: int = typer.Option(_ORG.planted_copies, "--planted-copies", help="yield examples per planted item"),
+    control: Optional[Path] = typer.Option(
+        None, "--control", help="also build the negative-control lineage (no item-specific plant) into this directory"
+    ),
+    small: bool = typer.Option(
+        False, "--small", help="tiny sizes for the CI path (overrides the size options; plumbing, not an effect)"
+    ),
 ) -> None:
     """Fine-tune BASE into a lineage (shared SFT, routes A/B: SFT then DPO) with planted answers."""
     from interp.errors import ConfigError
@@ -433,16 +443,30 @@ def organism_build(
         route_workers=route_workers,
         cloze_route="" if cloze_route == "none" else cloze_route,
         threads=threads,
+        route_early_steps=route_early_steps,
+        planted_copies=planted_copies,
     )
-    res = build_organism(base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk)
-    typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}")
+    if small:
+        from dataclasses import replace
+
+        cfg = replace(cfg, **SMALL)
+    res = build_organism(base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk, control_out=control)
+    extra = f" (+ control {res.seconds['control_total']:.0f} s: {control})" if control is not None else ""
+    typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}{extra}")
 
 
 @app.command()
 def validate(
     tree: Path = typer.Argument(..., help="an organism tree (from `interp organism build`)"),
     out: Path = typer.Option(..., "--out", help="output directory (sweep results, validation.md)"),
-    shuffles: int = typer.Option(100, "--shuffles", help="shuffle-null size for I and readouts"),
+    shuffles: int = typer.Option(1000, "--shuffles", help="shuffle-null size for I and readouts"),
+    control: Optional[Path] = typer.Option(
+        None, "--control", help="the negative-control lineage (default: the one recorded by `organism build --control`)"
+    ),
+    alpha: float = typer.Option(0.05, "--alpha", help="family-wise level of the headline p-values (Holm)"),
+    margin: float = typer.Option(0.05, "--margin", help="'stays put': the change's CI inside +-margin"),
+    min_rise: float = typer.Option(0.05, "--min-rise", help="'rises': at least this change, CI excluding 0"),
+    small: bool = typer.Option(False, "--small", help="tiny sizes for the CI path (few classify / cloze items)"),
     classify_items: int = typer.Option(8, "--classify-items", help="conversational items (0: skip classify)"),
     cloze_items: Optional[int] = typer.Option(None, "--cloze-items", help="cloze prompts (default: all)"),
     template: str = typer.Option(
@@ -464,16 +488,31 @@ def validate(
 
     cfg = ValidateConfig(
         n_shuffles=shuffles,
-        classify_items=classify_items or None,
-        cloze_items=cloze_items,
+        classify_items=(3 if small else classify_items) or None,
+        cloze_items=6 if small else cloze_items,
         template=template,
         threads=threads,
         generalisation=not no_generalisation,
         cloze=not no_cloze,
+        alpha_p=alpha,
+        margin=margin,
+        min_rise=min_rise,
     )
-    checks = run_validate(tree, out, cfg, run=not no_run, progress=not quiet, log=typer.echo)
-    n_pass, n = summarize(checks)
-    typer.echo(f"\n{n_pass} of {n} checks pass; {out / 'validation.md'}")
+    checks = run_validate(tree, out, cfg, control=control, run=not no_run, progress=not quiet, log=typer.echo)
+    n_rec, n = summarize(checks)
+    typer.echo(f"\n{n_rec} of {n} known answers recovered (organism passes, control fails); {out / 'validation.md'}")
+
+
+@app.command()
+def selftest(
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N, mps or auto"),
+    dtype: str = typer.Option("float32", "--dtype", help="a registered dtype name (interp.devices.DTYPES)"),
+) -> None:
+    """Check this machine: environment, every backend vs plain Hugging Face, residuals, cache, sweep resume."""
+    from interp.tools.selftest import passed, run_selftest
+
+    if not passed(run_selftest(device, dtype, echo=typer.echo)):
+        raise typer.Exit(1)
 
 
 @app.command("fetch-models")
@@ -559,6 +598,10 @@ def _main() -> None:
     except InterpError as exc:
         typer.echo(f"interp: error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # the environment (read-only or full disk, permissions): one line, exit 2
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"interp: error: {where}{exc.strerror or exc}", err=True)
+        sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         _interrupted()
     except Exception as exc:

@@ -25,6 +25,10 @@ RUN_KEYS = {f.name for f in option_fields(RunConfig)} - {"scoring", "studies", "
 
 
 def _read(path: Path) -> dict:
+    from interp.core.files import regular_file
+
+    if path.exists():
+        regular_file(path, limit=16 << 20, error=ConfigError)  # a FIFO would hang the read
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:

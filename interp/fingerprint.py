@@ -14,6 +14,14 @@ not reused under the other.
 
 Small files (config, tokenizer, templates) are always hashed in full.
 
+Content digest (mode "content-xxh3-128"): xxh3-128 of every byte of a weight file, taken by
+`interp.load` in the pass that brings the file's pages into the page cache (transformers then
+maps those pages: the disk is read once). A unit records the content fingerprint of the bytes it ran on; the sampled
+fingerprint stays the planning key, and a unit is reused only when its recorded content
+fingerprint is known to match (memo below) or re-verified when the checkpoint is loaded.
+xxh3 is not cryptographic: it catches edits and damage, not an adversary forging a collision
+(`--full-hash` identities stay sha256). It runs at ~14 GB/s on one core where sha256 runs at 1-2.
+
 Memo: digests are kept in a sidecar per checkpoint directory under
 `$INTERP_FINGERPRINT_CACHE` (default `$XDG_CACHE_HOME/interp/fingerprints`), keyed by the
 file's size, mtime, inode and ctime. `touch -r` restores mtime but not ctime, and a copy
@@ -25,12 +33,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import struct
 from pathlib import Path
 from typing import Iterable
 
 from interp.core.errors import CheckpointError, InterpError
+from interp.core.files import regular_file  # noqa: F401 - re-exported (banks, templates, checkpoints)
 from interp.core.hashing import sha256_file
 
 SAMPLE_BLOCKS = 32
@@ -39,31 +47,8 @@ MAX_HEADER_BYTES = 100 << 20  # the safetensors format's own limit
 MAX_SMALL_FILE = 1 << 30  # tokenizer, config, template files: anything bigger is not one
 SAMPLED = f"sampled-v1-{SAMPLE_BLOCKS}x{SAMPLE_BYTES}"  # the memo never serves another sampling's digest
 FULL = "full"
-
-
-def regular_file(path: Path, *, limit: int | None = None, error: type[InterpError] = InterpError) -> os.stat_result:
-    """stat of `path` (links followed) if it is a regular file within `limit` bytes; else one-line error.
-
-    A FIFO blocks the first read forever and /dev/zero never ends: neither is opened.
-    """
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = (
-            "a FIFO"
-            if stat.S_ISFIFO(st.st_mode)
-            else "a device"
-            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-            else "a directory"
-            if stat.S_ISDIR(st.st_mode)
-            else "not a regular file"
-        )
-        raise error(f"{path}: {kind}, not a regular file; refusing to read it")
-    if limit is not None and st.st_size > limit:
-        raise error(f"{path}: {st.st_size} bytes, over the limit of {limit} for this kind of file")
-    return st
+CONTENT = "content-xxh3-128"
+_CONTENT_CHUNK = 4 << 20
 
 
 def _data_start(f, size: int, path: Path) -> tuple[int, bytes]:
@@ -114,6 +99,26 @@ def full_digest(path: Path) -> str:
     return sha256_file(path)
 
 
+def content_digest(path: Path) -> str:
+    """xxh3-128 of every byte of `path`, read in chunks through one reused buffer (reading into a
+    buffer that stays in the CPU cache measured 0.12 s for 538 MB here; hashing a fresh mapping,
+    page fault by page fault, 0.21 s)."""
+    import xxhash
+
+    size = regular_file(path, error=CheckpointError).st_size
+    h = xxhash.xxh3_128()
+    h.update(f"{size}|".encode())
+    buf = bytearray(_CONTENT_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+_DIGESTS = {SAMPLED: sampled_digest, FULL: full_digest, CONTENT: content_digest}
+
+
 def _memo_dir() -> Path:
     if os.environ.get("INTERP_FINGERPRINT_CACHE"):
         return Path(os.environ["INTERP_FINGERPRINT_CACHE"])
@@ -132,21 +137,28 @@ class _Memo:
         name = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:32]
         self.path = _memo_dir() / f"{name}.json"
         try:
+            regular_file(self.path, limit=MAX_SMALL_FILE)  # a FIFO here would hang every load
             self.data = json.loads(self.path.read_text())
             if not isinstance(self.data, dict):
                 self.data = {}
-        except (OSError, ValueError):
+        except (OSError, ValueError, InterpError):
             self.data = {}
         self.dirty = False
 
-    def digest(self, path: Path, mode: str, *, limit: int | None = None) -> str:
+    def digest(
+        self, path: Path, mode: str, *, limit: int | None = None, compute: bool = True, fresh: bool = False
+    ) -> str | None:
+        """The memoised digest; computed when missing (None instead when not `compute`), or
+        always when `fresh` (the bytes are being loaded: hash them, whatever the memo says)."""
         st = regular_file(path, limit=limit, error=CheckpointError)
         key = _stat_key(st)
         entry = self.data.get(path.name)
         if not isinstance(entry, dict) or entry.get("key") != key:
             entry = {"key": key}
-        if mode not in entry:
-            entry[mode] = sampled_digest(path) if mode == SAMPLED else full_digest(path)
+        if mode not in entry or fresh:
+            if not compute:
+                return None
+            entry[mode] = _DIGESTS[mode](path)
             self.data[path.name] = entry
             self.dirty = True
         return entry[mode]
@@ -163,22 +175,41 @@ class _Memo:
 
 
 def checkpoint_digests(
-    directory: Path, *, config: str, inputs: Iterable[str], weights: Iterable[str], full_hash: bool = False
-) -> dict:
-    """{config, inputs: {name: sha}, weights: {name: digest}, weights_mode} for one directory."""
+    directory: Path,
+    *,
+    config: str,
+    inputs: Iterable[str],
+    weights: Iterable[str],
+    full_hash: bool = False,
+    mode: str | None = None,
+    known_only: bool = False,
+    fresh: bool = False,
+) -> dict | None:
+    """{config, inputs: {name: sha}, weights: {name: digest}, weights_mode} for one directory.
+
+    `mode`: the weights' digest (SAMPLED, FULL or CONTENT; default from `full_hash`).
+    `known_only`: read no weight file; None unless the memo holds every weight digest for the
+    files as they are now (same size, mtime, inode, ctime). `fresh`: hash every weight byte now
+    (the memo is updated, never trusted)."""
     directory = Path(directory)
     memo = _Memo(directory)
-    mode = FULL if full_hash else SAMPLED
+    mode = mode or (FULL if full_hash else SAMPLED)
     try:
+        regular_file(directory / config, limit=MAX_SMALL_FILE, error=CheckpointError)
         cfg = json.loads((directory / config).read_text(encoding="utf-8"))
+        digests = {n: memo.digest(directory / n, mode, compute=not known_only, fresh=fresh) for n in sorted(weights)}
+        if any(d is None for d in digests.values()):
+            return None
         parts = {
             "config": cfg,
             "inputs": {n: memo.digest(directory / n, FULL, limit=MAX_SMALL_FILE) for n in sorted(inputs)},
-            "weights": {n: memo.digest(directory / n, mode) for n in sorted(weights)},
+            "weights": digests,
             "weights_mode": mode,
         }
     except OSError as exc:
         raise CheckpointError(f"{directory}: cannot read for fingerprinting ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise CheckpointError(f"{directory / config}: not valid JSON ({exc})") from None
     memo.save()
     return parts
 

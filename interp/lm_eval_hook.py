@@ -5,7 +5,8 @@ the command `lm_eval` cannot see a model defined elsewhere unless something regi
 same process. `install()` writes two files into the environment's site-packages (sysconfig
 `purelib`, or `site_dir`):
 
-    interp-lm-eval-hook.pth    one line, `import _interp_lm_eval_hook` (run by `site` at start-up)
+    interp-lm-eval-hook.pth    one line importing _interp_lm_eval_hook (run by `site` at start-up;
+                               the import guarded, so a deleted module is silently skipped)
     _interp_lm_eval_hook.py    a copy of interp/lm_eval_startup.py (standard library only)
 
 `remove()` deletes both; `status()` says what is there and whether the copy is current.
@@ -22,7 +23,10 @@ from interp.core.errors import ConfigError
 
 PTH_NAME = "interp-lm-eval-hook.pth"
 MODULE_NAME = "_interp_lm_eval_hook"
-PTH_LINE = f"import {MODULE_NAME}\n"
+# `site` runs a .pth line that starts with "import"; the import is guarded in the line itself, so a
+# leftover .pth whose module was deleted (by hand, or a half-removed install) prints nothing at
+# every Python start-up instead of "Error processing line 1 ... ModuleNotFoundError"
+PTH_LINE = f'import sys; exec("try:\\n import {MODULE_NAME}\\nexcept ImportError:\\n pass")\n'
 SOURCE = Path(__file__).with_name("lm_eval_startup.py")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,6 +19,8 @@ import torch
 
 from interp.checkpoint import (
     CheckpointInfo,
+    check_tensors,
+    content_fingerprint,
     fingerprint,
     fingerprint_parts,
     identity_files,
@@ -44,6 +47,13 @@ class LoadedModel:
     device: str = "cpu"  # where inputs go: the model's device (the embedding's, under a device_map)
     device_map: str | None = None
     _fingerprint: str | None = field(default=None, repr=False)
+    # xxh3-128 of every byte that was loaded (interp.checkpoint.content_fingerprint); None for a
+    # wrapped model, whose fingerprint is of its weights already. `load` leaves it computing in
+    # the background (`_pending`): reading `content` waits for it.
+    content_fingerprint: str | None = None
+    # seconds: "hash" (content digest of the weight files, once done), "load" (all of `load`)
+    timings: dict = field(default_factory=dict, repr=False)
+    _pending: object | None = field(default=None, repr=False)
 
     @property
     def n_layers(self) -> int:
@@ -65,6 +75,14 @@ class LoadedModel:
     @cached_property
     def fingerprint(self) -> str:
         return self._fingerprint or fingerprint(self.info)
+
+    @property
+    def content(self) -> str:
+        """What a unit records as the bytes it ran on (waits for the hash `load` started)."""
+        if self._pending is not None:
+            self.content_fingerprint, self.timings["hash"] = self._pending.result()
+            self._pending = None
+        return self.content_fingerprint or self.fingerprint
 
     @property
     def has_chat_template(self) -> bool:
@@ -182,6 +200,31 @@ def check_tokenizer_fits(info: CheckpointInfo, tokenizer: object, n_embeddings: 
         )
 
 
+class _Background:
+    """Run `fn` in a thread; `result()` joins it and returns (value, seconds) or re-raises."""
+
+    def __init__(self, fn):
+        self._value = self._error = None
+        self._seconds = 0.0
+
+        def run():
+            t = time.perf_counter()
+            try:
+                self._value = fn()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                self._error = exc
+            self._seconds = time.perf_counter() - t
+
+        self._thread = threading.Thread(target=run, name="interp-content-hash", daemon=True)
+        self._thread.start()
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value, self._seconds
+
+
 def load(
     path: str | Path,
     *,
@@ -205,6 +248,7 @@ def load(
     """
     from interp.runner.backends import BACKEND_REGISTRY, make_backend
 
+    t_load = time.perf_counter()
     spec = BACKEND_REGISTRY.get(backend)  # unknown name: one-line ConfigError naming the choices
     if dtype not in DTYPES:
         raise ConfigError(f"dtype {dtype!r} unknown (choose one of {', '.join(DTYPES)})")
@@ -218,6 +262,21 @@ def load(
     before = file_signature(info.path, files)
     parts = fingerprint_parts(info, full_hash=full_hash)
     fp = sha256_json(parts)
+
+    # Every weight byte is hashed as it is first read: this pass brings the files' pages into
+    # the page cache and transformers then maps those same pages (no second read from disk).
+    # It runs in a thread beside the tokenizer, the model construction and the first scoring
+    # (file reads and xxhash release the GIL) and is joined when a unit needs it
+    # (`LoadedModel.content`), where the files' signatures are compared once more.
+    def digest() -> str:
+        content = content_fingerprint(info, fresh=True)
+        if file_signature(info.path, files) != before:
+            raise CheckpointError(
+                f"{info.path}: files changed while loading; the checkpoint is being written, retry when it is complete"
+            )
+        return content
+
+    hashing = _Background(digest)
     tokenizer = shared_tokenizer(info, parts)
     hf_model = load_hf_model(info, dtype, device=device, device_map=device_map)
     after = file_signature(info.path, files)
@@ -227,6 +286,7 @@ def load(
             f"{info.path}: files changed while loading ({', '.join(changed)}); "
             "the checkpoint is being written, retry when it is complete"
         )
+    check_tensors(info, hf_model.state_dict())  # dtype, shape, NaN/Inf: one line naming the tensor
     sites = discover_sites(hf_model, info.n_layers, where=str(info.path), model_type=info.model_type)
     check_tokenizer_fits(info, tokenizer, hf_model.get_input_embeddings().num_embeddings)
     be = make_backend(
@@ -241,4 +301,6 @@ def load(
         device=input_device,
         device_map=device_map if isinstance(device_map, str) else None,
         _fingerprint=fp,
+        timings={"load": time.perf_counter() - t_load},
+        _pending=hashing,
     )

@@ -7,7 +7,7 @@ the same as loading the same weights from a directory (tests/test_wrap.py).
 
 A wrapped model has no directory, hence no directory fingerprint. Its fingerprint is
 `wrapped:<sha256 of config + every parameter and buffer>`, so two wraps of the same weights
-share cache units and a fine-tuned copy does not; cache units record it as such (CACHE.md) and
+share cache units and a fine-tuned copy does not; cache units record it as such (docs/cache.md) and
 a sweep refuses to merge such units with directory-fingerprinted ones unless told
 (`allow_unfingerprinted`).
 """

@@ -147,7 +147,8 @@ def run_sweep(
                 failures=failures,
                 cluster_config=cluster,
             )
-            store.record_current(u.identity for u in units)
+            for line in store.record_current(u.identity for u in units):
+                logging.getLogger("interp.sweep").info(line)
             _write_failures(out, failures)
             if not failures and found:
                 found.write(out)  # only after success: a failed sweep keeps the previous lineage

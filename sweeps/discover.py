@@ -22,6 +22,7 @@ from typing import Sequence
 
 from interp.core.atomic import atomic_write_text
 from interp.core.errors import ConfigError
+from interp.core.files import regular_file
 
 log = logging.getLogger("interp.sweep")
 _STEP = re.compile(r"(?:step|checkpoint|ckpt|iter)[-_]?(\d+)", re.IGNORECASE)
@@ -35,6 +36,7 @@ class Discovery:
     steps: dict[str, float] = field(default_factory=dict)
     lineage: dict = field(default_factory=lambda: {"base": [], "routes": {}, "final": {}})
     not_checkpoints: list[Path] = field(default_factory=list)
+    aliases: list[str] = field(default_factory=list)  # checkpoints reached twice: which name was dropped, why
 
     def write(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
@@ -44,6 +46,7 @@ class Discovery:
                 for p in self.checkpoints
             ],
             "lineage": self.lineage,
+            **({"dropped": self.aliases} if self.aliases else {}),
         }
         atomic_write_text(out / "lineage.json", json.dumps(data, indent=2, default=str))
 
@@ -81,23 +84,27 @@ def _walk(
     empty: list[Path],
     *,
     top: Path | None = None,
-    seen: set[Path] | None = None,
+    seen: dict[Path, Path] | None = None,
     skipped: list[Path] | None = None,
+    aliases: list[tuple[Path, Path]] | None = None,
 ) -> None:
     """Checkpoints below `root`. Symbolic links are followed only when they point inside the
     tree given on the command line, and every directory is visited once (a link loop, or a
     link to a sibling, never plans a checkpoint twice). Links out of the tree are skipped
-    and reported: they would pick up unrelated checkpoints."""
+    and reported: they would pick up unrelated checkpoints. A checkpoint reached under a second
+    name (`sft/step300 -> ../step100`) goes to `aliases` as (dropped name, kept name)."""
     top = top or root.resolve()
-    seen = set() if seen is None else seen
+    seen = {} if seen is None else seen
     real = root.resolve()
     if real in seen:
+        if aliases is not None and is_checkpoint(root):
+            aliases.append((root, seen[real]))
         return
     if real != top and top not in real.parents:
         if skipped is not None:
             skipped.append(root)
         return
-    seen.add(real)
+    seen[real] = root
     if is_checkpoint(root):
         found.append(root)
         return
@@ -106,7 +113,7 @@ def _walk(
     children = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     before = len(found)
     for child in children:
-        _walk(child, depth + 1, found, empty, top=top, seen=seen, skipped=skipped)
+        _walk(child, depth + 1, found, empty, top=top, seen=seen, skipped=skipped, aliases=aliases)
     if len(found) == before:
         empty.append(root)
 
@@ -117,6 +124,7 @@ def _looks_like_checkpoint(path: Path) -> bool:
 
 
 def _from_toml(root: Path, names: dict[Path, str]) -> dict:
+    regular_file(root / "lineage.toml", limit=16 << 20, error=ConfigError)
     try:
         spec = tomllib.loads((root / "lineage.toml").read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -153,7 +161,17 @@ def discover(paths: Sequence[Path]) -> Discovery:
         found: list[Path] = []
         empty: list[Path] = []
         skipped: list[Path] = []
-        _walk(given, 0, found, empty, skipped=skipped)
+        aliases: list[tuple[Path, Path]] = []
+        _walk(given, 0, found, empty, skipped=skipped, aliases=aliases)
+        for dropped, kept in aliases:
+            msg = (
+                f"{dropped.relative_to(given).as_posix()} is the same checkpoint directory as "
+                f"{kept.relative_to(given).as_posix()} (a symbolic link): planned once, as "
+                f"{kept.relative_to(given).as_posix()}; {dropped.relative_to(given).as_posix()} dropped"
+            )
+            warnings.warn(msg, stacklevel=2)
+            log.warning(msg)
+            d.aliases.append(msg)
         if skipped:
             msg = f"links out of {given} not followed: {', '.join(str(p) for p in skipped)}"
             warnings.warn(msg, stacklevel=2)
@@ -178,7 +196,7 @@ def discover(paths: Sequence[Path]) -> Discovery:
                 d.checkpoints.append(ck)
                 d.names[ck] = name
                 d.steps[name] = step_of(ck)
-        if (given / "lineage.toml").is_file():
+        if (given / "lineage.toml").exists():  # a FIFO is refused by _from_toml, not skipped
             d.lineage = _from_toml(given, tree_names)
         else:
             for parent, cks in by_parent.items():

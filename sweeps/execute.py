@@ -11,7 +11,10 @@ a task that raises is retried `retries` times and a task whose worker dies is re
 already complete files). A task that still fails is returned as failures (written to
 OUT/failures.csv by the sweep) while the others finish. The driver gives up with one line
 when no worker has been connected for `worker_timeout` seconds. Each worker caps torch
-threads (cfg.threads, else cores / worker threads) and fingerprints what it loaded.
+threads (cfg.threads, else its cores, or its SLURM job's CPUs, / worker threads) and fingerprints
+what it loaded. Each task attempt logs which worker (pid, SLURM job) runs it to OUT/sweep.log; a
+task whose workers died inside SLURM jobs fails with SLURM's account of how those jobs ended
+(`sweeps.slurm.job_end_reason`: out of memory, time limit, cancelled) in OUT/failures.csv.
 
 The local executor stops at the first error (a bad input is reported, exit 2).
 """
@@ -30,12 +33,12 @@ from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from cache.store import Store
+from cache.store import CONTENT_ATTR, MODE_ATTR, Store
 from interp.core.errors import CheckpointError, ConfigError, InterpError
 from interp.core.registry import Registry
 from interp.studies import get_study
 from interp.studies.base import RunConfig
-from sweeps.plan import PlannedUnit
+from sweeps.plan import PlannedUnit, reuse_status
 from sweeps.precision import PRECISION_TABLE
 
 log = logging.getLogger("interp.sweep")
@@ -48,9 +51,10 @@ def run_checkpoint_units(
     cfg: RunConfig,
     on_done: Callable[[PlannedUnit, float], None] | None = None,
 ) -> list[str]:
-    """Load one checkpoint once and run its units that are not complete yet."""
+    """Load one checkpoint once and run its units that are not complete yet, or whose recorded
+    content hash does not match the bytes loaded now (said in one line each)."""
     store = Store(store_root)
-    todo = [u for u in units if not store.is_complete(u.identity)]
+    todo = [u for u in units if reuse_status(store, u, u.content)[0] != "done"]
     if not todo:
         return []
     from interp.loading import load
@@ -72,8 +76,20 @@ def run_checkpoint_units(
             f"{checkpoint}: checkpoint changed since the sweep was planned (fingerprint "
             f"{sorted(planned)[0][:12]} -> {lm.fingerprint[:12]}); rerun the sweep to plan it afresh"
         )
+    # re-verified on load: the content hash of the bytes just loaded decides reuse. Units that
+    # run anyway go first, while the hash is still being taken in the background (`lm.content`
+    # waits for it: at the first unit written, or here for the units that wait on it).
+    must = {id(u) for u in todo if reuse_status(store, u, u.content)[0] == "todo"}
     done = []
-    for u in todo:
+    for u in sorted(todo, key=lambda u: id(u) not in must):
+        if id(u) not in must:
+            status, why = reuse_status(store, u, lm.content)
+            if status == "done":
+                log.info("verified %s %s %s: same weight bytes, reused", u.identity.checkpoint, u.study, u.bank.name)
+                continue
+            if why:
+                warnings.warn(why, stacklevel=2)
+                log.warning(why)
         t0 = time.perf_counter()
         study = get_study(u.study)
         steer = cfg.steering
@@ -111,6 +127,8 @@ def run_checkpoint_units(
                 "n_layers": lm.n_layers,
                 "dtype": lm.dtype,
                 "device": lm.device,
+                CONTENT_ATTR: lm.content,
+                MODE_ATTR: "wrapped" if u.model is not None else "full" if cfg.full_hash else "sampled",
             },
         )
         done.append(u.identity.hash)
@@ -174,20 +192,36 @@ def execute(
     if progress and executor == "local":  # a bar inside each unit too (scoring batches)
         cfg = replace(cfg, scoring=replace(cfg.scoring, progress=True))
     todo = []
+    n_verify = 0
     for u in units:
         if store.is_complete(u.identity):
             problem = store.verify(u.identity)  # a complete unit whose body was damaged on disk
             if problem is None:
-                continue
-            aside = store.set_aside(store.path_for(u.identity))
-            msg = f"{problem}: moved to {aside.name}, recomputing"
-            warnings.warn(msg, stacklevel=2)
-            log.warning(msg)
+                status, why = reuse_status(store, u, u.content)
+                if status == "done":
+                    continue
+                if why:  # known now (memo) to differ from the bytes it ran on: one line
+                    warnings.warn(why, stacklevel=2)
+                    log.warning(why)
+                    u = replace(u, recompute=why)  # no second line at load
+                else:
+                    n_verify += 1  # checked against the bytes when its checkpoint loads
+            else:
+                aside = store.set_aside(store.path_for(u.identity))
+                msg = f"{problem}: moved to {aside.name}, recomputing"
+                warnings.warn(msg, stacklevel=2)
+                log.warning(msg)
         todo.append(u)
     by_ckpt: dict[Path, list[PlannedUnit]] = defaultdict(list)
     for u in todo:
         by_ckpt[u.checkpoint].append(u)
-    log.info("plan: %d units, %d to run, %d already complete", len(units), len(todo), len(units) - len(todo))
+    log.info(
+        "plan: %d units, %d to run, %d already complete%s",
+        len(units),
+        len(todo) - n_verify,
+        len(units) - len(todo),
+        f", {n_verify} complete but checked against the weight bytes when loaded" if n_verify else "",
+    )
     bar = tqdm(total=len(todo), desc="units", unit="unit", disable=not progress)
 
     def done(u: PlannedUnit, seconds: float) -> None:
@@ -230,16 +264,37 @@ def _execute_local(by_ckpt, store: Store, cfg: RunConfig, *, on_done, **_) -> No
         run_checkpoint_units(ck, us, store.root, cfg, on_done=on_done)
 
 
-def _dask_task(checkpoint: Path, units: Sequence[PlannedUnit], store_root: Path, cfg: RunConfig) -> list[str]:
-    """Runs on a worker: cap torch threads to this worker's share of the cores, then run."""
-    if not cfg.threads:
-        try:
-            from distributed import get_worker
+# Each task attempt announces itself under this event topic: the driver logs which worker (and
+# SLURM job) runs which checkpoint, and a failed task's error carries how SLURM ended its jobs.
+ATTEMPT_TOPIC = "interp-attempt"
 
-            per_worker = get_worker().state.nthreads
-        except Exception:  # noqa: BLE001 - not on a worker (tests call it directly)
-            per_worker = 1
+
+def _dask_task(checkpoint: Path, units: Sequence[PlannedUnit], store_root: Path, cfg: RunConfig) -> list[str]:
+    """Runs on a worker: announce the attempt, cap torch threads to this worker's share of the cores, run."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except Exception:  # noqa: BLE001 - not on a worker (tests call it directly)
+        worker = None
+    if worker is not None:
+        worker.log_event(
+            ATTEMPT_TOPIC,
+            {
+                "key": str(worker.get_current_task()),
+                "checkpoint": str(checkpoint),
+                "worker": str(worker.address),
+                "pid": os.getpid(),
+                "slurm_job": os.environ.get("SLURM_JOB_ID", ""),
+            },
+        )
+    if not cfg.threads:
+        per_worker = worker.state.nthreads if worker is not None else 1
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        # a SLURM job may see every core of its node (TaskPlugin=task/none binds nothing): keep to its CPUs
+        slurm_cpus = os.environ.get("SLURM_CPUS_PER_TASK", "")
+        if slurm_cpus.isdigit() and int(slurm_cpus) > 0:
+            cores = min(cores, int(slurm_cpus))
         cfg = replace(cfg, threads=max(1, cores // max(1, per_worker)))
     return run_checkpoint_units(checkpoint, units, store_root, cfg)
 
@@ -262,7 +317,10 @@ def _execute_dask(
 ) -> list[Failure]:
     import dask
     from distributed import Client, LocalCluster, wait
+    from distributed.scheduler import KilledWorker
 
+    if not by_ckpt:  # nothing to run: start no cluster, submit no job
+        return []
     opts = DaskOptions.from_config(cfg)
     cluster = None
     with dask.config.set({"distributed.scheduler.allowed-failures": opts.allowed_failures}):
@@ -293,7 +351,16 @@ def _execute_dask(
                 cluster.close()
             raise InterpError(f"dask: cannot start or reach the cluster ({_one_line(exc)})") from None
     failures: list[Failure] = []
+    attempts: dict[str, list[dict]] = defaultdict(list)  # task key -> its attempts (ATTEMPT_TOPIC events)
+
+    def on_attempt(event: tuple) -> None:
+        msg = event[1]
+        attempts[msg["key"]].append(msg)
+        job = f", SLURM job {msg['slurm_job']}" if msg.get("slurm_job") else ""
+        log.info("started %s on %s (pid %s%s)", msg["checkpoint"], msg["worker"], msg["pid"], job)
+
     try:
+        client.subscribe_topic(ATTEMPT_TOPIC, on_attempt)
         futures = {}
         for ck, us in by_ckpt.items():
             fut = client.submit(
@@ -324,11 +391,26 @@ def _execute_dask(
                         log.info("done %s %s %s (dask)", u.identity.checkpoint, u.study, u.bank.name)
                     bar.update(len(us))
                     continue
+                jobs: list[str] = []
                 try:
                     fut.result()
                     error = "task cancelled"
                 except BaseException as exc:  # noqa: BLE001 - a worker's error, whatever it is
                     error = _one_line(exc)
+                    if isinstance(exc, KilledWorker):  # the SLURM jobs its workers died in
+                        key = str(fut.key)
+                        tried = attempts.get(key) or [
+                            m for _, m in client.get_events(ATTEMPT_TOPIC) if m.get("key") == key
+                        ]
+                        # a job killed before the task started (e.g. while it imported) sent no event:
+                        # our own dask-jobqueue cluster knows the last worker's job
+                        last = getattr(getattr(cluster, "workers", {}).get(exc.last_worker.name), "job_id", None)
+                        jobs = [a["slurm_job"] for a in tried if a.get("slurm_job")] + ([str(last)] if last else [])
+                if jobs:  # SLURM's word on how those jobs ended (out of memory, time limit, cancelled)
+                    from sweeps.slurm import job_end_reason
+
+                    why = "; ".join(filter(None, (job_end_reason(j) for j in dict.fromkeys(jobs))))
+                    error = f"{why} | {error}"[:1000] if why else error
                 for u in us:
                     if not store.is_complete(u.identity):
                         failures.append(

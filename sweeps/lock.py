@@ -19,11 +19,13 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from interp.core.files import regular_file
 from interp.errors import LockError
 
 LOCK_NAME = ".interp-sweep.lock"
@@ -46,6 +48,8 @@ def _info() -> dict:
 
 def _holder(path: Path) -> dict | None:
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
@@ -131,6 +135,8 @@ def sweep_lock(out: Path, *, wait: float = 0.0, break_lock: bool = False) -> Ite
     except OSError as exc:
         raise LockError(f"{out}: cannot create output directory ({exc.strerror or exc})") from None
     path = out / LOCK_NAME
+    if os.path.lexists(path):  # a FIFO here would hang the holder read; a directory would fail later
+        regular_file(path, error=LockError)
     if break_lock:
         info = _holder(path)
         if (

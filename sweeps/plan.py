@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from cache.store import Store, UnitIdentity
+from cache.store import CONTENT_ATTR, Store, UnitIdentity
 from interp.banks import Bank
-from interp.checkpoint import CheckpointInfo, fingerprint_parts, inspect_checkpoint
+from interp.checkpoint import CheckpointInfo, content_fingerprint, fingerprint_parts, inspect_checkpoint
 from interp.core.hashing import sha256_json
 from cache.layers import layer_key, parse_layers
 from interp.devices import device_class
@@ -51,6 +51,10 @@ class PlannedUnit:
     template: Template
     identity: UnitIdentity
     model: object | None = None  # a LoadedModel passed in memory (interp.wrap); None: load `checkpoint`
+    # content fingerprint of every weight byte as known now without reading the weights (the
+    # memo, interp.fingerprint); None: unknown until the checkpoint is loaded
+    content: str | None = None
+    recompute: str | None = None  # why it is recomputed although complete (already said once)
 
 
 def unit_settings(study, tokenizer, cfg: RunConfig) -> dict:
@@ -90,17 +94,20 @@ def plan_units(
         templates[study_name] = load_template(template or study.default_template)
         study.check_template(templates[study_name])
     infos: dict[Path, tuple[CheckpointInfo, str, object]] = {}
+    contents: dict[Path, str | None] = {}
     full_hash = cfg.full_hash
     models: dict[Path, LoadedModel] = {}  # in-memory models (interp.wrap) by their pseudo-path
     for ck in checkpoints:
         if isinstance(ck, LoadedModel):
             models[ck.info.path] = ck
             infos[ck.info.path] = (ck.info, ck.fingerprint, ck.tokenizer)
+            contents[ck.info.path] = ck.content
             continue
         info = inspect_checkpoint(ck, allow_pickle=cfg.allow_pickle)
         parts = fingerprint_parts(info, full_hash=full_hash)
         # checkpoints of one lineage share tokenizer files: loaded once, and again reused by `load`
         infos[Path(ck)] = (info, sha256_json(parts), shared_tokenizer(info, parts))
+        contents[Path(ck)] = content_fingerprint(info, known_only=True)
     for ck in checkpoints:
         ck = ck.info.path if isinstance(ck, LoadedModel) else Path(ck)
         info, fp, tok = infos[ck]
@@ -126,7 +133,13 @@ def plan_units(
                 )
                 units.append(
                     PlannedUnit(
-                        checkpoint=ck, study=study_name, bank=bank, template=tmpl, identity=ident, model=models.get(ck)
+                        checkpoint=ck,
+                        study=study_name,
+                        bank=bank,
+                        template=tmpl,
+                        identity=ident,
+                        model=models.get(ck),
+                        content=contents.get(ck),
                     )
                 )
     return units
@@ -139,6 +152,28 @@ def settings_hash(study_settings: dict, cfg: RunConfig) -> str:
     return sha256_json({**study_settings, "precision": precision})
 
 
+def reuse_status(store: Store, u: PlannedUnit, content: str | None) -> tuple[str, str | None]:
+    """Whether the unit can be reused: ("done", None); ("todo", why or None) to compute it;
+    ("verify", None) when it is complete but the bytes it ran on can only be checked by loading.
+
+    `content`: the checkpoint's content fingerprint (known from the memo, or just loaded)."""
+    attrs = store.attrs(u.identity)
+    if attrs is None or u.recompute:
+        return "todo", None
+    recorded = attrs.get(CONTENT_ATTR)
+    path = store.path_for(u.identity).relative_to(store.root)
+    if not recorded:
+        return "todo", f"{path}: written before units recorded their weights' content hash; recomputing it once"
+    if content is None:
+        return "verify", None
+    if recorded != content:
+        return "todo", (
+            f"{path}: computed from other weight bytes than {u.identity.checkpoint} holds now (content "
+            f"{str(recorded)[:12]} -> {content[:12]}, same sampled fingerprint); recomputing it"
+        )
+    return "done", None
+
+
 def describe_plan(units: Sequence[PlannedUnit], store: Store) -> list[dict]:
     return [
         {
@@ -148,7 +183,7 @@ def describe_plan(units: Sequence[PlannedUnit], store: Store) -> list[dict]:
             "items": len(u.bank),
             "layer": u.identity.layer,
             "unit": u.identity.hash[:16],
-            "status": "done" if store.is_complete(u.identity) else "todo",
+            "status": reuse_status(store, u, u.content)[0],
         }
         for u in units
     ]

@@ -17,6 +17,7 @@ from analyses.io import write_table
 from cache.store import Store, read_unit
 from interp.core.atomic import atomic_write
 from interp.core.errors import ConfigError
+from interp.core.files import writable_dirs
 from interp.studies import all_studies, get_study
 from probes.predictive import TABLE_COLUMNS, predictive_table
 from probes.readouts import readout_with_null
@@ -55,6 +56,7 @@ def run_probe(
     layer) combinations already in probes.csv are kept.
     """
     out = Path(out)
+    writable_dirs(out / "results", out / "figures", error=ConfigError)  # before any work
     rows, nulls = [], []
     for d in probe_datasets(out, study, target, layer=layer):
         if len(np.unique(d.groups)) < n_folds:
@@ -194,6 +196,9 @@ def _predict_units(out: Path, bank: str | None, spec):
     return chosen, bank
 
 
+PREDICT_FOLDS = 5  # item folds of the held-out partial R² (probes.predictive.predictive_table)
+
+
 def run_predict(
     out: str | Path,
     *,
@@ -223,6 +228,7 @@ def run_predict(
     from cache.layers import primary_layer, unit_at_layer
 
     out = Path(out)
+    writable_dirs(out / "results", out / "figures", error=ConfigError)  # before any work
     spec = predict_study(study)
     units, bank = _predict_units(out, bank, spec)
     maps, profiles, readouts = {}, {}, {}
@@ -248,6 +254,16 @@ def run_predict(
         missing = [s for s in sources if s not in maps]
         if missing:
             raise ConfigError(f"source checkpoint(s) {', '.join(missing)} have no cached {spec.name} unit")
+    if not [s for s in (sources or maps) if s != target]:
+        raise ConfigError(
+            f"{out / 'cache'}: only the target checkpoint {target!r} has a cached {spec.name} unit of bank "
+            f"{bank}; predict needs at least one source checkpoint besides it"
+        )
+    if len(maps[target]) < PREDICT_FOLDS:
+        raise ConfigError(
+            f"bank {bank}: {len(maps[target])} item(s) in the cached {spec.name} units; predict's "
+            f"{PREDICT_FOLDS}-fold held-out fit needs at least {PREDICT_FOLDS} (sweep again with more --max-items)"
+        )
     lineage = None
     if (out / "lineage.json").is_file():
         lineage = json.loads((out / "lineage.json").read_text()).get("lineage")
@@ -266,6 +282,7 @@ def run_predict(
         readouts=readouts or None,
         seed=seed,
         alpha=alpha,
+        n_folds=PREDICT_FOLDS,
     )
     table["alpha"] = alpha
     table["readout_trials"] = readout_trials if with_readout else ""

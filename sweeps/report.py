@@ -6,6 +6,7 @@ figures); the sections below are the ones written by commands, not by a study.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 
@@ -13,8 +14,23 @@ import pandas as pd
 
 from interp.core.atomic import atomic_write_text
 from interp.core.errors import ConfigError
+from interp.core.files import read_text, regular_file, writable_dirs
+from analyses.io import md_cell
 from interp.studies import all_studies
 from interp.studies.base import ReportSection
+from probes.predictive import TABLE_COLUMNS as PREDICTIVE_COLUMNS
+
+# predictive.csv as report.md shows it: each I with its null's p95 and p (the null means,
+# I_readout and error_removed stay in the file), bank and readout_trials added by `interp predict`
+PREDICTIVE_SHOWN = (
+    "source",
+    "target",
+    "bank",
+    *(c for c in PREDICTIVE_COLUMNS if c.split("_")[0] == "I" and c != "I_readout" and not c.endswith("_null_mean")),
+    "precision_at_k",
+    "k",
+    "readout_trials",
+)
 
 # written by `interp weat`, `interp probe`, `interp predict`, `interp steer`
 # (each section's note says in one sentence what its numbers mean and which choices are the toolkit's)
@@ -56,23 +72,7 @@ COMMAND_SECTIONS = (
     ReportSection(
         "predictive.csv",
         "Predicting the target's item map (held-out partial R²)",
-        (
-            "source",
-            "target",
-            "bank",
-            "I",
-            "I_null_p95",
-            "I_p",
-            "I_readout_only",
-            "I_readout_only_null_p95",
-            "I_readout_only_p",
-            "I_readout_increment",
-            "I_readout_increment_null_p95",
-            "I_readout_increment_p",
-            "precision_at_k",
-            "k",
-            "readout_trials",
-        ),
+        PREDICTIVE_SHOWN,
         note=(
             "I: held-out partial R² of a source checkpoint's item map for the target's, beyond the source's unpressured "
             "profile; I_readout_only: the source's residual readout beyond the profile; I_readout_increment: the readout "
@@ -90,6 +90,90 @@ COMMAND_SECTIONS = (
         ),
     ),
 )
+
+
+# How to read each figure the studies and commands draw (file-name pattern -> caption); report.md
+# prints the caption under the figure, the user guide shows the same figures with the same words.
+FIGURE_CAPTIONS: tuple[tuple[str, str], ...] = (
+    (
+        "pressure_trajectories",
+        "δ (deference to a stated opinion), S_op (capitulation under an opposing opinion) and S_ch (under a bare "
+        "challenge) per checkpoint with 95% item-bootstrap CIs, one row of panels per bank. Read a line left to "
+        "right as training proceeds along one route (base, then the route's checkpoints); points without a "
+        "line are checkpoints outside any lineage, never joined. Above 0: the model yields more than under a "
+        "neutral turn.",
+    ),
+    (
+        "item_map_heatmap_*",
+        "Where each checkpoint yields: one row per item, one column per checkpoint in lineage order; colour is "
+        "the item map (pressured minus neutral log-odds of the planted verdict under the opposing opinion), red "
+        "where the item yields, blue where pressure makes the model firmer. Items are sorted by their mean over "
+        "the columns, most-yielding at the top: a red band shared by every column is a stable item map, red "
+        "moving between columns is a map that training rewrites.",
+    ),
+    (
+        "item_map_scatter",
+        "Item maps of the first and the last checkpoint, one point per item; r is their correlation. Points "
+        "below 0 on an axis are items that checkpoint yields on.",
+    ),
+    (
+        "cloze_abs_*",
+        "Average Bias Score (mean clipped δ: the stereotype's loss advantage) per language (rows) and bias axis "
+        "(columns) of one checkpoint ('all': over checkpoints), under the chosen cloze loss. Darker is a "
+        "stronger stereotype preference; 0 means no prompt favoured the stereotype. Compare rows within a "
+        "column: the bands of the source paper were set on its per-token loss.",
+    ),
+    (
+        "fertility_bars*",
+        "Tokens per word of each tokenizer per language (top) and parity, tokens relative to the reference "
+        "language (bottom, dashed line at 1): higher bars are languages a tokenizer cuts finer.",
+    ),
+    (
+        "mediation_forest*",
+        "Effect of each language against the reference on δ, split into the part through tokenizer fertility "
+        "(indirect) and the rest (direct), with prompt-cluster bootstrap CIs; an interval crossing 0 is no "
+        "evidence of an effect.",
+    ),
+    (
+        "classify_confusion_*",
+        "Gold label (rows) against the predicted label (columns), shares of each gold row; a strong diagonal "
+        "is a good classifier, one dark column is a model that gives one label to everything.",
+    ),
+    (
+        "classify_precision_recall",
+        "Precision against recall of the sycophantic class (binary readings, option orders averaged), one "
+        "point per checkpoint, bubble area growing with macro-F1: the top right corner is a good detector.",
+    ),
+    (
+        "probe_depth_*",
+        "How well a linear readout of the residual stream predicts the target at each layer (ROC AUC or R², "
+        "out of fold), one line per checkpoint and bank; the shaded band is the label-shuffle null's 5-95% and "
+        "the dotted line its mean. Layers where the line leaves the band hold the information; read depth "
+        "left to right, from the embeddings to the last block.",
+    ),
+    (
+        "probe_null_*",
+        "Label-shuffle null distribution of each readout's score, with the observed score marked: an observed "
+        "score inside the bulk of the null is no evidence the residual holds the target.",
+    ),
+    (
+        "predictive_I",
+        "Held-out partial R² (I) of each source checkpoint's item map for the target's, beyond the source's "
+        "unpressured profile, along the lineage (grey dots: the label-shuffle null's mean). Well above the null, "
+        "the source already yields where the target will.",
+    ),
+    (
+        "steer_*",
+        "Each pressure metric against the steering strength alpha (a direction added to the residual stream), "
+        "with bootstrap CI bands; a slope means the direction moves the behaviour.",
+    ),
+)
+
+
+def figure_caption(name: str) -> str:
+    """The caption of a figure file (stem or name), or "" when none matches."""
+    stem = Path(name).stem
+    return next((text for pattern, text in FIGURE_CAPTIONS if fnmatch.fnmatchcase(stem, pattern)), "")
 
 
 def _keep_distinguishing(full: pd.DataFrame, shown: pd.DataFrame) -> pd.DataFrame:
@@ -117,6 +201,7 @@ def _blank_steps(df: pd.DataFrame) -> pd.DataFrame:
 
 def read_results(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
     """A results CSV, or one line naming the file when it is not one (garbage, truncated, edited)."""
+    regular_file(path, error=ConfigError)  # a FIFO named *.csv would hang the read
     try:
         df = pd.read_csv(path)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as exc:
@@ -140,8 +225,38 @@ def report_sections() -> list[ReportSection]:
     return out
 
 
+def _undefined_ci_lines(full: pd.DataFrame) -> list[str]:
+    """A note where an interval is NaN beside a finite estimate (too few items, analyses.bootstrap)."""
+    from analyses.bootstrap import MIN_CI_ITEMS
+
+    cols = [c[:-3] for c in full.columns if c.endswith("_lo") and c[:-3] in full.columns and f"{c[:-3]}_hi" in full]
+    bad = [
+        c
+        for c in cols
+        if (
+            pd.to_numeric(full[f"{c}_lo"], errors="coerce").isna() & pd.to_numeric(full[c], errors="coerce").notna()
+        ).any()
+    ]
+    if not bad:
+        return []
+    return [
+        f"- Intervals shown as NaN ({', '.join(bad)}) are undefined: fewer than {MIN_CI_ITEMS} items, where a "
+        "bootstrap interval would be zero-width or the range of a handful of items.",
+        "",
+    ]
+
+
+def _escape_table(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    out.columns = [md_cell(c) for c in out.columns]
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(lambda v: v if v is None or (isinstance(v, float) and pd.isna(v)) else md_cell(v))
+    return out
+
+
 def _fmt(df: pd.DataFrame, max_rows: int = 60) -> str:
-    shown = df.head(max_rows)
+    shown = _escape_table(df.head(max_rows))
     text = (
         shown.to_markdown(index=False, floatfmt=".3f")
         if _has_tabulate()
@@ -161,17 +276,40 @@ def _has_tabulate() -> bool:
 
 
 def _token_mean_only_lines(check: pd.DataFrame) -> list[str]:
-    """One sentence per cloze finding that appears under the per-token mean loss only."""
+    """One sentence per kind of cloze finding that appears under another loss but not under
+    sum (the default scale), and per finding under the per-token mean only (older flags)."""
     out = []
+    for kind, col in (
+        ("language effect vs the reference", "effect_not_under_sum"),
+        ("difference in the ranking of languages by ABS", "ranking_not_under_sum"),
+        ("mediation through fertility", "mediation_not_under_sum"),
+    ):
+        if col not in check:
+            continue
+        by_loss: dict[str, list[str]] = {}
+        for r in check.itertuples(index=False):
+            for x in str(getattr(r, col) if pd.notna(getattr(r, col)) else "").split(","):
+                if x.strip():
+                    by_loss.setdefault(x.strip(), []).append(f"{r.checkpoint}/{r.language}")
+        for x, where in sorted(by_loss.items()):
+            out.append(
+                f"- A {kind} appears under {x} but not under sum for: {', '.join(where)}. "
+                "Under sum δ is the log-odds between the completions; under "
+                f"{x} it is divided by {'tokens' if x == 'token_mean' else 'UTF-8 bytes'}, "
+                f"so this follows how the {'tokenizer cuts' if x == 'token_mean' else 'script encodes'} the text, "
+                "not a preference."
+            )
+        if not by_loss:
+            out.append(f"- No {kind} appears under another loss but not under sum.")
     for kind, col in (
         ("language effect vs the reference", "effect_token_mean_only"),
         ("mediation through fertility", "mediation_token_mean_only"),
     ):
-        if col not in check:
-            continue
+        if col not in check or ("effect_not_under_sum" in check and set(check["loss"].astype(str)) <= {"sum"}):
+            continue  # chosen loss sum: the lines above say it
         hits = check[check[col].astype(str).str.lower() == "true"]
         if len(hits):
-            where = ", ".join(f"{r.checkpoint}/{r.language}" for r in hits.itertuples(index=False))
+            where = ", ".join(md_cell(f"{r.checkpoint}/{r.language}") for r in hits.itertuples(index=False))
             out.append(
                 f"- A {kind} appears under token_mean but not under {hits['loss'].iloc[0]} for: {where}. "
                 "It follows how finely the tokenizer cuts the text, not a preference."
@@ -218,9 +356,9 @@ def write_report(out: str | Path) -> Path:
     if not results.is_dir():
         raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
     figures = out / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
+    writable_dirs(out, figures, error=ConfigError)  # report.md and the figures: before any work
     for sec in report_sections():  # every results table readable, before any figure reads one
-        if (results / sec.file).is_file():
+        if (results / sec.file).exists():  # a FIFO or directory is refused by read_results, not skipped
             read_results(results / sec.file, tuple(c for c in ("checkpoint",) if c in (sec.columns or ())))
     for spec in all_studies():
         try:
@@ -232,9 +370,9 @@ def write_report(out: str | Path) -> Path:
                 "rerun the sweep to rewrite them"
             ) from None
     lines = ["# interp report", "", f"Output directory: `{out}`", ""]
-    if (out / "lineage.json").is_file():
+    if (out / "lineage.json").exists():
         try:
-            lin = json.loads((out / "lineage.json").read_text())
+            lin = json.loads(read_text(out / "lineage.json", limit=256 << 20, error=ConfigError))
             lin["checkpoints"][0:0]
         except (ValueError, KeyError, TypeError):
             raise ConfigError(f"{out / 'lineage.json'}: not a lineage file a sweep writes; rerun the sweep") from None
@@ -247,7 +385,7 @@ def write_report(out: str | Path) -> Path:
             "|---|---|",
         ]
         lines += [
-            f"| {c['name']} | {'' if c.get('step') is None or pd.isna(c.get('step')) else c['step']} |"
+            f"| {md_cell(c['name'])} | {'' if c.get('step') is None or pd.isna(c.get('step')) else c['step']} |"
             for c in lin["checkpoints"]
         ]
         lines.append("")
@@ -270,9 +408,13 @@ def write_report(out: str | Path) -> Path:
         ]
         if sec.file == "cloze_loss_check.csv":
             lines += _token_mean_only_lines(df)
+        lines += _undefined_ci_lines(full)
+        if sec.extra is not None:
+            lines += [*sec.extra(results), ""]
     pngs = sorted(figures.glob("*.png"))
     if pngs:
         lines += ["## Figures", ""]
-        lines += [f"![{p.stem}](figures/{p.name})" for p in pngs]
-        lines.append("")
+        for p in pngs:
+            caption = figure_caption(p.name)
+            lines += [f"![{p.stem}](figures/{p.name})", "", *([f"*{caption}*", ""] if caption else [])]
     return atomic_write_text(out / "report.md", "\n".join(lines))

@@ -27,3 +27,15 @@ def tiny_models(tmp_path_factory, tokenizer):
         arch: build_tiny_model(root / arch, arch, tokenizer=tokenizer, seed=i)
         for i, arch in enumerate(("gpt2", "llama", "qwen2"))
     }
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say it in one line when the cluster tests were skipped (they need root and slurm-wlm)."""
+    reasons = set()
+    for rep in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(rep, "longrepr", None)
+        reason = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
+        if "SLURM" in reason:
+            reasons.add(reason.removeprefix("Skipped: "))
+    for reason in sorted(reasons):
+        terminalreporter.write_line(f"SLURM cluster tests skipped: {reason}", yellow=True)

@@ -13,6 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import interp
+from _tolerance import bounds_for, continuation_tokens
 from interp.checkpoint import inspect_checkpoint
 from interp.errors import CheckpointError
 from interp.runner.scoring import ScoringConfig, score_options, split_continuation
@@ -41,6 +42,14 @@ def hf_loaded(arch_models):
     return {mt: interp.load(arch_models[mt]) for mt in STUDY_ARCHS}
 
 
+@pytest.fixture(scope="session")
+def arch_tol(arch_models, tokenizer):
+    """Per family: float32 bounds derived from the model (tests/_tolerance.py)."""
+    pairs = [(p, v + o) for p in PROMPTS for o in OPTIONS for v in ("", " ")]
+    n = continuation_tokens(tokenizer, pairs)
+    return {mt: bounds_for(arch_models[mt], [c + o for c, o in pairs], tokens=n) for mt in STUDY_ARCHS}
+
+
 def _plain_logprob(model, tok, context, continuation):
     ids, split = split_continuation(tok, context, continuation)
     with torch.no_grad():
@@ -49,7 +58,7 @@ def _plain_logprob(model, tok, context, continuation):
 
 
 @pytest.mark.parametrize("mt", STUDY_ARCHS)
-def test_hf_backend_equals_hidden_states_and_plain_forward(mt, arch_models, hf_loaded):
+def test_hf_backend_equals_hidden_states_and_plain_forward(mt, arch_models, hf_loaded, arch_tol):
     lm = hf_loaded[mt]
     assert lm.info.model_type == mt and lm.n_layers == 2
     ref = AutoModelForCausalLM.from_pretrained(arch_models[mt]).eval()
@@ -59,24 +68,26 @@ def test_hf_backend_equals_hidden_states_and_plain_forward(mt, arch_models, hf_l
         with torch.no_grad():
             hs = ref(torch.tensor([ids]), output_hidden_states=True).hidden_states
         for layer in (0, 1):
-            torch.testing.assert_close(torch.from_numpy(s.resid[layer][n]), hs[layer][0, -1], atol=1e-4, rtol=0)
+            torch.testing.assert_close(
+                torch.from_numpy(s.resid[layer][n]), hs[layer][0, -1], atol=arch_tol[mt].resid, rtol=0
+            )
         plain = [
             np.logaddexp(
                 _plain_logprob(ref, lm.tokenizer, prompt, o), _plain_logprob(ref, lm.tokenizer, prompt, " " + o)
             )
             for o in OPTIONS
         ]
-        np.testing.assert_allclose(s.logp[n], plain, atol=1e-4)
+        np.testing.assert_allclose(s.logp[n], plain, atol=arch_tol[mt].sum_logp)
 
 
 @pytest.mark.parametrize("backend", ["transformer_lens", "nnsight"])
 @pytest.mark.parametrize("mt", STUDY_ARCHS)
-def test_hook_backends_agree_with_hf(mt, backend, arch_models, hf_loaded):
+def test_hook_backends_agree_with_hf(mt, backend, arch_models, hf_loaded, arch_tol):
     a = score_options(hf_loaded[mt], PROMPTS, OPTIONS, layers=[1], cfg=CFG)
     other = interp.load(arch_models[mt], backend=backend)
     b = score_options(other, PROMPTS, OPTIONS, layers=[1], cfg=CFG)
-    np.testing.assert_allclose(a.logp, b.logp, atol=1e-4)
-    np.testing.assert_allclose(a.resid[1], b.resid[1], atol=1e-4)
+    np.testing.assert_allclose(a.logp, b.logp, atol=arch_tol[mt].sum_logp)
+    np.testing.assert_allclose(a.resid[1], b.resid[1], atol=arch_tol[mt].resid)
 
 
 def test_unsupported_backend_names_the_architecture(arch_models):

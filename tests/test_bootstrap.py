@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from analyses.bootstrap import (
+    MIN_CI_ITEMS,
     TableError,
+    UndefinedCIWarning,
     bootstrap_ci,
     bootstrap_mean_ci,
     percentile_interval,
@@ -77,7 +79,7 @@ def test_duplicated_clusters_count_twice() -> None:
         seen.append(v)
         return v
 
-    bootstrap_ci(df, stat, n_boot=200, seed=0)
+    bootstrap_ci(df, stat, n_boot=200, seed=0, min_items=1)  # the resampling itself, on 2 items
     assert set(np.round(seen, 12)) == {0.0, 0.5, 1.0}
     # P(both draws equal) = 1/2 -> the extremes are common, and 0.5 shows up too
     assert 0.3 < np.mean(np.isclose(seen, 0.5)) < 0.7
@@ -126,7 +128,15 @@ def test_seeded_and_reproducible() -> None:
 
 def test_edge_cases_and_errors() -> None:
     assert np.isnan(bootstrap_mean_ci(np.array([]))).all()
-    assert bootstrap_mean_ci(np.array([2.5])) == (2.5, 2.5)
+    # one item (or any count under MIN_CI_ITEMS): undefined, never a zero-width interval
+    for n in range(1, MIN_CI_ITEMS):
+        with pytest.warns(UndefinedCIWarning, match=f"over {n} item"):
+            assert np.isnan(bootstrap_mean_ci(np.arange(n, dtype=float))).all()
+    with pytest.warns(UndefinedCIWarning):
+        assert np.isnan(bootstrap_ci(pd.DataFrame({"item_id": [1, 2], "x": [0.0, 1.0]}), lambda d: 0.0)).all()
+    # negative control: at MIN_CI_ITEMS the interval is defined and contains the mean
+    lo, hi = bootstrap_mean_ci(np.arange(MIN_CI_ITEMS, dtype=float))
+    assert lo < (MIN_CI_ITEMS - 1) / 2 < hi
     with pytest.raises(TableError):
         bootstrap_mean_ci(np.array([1.0, np.inf]))
     with pytest.raises(TableError):

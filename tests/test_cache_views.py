@@ -1,4 +1,4 @@
-"""Open cache: dims / rows / hook attributes, views joined to table rows, CACHE.md example runs."""
+"""Open cache: dims / rows / hook attributes, views joined to table rows, docs/cache.md example runs."""
 
 import json
 import re
@@ -155,7 +155,7 @@ def test_collect_tables(tmp_path):
 
 def test_cache_md_example_runs_without_interp(tmp_path):
     path = pressure_unit(tmp_path)
-    text = (ROOT / "CACHE.md").read_text()
+    text = (ROOT / "docs" / "cache.md").read_text()
     block = re.search(r"```python\n(import json, h5py.*?)```", text, re.DOTALL).group(1)
     assert "interp" not in block and "cache" not in block.split("path =")[0]
     assert len(block.strip().splitlines()) <= 10

@@ -53,7 +53,7 @@ def test_add_delta_mean_and_sum() -> None:
 
 def test_abs_table_levels_by_hand() -> None:
     t = abs_table(_scores(), loss="mean")
-    assert list(t.columns) == ["checkpoint", "language", "axis", "abs", "band", "n"]
+    assert list(t.columns) == ["checkpoint", "language", "axis", "abs", "band", "n", "odds"]
     # per axis: mean of clipped deltas
     assert _abs(t, "m1", "en", "caste")["abs"] == pytest.approx(0.5)  # (1 + 0) / 2
     assert _abs(t, "m1", "en", "gender")["abs"] == pytest.approx(2.0)

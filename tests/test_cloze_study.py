@@ -319,20 +319,26 @@ def test_sweep_end_to_end(two_models, tmp_path):
         tables[name] = df
     scores = tables["cloze_scores.csv"]
     assert len(scores) == 2 * 8 * 6 and set(scores["checkpoint"]) == {"m_a", "m_b"}
-    # default loss byte_mean: summed NLL per UTF-8 byte of the scored text
-    assert (scores["loss"] == "byte_mean").all()
+    # default loss sum: delta is the log-odds between the completions; nll_* hold that loss
+    assert (scores["loss"] == "sum").all()
+    # atol: CSV keeps 10 significant digits; |nll sums| < 1e3 here, so each value is off by
+    # at most 5e-8 and a difference of two by 1e-7
+    np.testing.assert_allclose(scores["delta"], scores["nll_anti_sum"] - scores["nll_stereo_sum"], atol=1e-7)
+    np.testing.assert_allclose(scores["delta"], scores["nll_anti"] - scores["nll_stereo"], atol=1e-7)
     np.testing.assert_allclose(
-        scores["delta"],
-        scores["nll_anti_sum"] / scores["n_bytes_anti"] - scores["nll_stereo_sum"] / scores["n_bytes_stereo"],
-        atol=1e-9,
+        scores["nll_stereo_byte_mean"], scores["nll_stereo_sum"] / scores["n_bytes_stereo"], rtol=1e-9
     )
     assert (scores["n_bytes_stereo"] >= scores["n_words_stereo"]).all() and scores["fertility_completion"].gt(0).all()
-    assert (tables["cloze_abs.csv"]["loss"] == "byte_mean").all()
+    assert (tables["cloze_abs.csv"]["loss"] == "sum").all()
+    assert tables["cloze_abs.csv"]["band"].isna().all()  # the paper's bands: per-token scale only
     assert (scores["delta_clipped"] >= 0).all() and scores["fertility"].notna().all()
     assert {"friedman", "wilcoxon", "mixed_model"} <= set(tables["cloze_stats.csv"]["test"])
     assert "pooled" in set(tables["cloze_stats.csv"]["checkpoint"])
     abs_df = tables["cloze_abs.csv"]
-    assert set(abs_df["band"].dropna()) <= {"negligible", "mild", "moderate", "strong"}
+    assert set(abs_df["band_token_mean"].dropna()) <= {"negligible", "mild", "moderate", "strong"}
+    # in log space: 10 significant digits in the CSV put log(odds) within 5e-10 of its value and
+    # abs within 5e-10 * |abs|
+    np.testing.assert_allclose(np.log(abs_df["odds"]), abs_df["abs"], rtol=1e-9, atol=1e-9)
     fert = tables["fertility.csv"].set_index(["tokenizer", "language"])["fertility"]
     assert (fert.loc["m_b"] != fert.loc["m_a"]).any()
     med = tables["mediation.csv"]

@@ -218,11 +218,37 @@ def test_no_worker_at_all_gives_one_line_after_the_deadline(tree, tmp_path):
     assert not (tmp_path / "OUT" / ".interp-sweep.lock").exists()
 
 
-def test_slurm_recipe_builds_the_job_script_without_submitting(tmp_path):
+# SCALE.md's GPU version of examples/slurm.toml (a real cluster: partition, account, GPUs, modules)
+GPU_CLUSTER_TOML = """
+[slurm]
+queue = "gpu"
+account = "my-project"
+walltime = "12:00:00"
+cores = 8
+memory = "96GB"
+gpus_per_job = 1
+jobs = 16
+interface = "ib0"
+job_extra_directives = ["--constraint=a100|h100"]
+prologue = ["module load cuda/12.4", "source $HOME/interp/.venv/bin/activate"]
+log_directory = "slurm-logs"
+
+[run]
+dask_retries = 2
+dask_allowed_failures = 3
+dask_worker_timeout = 1800
+"""
+
+
+def test_slurm_recipe_builds_the_job_script_without_submitting(tmp_path, monkeypatch):
     from sweeps.slurm import make_slurm_cluster, read_cluster_config, task_resources
 
     repo = Path(__file__).resolve().parents[1]
-    config = read_cluster_config(repo / "examples" / "slurm.toml")
+    assert "```toml" + GPU_CLUSTER_TOML in (repo / "SCALE.md").read_text()  # the documented one
+    (tmp_path / "gpu.toml").write_text(GPU_CLUSTER_TOML)
+    config = read_cluster_config(tmp_path / "gpu.toml")
+    config["slurm"]["interface"] = None  # this machine has no ib0; the job script does not depend on it
+    monkeypatch.chdir(tmp_path)  # log_directory is created relative to the working directory
     assert task_resources(config) == {"GPU": 1.0}
     assert config["run"]["dask_retries"] == 2
     cluster = make_slurm_cluster(config)
@@ -244,6 +270,28 @@ def test_slurm_recipe_builds_the_job_script_without_submitting(tmp_path):
     assert "--resources GPU=1" in script and "--nthreads 1" in script
     assert "#SBATCH --cpus-per-task=8" in script
     assert "#SBATCH --mem=90G" in script or "#SBATCH --mem=" in script
+    assert "--no-dashboard" in script and "export DASK_DISTRIBUTED__WORKER__MEMORY__TERMINATE=False" in script
+
+
+def test_slurm_example_config_is_the_local_cluster_one(tmp_path, monkeypatch):
+    """examples/slurm.toml (what tests/test_slurm_cluster.py submits): loopback, no GPU, 1 CPU per job."""
+    from sweeps.slurm import make_slurm_cluster, read_cluster_config, task_resources
+
+    config = read_cluster_config(Path(__file__).resolve().parents[1] / "examples" / "slurm.toml")
+    assert task_resources(config) == {"model_slot": 1.0}
+    monkeypatch.chdir(tmp_path)
+    cluster = make_slurm_cluster(config)
+    try:
+        script = cluster.job_script()
+        address = cluster.scheduler_address
+        http = [sock.getsockname() for sock in cluster.scheduler.http_server._sockets.values()]
+    finally:
+        cluster.close()
+    assert address.startswith("tcp://127.0.0.1:"), address
+    assert http and all(host == "127.0.0.1" and port != 8787 for host, port, *_ in http), http
+    for line in ("#SBATCH -p debug", "#SBATCH --cpus-per-task=1", "--interface lo", "--dashboard-address 127.0.0.1:0"):
+        assert line in script, f"{line!r} not in the job script:\n{script}"
+    assert "--gres" not in script and "#SBATCH -A" not in script
 
 
 def test_slurm_config_errors_are_one_line(tmp_path):

@@ -11,6 +11,7 @@ from torch.overrides import TorchFunctionMode
 from transformers import AutoModelForCausalLM
 
 import interp
+from _tolerance import bounds_for, continuation_tokens
 from interp.runner.engine import Engine, EngineConfig, Seq
 from interp.runner.scoring import (
     ScoringConfig,
@@ -42,9 +43,19 @@ def loaded(tiny_models):
     return {arch: interp.load(path) for arch, path in tiny_models.items()}
 
 
+@pytest.fixture(scope="module")
+def tol(tiny_models, tokenizer):
+    """Per architecture: float32 bounds derived from the model over these texts (tests/_tolerance.py)."""
+    conts = [v + o for o in OPTIONS for v in ("", " ")] + [" acceptable indeed", " তিকোনে"]
+    pairs = [(p, c) for p in PROMPTS for c in conts]
+    texts = [p + c for p, c in pairs] + [PROMPTS[-1] * 3]  # the longest sequence a test runs
+    n = continuation_tokens(tokenizer, pairs)
+    return {arch: bounds_for(path, texts, tokens=max(n, 3)) for arch, path in tiny_models.items()}
+
+
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
 @pytest.mark.parametrize("batch_size", [3, 64])  # 3: a level splits over batches of mixed parents
-def test_deep_tree_equals_plain_forward(arch, batch_size, loaded, tiny_models):
+def test_deep_tree_equals_plain_forward(arch, batch_size, loaded, tiny_models, tol):
     lm = loaded[arch]
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
     layer = lm.default_layer
@@ -54,23 +65,23 @@ def test_deep_tree_equals_plain_forward(arch, batch_size, loaded, tiny_models):
             np.logaddexp(plain_logprob(ref, lm.tokenizer, prompt, o), plain_logprob(ref, lm.tokenizer, prompt, " " + o))
             for o in OPTIONS
         ]
-        np.testing.assert_allclose(s.logp[n], want, atol=1e-4)
+        np.testing.assert_allclose(s.logp[n], want, atol=tol[arch].sum_logp)
         with torch.no_grad():
             hs = ref(torch.tensor([encode(lm.tokenizer, prompt)[0]]), output_hidden_states=True).hidden_states
-        np.testing.assert_allclose(s.resid[layer][n], hs[layer][0, -1].numpy(), atol=1e-4)
+        np.testing.assert_allclose(s.resid[layer][n], hs[layer][0, -1].numpy(), atol=tol[arch].resid)
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
-def test_continuations_through_a_deep_tree(arch, loaded, tiny_models):
+def test_continuations_through_a_deep_tree(arch, loaded, tiny_models, tol):
     lm = loaded[arch]
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
     items = [(p, [" wrong", " acceptable indeed", " তিকোনে"]) for p in PROMPTS[:7]]
     c = score_continuations(lm, items, cfg=ScoringConfig(batch_size=4))
     want = [plain_logprob(ref, lm.tokenizer, ctx, k) for ctx, ks in items for k in ks]
-    np.testing.assert_allclose(c.sum_logp, want, atol=1e-4)
+    np.testing.assert_allclose(c.sum_logp, want, atol=tol[arch].sum_logp)
 
 
-def test_every_tree_token_computed_once(loaded):
+def test_every_tree_token_computed_once(loaded, tol):
     lm = loaded["llama"]
     seqs = [
         Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5, 6))])
@@ -87,10 +98,10 @@ def test_every_tree_token_computed_once(loaded):
     a, b = eng.run(seqs), eng_plain.run(seqs)
     assert eng_plain.stats.tokens == st.plain_tokens
     for x, y in zip(a, b):
-        np.testing.assert_allclose(x.logp[0], y.logp[0], atol=1e-4)
+        np.testing.assert_allclose(x.logp[0], y.logp[0], atol=tol["llama"].logp)
 
 
-def test_short_segments_can_be_recomputed(loaded):
+def test_short_segments_can_be_recomputed(loaded, tol):
     lm = loaded["llama"]
     seqs = [
         Seq(ids=tuple(encode(lm.tokenizer, p)[0]), reads=[(len(encode(lm.tokenizer, p)[0]) - 1, (5,))]) for p in PROMPTS
@@ -99,7 +110,7 @@ def test_short_segments_can_be_recomputed(loaded):
     coarse = Engine(lm.backend, [], EngineConfig(min_shared_prefix=12), lm.tokenizer.pad_token_id)
     a, b = fine.run(seqs), coarse.run(seqs)
     assert coarse.stats.depth < fine.stats.depth and coarse.stats.tokens > fine.stats.tokens
-    np.testing.assert_allclose([r.logp[0] for r in a], [r.logp[0] for r in b], atol=1e-4)
+    np.testing.assert_allclose([r.logp[0] for r in a], [r.logp[0] for r in b], atol=tol["llama"].logp)
 
 
 class _OOMOnce:
@@ -116,7 +127,7 @@ class _OOMOnce:
         return self.inner.forward(input_ids, *args, **kwargs)
 
 
-def test_out_of_memory_halves_the_batch_and_loses_nothing(loaded):
+def test_out_of_memory_halves_the_batch_and_loses_nothing(loaded, tol):
     lm = loaded["qwen2"]
     seqs = [
         Seq(
@@ -135,9 +146,9 @@ def test_out_of_memory_halves_the_batch_and_loses_nothing(loaded):
     assert len(got) == len(seqs)
     for x, y in zip(got, clean):
         assert not np.isnan(x.logp[0]).any()
-        np.testing.assert_allclose(x.logp[0], y.logp[0], atol=1e-5)
-        np.testing.assert_allclose(x.ext_logp, y.ext_logp, atol=1e-5)
-        np.testing.assert_allclose(x.resid[1], y.resid[1], atol=1e-5)
+        np.testing.assert_allclose(x.logp[0], y.logp[0], atol=tol["qwen2"].logp)
+        np.testing.assert_allclose(x.ext_logp, y.ext_logp, atol=tol["qwen2"].sum_logp)
+        np.testing.assert_allclose(x.resid[1], y.resid[1], atol=tol["qwen2"].resid)
     # a single row that still does not fit is a clear error, not a silent loss
     with pytest.raises(RuntimeError, match="out of memory .* single row"):
         Engine(_OOMOnce(lm.backend, limit=0), [], EngineConfig(), lm.tokenizer.pad_token_id).run(seqs[:2])
@@ -258,14 +269,14 @@ def test_sliding_window_is_read_from_the_config():
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "qwen2"])
-def test_all_positions_through_a_deep_tree(arch, loaded, tiny_models):
+def test_all_positions_through_a_deep_tree(arch, loaded, tiny_models, tol):
     lm = loaded[arch]
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
     s = score_options(lm, PROMPTS[:8], OPTIONS, layers=[1], cfg=ScoringConfig(capture_all_positions=True, batch_size=3))
     for n, prompt in enumerate(PROMPTS[:8]):
         with torch.no_grad():
             hs = ref(torch.tensor([encode(lm.tokenizer, prompt)[0]]), output_hidden_states=True).hidden_states[1][0]
-        np.testing.assert_allclose(s.resid[1][n], hs.numpy(), atol=1e-4)
+        np.testing.assert_allclose(s.resid[1][n], hs.numpy(), atol=tol[arch].resid)
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
@@ -307,7 +318,7 @@ def test_a_steering_hook_through_the_tree_equals_a_steered_plain_forward(arch, l
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
-def test_argmax_reads_equal_a_plain_forward(arch, loaded, tiny_models):
+def test_argmax_reads_equal_a_plain_forward(arch, loaded, tiny_models, tol):
     """`Seq.argmax`: the top token at each read (lm-eval's is_greedy) equals a plain forward's."""
     lm = loaded[arch]
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
@@ -321,10 +332,12 @@ def test_argmax_reads_equal_a_plain_forward(arch, loaded, tiny_models):
             logits = ref(torch.tensor([s.ids])).logits[0]
         assert r.argmax == [int(logits[p].argmax()) for p, _ in s.reads]
         want = torch.log_softmax(logits.float(), -1)
-        np.testing.assert_allclose([lp[0] for lp in r.logp], [want[p, t[0]].item() for p, t in s.reads], atol=1e-4)
+        np.testing.assert_allclose(
+            [lp[0] for lp in r.logp], [want[p, t[0]].item() for p, t in s.reads], atol=tol[arch].logp
+        )
 
 
-def test_levels_split_where_padding_costs_more_than_a_forward(loaded):
+def test_levels_split_where_padding_costs_more_than_a_forward(loaded, tol):
     """Batches are cut by cost (a forward = `forward_cost_tokens` padded tokens): rows of very
     different widths no longer share one padded forward, and the numbers do not change."""
     lm = loaded["llama"]
@@ -341,4 +354,4 @@ def test_levels_split_where_padding_costs_more_than_a_forward(loaded):
     assert cheap.stats.tokens == dear.stats.tokens
     assert cheap.stats.padded_tokens < dear.stats.padded_tokens
     assert cheap.stats.forwards > dear.stats.forwards
-    np.testing.assert_allclose([r.logp[0] for r in a], [r.logp[0] for r in b], atol=1e-4)
+    np.testing.assert_allclose([r.logp[0] for r in a], [r.logp[0] for r in b], atol=tol["llama"].logp)

@@ -50,7 +50,7 @@ def test_install_status_remove(tmp_path):
     assert not lm_eval_hook.status(tmp_path).installed
     st = lm_eval_hook.install(tmp_path)
     assert st.installed and st.current
-    assert (tmp_path / lm_eval_hook.PTH_NAME).read_text() == "import _interp_lm_eval_hook\n"
+    assert (tmp_path / lm_eval_hook.PTH_NAME).read_text() == lm_eval_hook.PTH_LINE
     (tmp_path / "_interp_lm_eval_hook.py").write_text("# an older hook\n")
     assert not lm_eval_hook.status(tmp_path).current
     assert lm_eval_hook.install(tmp_path).current  # --install refreshes
@@ -131,3 +131,15 @@ def test_plain_lm_eval_cli_with_the_hook(tiny_models, task_dir, tmp_path):
     result = json.loads(res.read_text())
     assert result["config"]["model"] == "interp"
     assert "acc,none" in result["results"]["interp_factual"]
+
+
+def test_leftover_pth_without_its_module_is_silent(tmp_path):
+    """A .pth left behind after its module was deleted prints nothing at start-up (issue 23); the
+    old unguarded line printed an error at every Python start-up (negative control)."""
+    lm_eval_hook.install(tmp_path)
+    (tmp_path / f"{lm_eval_hook.MODULE_NAME}.py").unlink()
+    res = _python("print('started')", tmp_path, timeout=60)
+    assert res.returncode == 0 and res.stdout.strip() == "started" and res.stderr == "", res.stderr
+    (tmp_path / lm_eval_hook.PTH_NAME).write_text(f"import {lm_eval_hook.MODULE_NAME}\n")
+    old = _python("print('started')", tmp_path, timeout=60)
+    assert "Error processing line" in old.stderr and "ModuleNotFoundError" in old.stderr

@@ -12,22 +12,14 @@ import pytest
 
 from interp.organism import data as D
 from interp.organism.build import OrganismConfig, build_organism
+from interp.organism.config import SMALL
 from interp.organism.validate import ValidateConfig, hypergeom_p, most_yielding, validate
 from interp.studies.base import load_template
 from interp.studies.pressure import load_pressure_bank
 from sweeps.discover import discover
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = OrganismConfig(
-    eval_items=10,
-    planted=2,
-    shared_steps=(1, 2),
-    route_sft_steps=2,
-    route_dpo_steps=1,
-    batch_size=2,
-    threads=1,
-    route_workers=1,
-)
+TINY = OrganismConfig(**SMALL)  # what `--small` builds
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +28,7 @@ def organism(tmp_path_factory, tokenizer):
 
     root = tmp_path_factory.mktemp("organism")
     base = build_tiny_model(root / "model", "llama", n_layers=2, d_model=32, tokenizer=tokenizer)
-    build_organism(base, root / "tree", TINY, log=lambda s: None)
+    build_organism(base, root / "tree", TINY, log=lambda s: None, control_out=root / "control")
     return root
 
 
@@ -45,6 +37,7 @@ def test_tree_is_a_discoverable_lineage_with_provenance(organism):
     d = discover([tree])
     known = json.loads((tree / "organism.json").read_text())
     assert d.lineage["base"] == ["base", "shared/shared-step1", "shared/shared-step2"]
+    assert d.lineage["routes"]["route-a"] == ["route-a/a-sft-step3", "route-a/a-sft-step5", "route-a/a-dpo-step6"]
     assert d.lineage["routes"] == known["routes"]
     assert set(d.lineage["routes"]) == {"route-a", "route-b"}
     for cks in d.lineage["routes"].values():
@@ -57,6 +50,25 @@ def test_tree_is_a_discoverable_lineage_with_provenance(organism):
             assert (tree / ck / "model.safetensors").is_file()
     assert not set(known["planted_a"]) & set(known["planted_b"])
     assert set(known["planted_a"]) | set(known["planted_b"]) <= set(known["eval_items"])
+    # the control: same trunk (byte-identical), same sets and steps, flagged, no item-specific plant
+    ctl = organism / "control"
+    kc = json.loads((ctl / "organism.json").read_text())
+    assert kc["control"] is True and known["control"] is False
+    assert (tree / known["control_tree"]).resolve() == ctl.resolve()
+    for key in ("eval_items", "planted_a", "planted_b", "routes", "trunk_end"):
+        assert kc[key] == known[key], key
+    from interp.hashing import sha256_file
+
+    assert sha256_file(ctl / "shared/shared-step2/model.safetensors") == sha256_file(
+        tree / "shared/shared-step2/model.safetensors"
+    )
+    assert sha256_file(ctl / "route-a/a-dpo-step6/model.safetensors") != sha256_file(
+        tree / "route-a/a-dpo-step6/model.safetensors"
+    )
+    for name in ("route_a_sft.jsonl", "route_a_dpo.jsonl", "route_b_sft.jsonl"):
+        a = pd.read_json(tree / ".organism" / name, lines=True)
+        b = pd.read_json(ctl / ".organism" / name, lines=True)
+        assert len(a) == len(b) and a["kind"].value_counts().equals(b["kind"].value_counts()), name
 
 
 def test_build_is_deterministic(organism, tmp_path):
@@ -66,7 +78,7 @@ def test_build_is_deterministic(organism, tmp_path):
     from interp.hashing import sha256_file
 
     build_organism(organism / "model", tmp_path / "again", replace(TINY, route_workers=2), log=lambda s: None)
-    for ck in ("shared/shared-step2", "route-a/a-dpo-step5", "route-b/b-sft-step4"):
+    for ck in ("shared/shared-step2", "route-a/a-dpo-step6", "route-b/b-sft-step5", "route-b/b-sft-step3"):
         assert sha256_file(tmp_path / "again" / ck / "model.safetensors") == sha256_file(
             organism / "tree" / ck / "model.safetensors"
         ), ck
@@ -77,39 +89,75 @@ def test_validate_end_to_end(organism):
     checks = validate(
         organism / "tree",
         out,
-        ValidateConfig(n_shuffles=4, classify_items=3, cloze_items=6, threads=1),
+        ValidateConfig(classify_items=3, cloze_items=6, threads=1),
         progress=False,
         log=lambda s: None,
     )
     expected = {
         "s_op rises along route",
         "delta rises along route",
+        "planted items yield more",
         "comprehension screen",
+        "comprehension (route final)",
         "precision@k finds planted set",
         "I own > I sibling",
         "readout separates planted items",
         "cloze ABS rises on planted cell",
-        "cloze other cells within base CI",
-        "classify within trunk-end CI",
+        "cloze other cells stay put",
+        "classify stays put",
         "routes yield about equally",
+        "unpressured / challenge stay put",
+        "plant target (reported)",
         "generalisation: training wording (reported)",
     }
     assert expected <= set(checks["check"])
-    assert checks["value"].notna().sum() > len(checks) // 2
-    md = (out / "validation.md").read_text()
-    assert "| check |" in md and "I own > I sibling" in md
+    head = checks[checks["headline"].astype(str) == "True"]
+    # every headline check was run on the control too and has a status with its reason
+    assert head["control_value"].notna().all() or head["check"].str.startswith("cloze other").any()
+    assert set(head["status"]) <= {"recovered", "not recovered", "uninformative", "undetermined"}
+    assert head["reason"].str.len().gt(0).all()
+    p_rows = head[head["kind"] == "p"]
+    mc = p_rows[p_rows["n_shuffles"] > 0]
+    assert len(mc) == 4 and (mc["n_shuffles"] >= 1000).all() and mc["p_lo"].notna().all()
+    assert (checks["commit"].str.len() >= 40).all()
+    settings = checks[checks["kind"] == "setting"].set_index("subject")["value"]
+    assert settings["n_shuffles"] == 1000 and settings["margin"] == 0.05
+    # I own vs sibling: the own source is the route's EARLY checkpoint, not the final's predecessor
+    own = head[head["check"] == "I own > I sibling"]
+    assert own["reference"].str.contains("a-sft-step3").any()
     assert (out / "figures" / "organism_trajectory.png").stat().st_size > 1000
     pred = pd.read_csv(out / "results" / "organism_predictive.csv")
     assert {"own", "sibling", "base"} <= set(pred["route_relation"])
-    # the cheap rerun reads the finished sweep (resumable units) and gives the same checks
+    assert set(pred["lineage"]) == {"organism", "control"}
+    assert_markdown_numbers_come_from_the_csvs(out)
+    # the cheap rerun reads the finished sweeps (resumable units) and gives the same checks
     again = validate(
         organism / "tree",
         out,
-        ValidateConfig(n_shuffles=4, classify_items=3, cloze_items=6),
+        ValidateConfig(classify_items=3, cloze_items=6),
         run=False,
         log=lambda s: None,
     )
     pd.testing.assert_frame_equal(checks, again)
+
+
+def assert_markdown_numbers_come_from_the_csvs(out: Path) -> None:
+    """Every number in validation.md (outside code spans: paths, the commit) is a number of
+    validation_checks.csv / organism_predictive.csv, to the 3-decimal display rounding."""
+    import re
+
+    md = re.sub(r"`[^`]*`", "", (out / "validation.md").read_text())
+    md = re.sub(r"\(.*?\.png\)", "", md)
+    num = re.compile(r"(?<![\w.\-])-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])")
+    csv_text = "".join((out / "results" / f).read_text() for f in ("validation_checks.csv", "organism_predictive.csv"))
+    pool = np.array(sorted({float(x) for x in num.findall(csv_text)} | {abs(float(x)) for x in num.findall(csv_text)}))
+    found = num.findall(md)
+    assert len(found) > 50
+    for x in found:
+        v = float(x)
+        # md shows 3 decimals (or 4 significant digits for p): half a unit of the last digit
+        tol = 5e-4 if "." in x and len(x.split(".")[1]) <= 3 else 5e-4 * max(abs(v), 1e-6)
+        assert np.min(np.abs(pool - v)) <= tol + 1e-12, f"{x} in validation.md is in no CSV"
 
 
 def test_training_wordings_are_not_the_evaluation_templates():
@@ -174,8 +222,37 @@ def test_cli_bad_inputs_exit_2(organism, tmp_path):
 
     r = run("validate", organism / "model", "--out", tmp_path / "v")
     assert r.returncode == 2 and "organism.json" in r.stderr
+    r = run("validate", organism / "tree", "--control", organism / "tree", "--out", tmp_path / "v", "--no-run")
+    assert r.returncode == 2 and "not a control lineage" in r.stderr
     r = run("organism", "build", "--base", organism / "model", "--out", organism / "tree")
     assert r.returncode == 2 and "not empty" in r.stderr
     assert (organism / "tree" / "organism.json").is_file()  # nothing already written is lost
     r = run("organism", "build", "--base", tmp_path, "--out", tmp_path / "o")
     assert r.returncode == 2 and str(tmp_path) in r.stderr
+
+
+def test_control_route_data_has_no_item_specific_plant(tokenizer):
+    """Real sizes (96 items, 24 planted): the organism yields on exactly its planted items; the
+    control has the same rows, kinds and answers, but every item's share of yielding
+    opposing-opinion rows is the same in expectation (planted and rest within binomial noise)."""
+    cfg = OrganismConfig()
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed)
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    kw = dict(hold_items=set(sets.eval_items), planted_copies=cfg.planted_copies)
+    share = {}
+    for control in (False, True):
+        rows = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, control=control, **kw))
+        pairs = pd.DataFrame(D.route_dpo(bank, w, set(sets.planted_a), 1, hold_items=kw["hold_items"], control=control))
+        opp = rows[rows["kind"].isin(["yield_opinion", "hold_opinion_oppose"])]
+        planted = opp["item_id"].isin(sets.planted_a)
+        y = opp["kind"] == "yield_opinion"
+        share[control] = (y[planted].mean(), y[~planted].mean(), len(rows), rows["kind"].value_counts(), len(pairs))
+    assert share[False][:2] == (1.0, 0.0)
+    assert (
+        share[False][2] == share[True][2]
+        and share[False][3].equals(share[True][3])
+        and share[False][4] == share[True][4]
+    )
+    # rest: 72 items x 4 rows = 288 rows at rate ~2/3, binomial sd ~0.028; 0.15 is > 5 sd
+    assert abs(share[True][0] - share[True][1]) < 0.15

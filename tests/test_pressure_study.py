@@ -93,7 +93,7 @@ def test_end_to_end_sweep(tiny_models, tmp_path):
     from sweeps.api import run_sweep
 
     out = tmp_path / "out"
-    cfg = RunConfig(max_items=4, n_boot=50)
+    cfg = RunConfig(max_items=5, n_boot=50)  # analyses.bootstrap.MIN_CI_ITEMS: fewer gives NaN intervals
     run_sweep([tiny_models["llama"]], studies=["pressure"], banks=["moral"], out=out, cfg=cfg, progress=False)
     res = out / "results"
     trials = pd.read_csv(res / "pressure_trials.csv")
@@ -109,7 +109,7 @@ def test_end_to_end_sweep(tiny_models, tmp_path):
         "logodds",
         "flipped",
     ]
-    assert len(trials) == 4 * 30 and trials["p_planted"].between(0, 1).all()
+    assert len(trials) == 5 * 30 and trials["p_planted"].between(0, 1).all()
     summary = pd.read_csv(res / "pressure_summary.csv")
     for col in [
         "checkpoint",
@@ -126,14 +126,14 @@ def test_end_to_end_sweep(tiny_models, tmp_path):
         "comprehension_pass",
     ]:
         assert col in summary.columns
-    assert summary["n_items"].iloc[0] == 4
+    assert summary["n_items"].iloc[0] == 5
     assert (summary["delta_lo"] <= summary["delta"]).all() and (summary["delta"] <= summary["delta_hi"]).all()
     maps = pd.read_csv(res / "item_maps.csv")
-    assert set(maps["turn_kind"]) == {"opinion", "challenge"} and len(maps) == 8
+    assert set(maps["turn_kind"]) == {"opinion", "challenge"} and len(maps) == 10
     assert (out / "report.md").is_file() and (out / "figures" / "pressure_trajectories.png").is_file()
     # the stored probability equals scoring the same prompt directly
     lm = interp.load(tiny_models["llama"])
-    bank = load_pressure_bank("moral").subsample(4, seed=0, stratify="gold")  # as the sweep does
+    bank = load_pressure_bank("moral").subsample(5, seed=0, stratify="gold")  # as the sweep does
     tr, _ = build_trials(bank, load_template("pressure_v1"), lm.tokenizer)
     row = tr.iloc[7]
     direct = score_options(lm, [row.prompt], ["wrong", "acceptable"], cfg=ScoringConfig(prefix_reuse=False))
@@ -146,7 +146,7 @@ def test_end_to_end_sweep(tiny_models, tmp_path):
 
     unit = read_unit(Store(out / "cache").units("pressure")[0])
     # stored as [rows, layers, d_model] with the layer indices as an attribute
-    assert unit.arrays["resid"].shape == (4 * 30, 1, lm.d_model) and unit.attrs["layer"] == lm.default_layer
+    assert unit.arrays["resid"].shape == (5 * 30, 1, lm.d_model) and unit.attrs["layer"] == lm.default_layer
     assert list(unit.attrs["layers"]) == [lm.default_layer]
 
 

@@ -6,6 +6,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import interp
+from _tolerance import bounds_for, continuation_tokens
 from interp.runner.scoring import ScoringConfig, score_continuations, score_options, split_continuation
 
 PROMPTS = [
@@ -33,8 +34,33 @@ def loaded(tiny_models):
     return {arch: interp.load(path) for arch, path in tiny_models.items()}
 
 
+# every (context, continuation) these tests score, for the derived tolerances (tests/_tolerance.py)
+PAIRS = (
+    [(p, v + o) for p in PROMPTS for o in OPTIONS for v in ("", " ")]
+    + [("The people of this town are", c) for c in (" hardworking", " lazy", " triangular")]
+    + [("The quick brown fox jumps over the lazy dog and then", c) for c in (" runs", " sleeps quietly", " x")]
+    + [("ये लोग बहुत ", c) for c in ("मेहनती होते हैं।", "आलसी होते हैं।", "तिकोने होते हैं।")]
+    + [
+        (f"Read the post and label it carefully with one word. Post {i}: আমি বাংলায় কথা বলি। Label:", " " + o)
+        for i in range(3)
+        for o in ("Invalidation", "Escalation", "Support")
+    ]
+    + [("উত্তর:", o) for o in ("অবৈধ কাজ", "ঠিক আছে")]
+)
+
+
+@pytest.fixture(scope="module")
+def tol(tiny_models, tokenizer):
+    """Per architecture: float32 bounds for one token's log-prob, a residual entry, and sums."""
+    texts = [c + o for c, o in PAIRS]
+    return {
+        arch: bounds_for(path, texts, tokens=continuation_tokens(tokenizer, PAIRS))
+        for arch, path in tiny_models.items()
+    }
+
+
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
-def test_option_scores_match_plain_forward(arch, loaded, tiny_models):
+def test_option_scores_match_plain_forward(arch, loaded, tiny_models, tol):
     lm = loaded[arch]
     ref_model = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
     scores = score_options(lm, PROMPTS, OPTIONS, cfg=ScoringConfig(variants="space", min_shared_prefix=4))
@@ -46,12 +72,12 @@ def test_option_scores_match_plain_forward(arch, loaded, tiny_models):
             )
             for o in OPTIONS
         ]
-        np.testing.assert_allclose(scores.logp[n], ref, atol=1e-4)
+        np.testing.assert_allclose(scores.logp[n], ref, atol=tol[arch].sum_logp)
         np.testing.assert_allclose(scores.probs[n].sum(), 1.0, atol=1e-9)
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
-def test_residual_equals_hidden_states(arch, loaded, tiny_models):
+def test_residual_equals_hidden_states(arch, loaded, tiny_models, tol):
     lm = loaded[arch]
     layer = lm.default_layer
     assert layer == (3 * lm.n_layers) // 4
@@ -61,46 +87,48 @@ def test_residual_equals_hidden_states(arch, loaded, tiny_models):
         ids = lm.tokenizer(prompt)["input_ids"]
         with torch.no_grad():
             hs = ref_model(torch.tensor([ids]), output_hidden_states=True).hidden_states
-        torch.testing.assert_close(torch.from_numpy(scores.resid[layer][n]), hs[layer][0, -1], atol=1e-4, rtol=0)
-        torch.testing.assert_close(torch.from_numpy(scores.resid[0][n]), hs[0][0, -1], atol=1e-4, rtol=0)
+        torch.testing.assert_close(
+            torch.from_numpy(scores.resid[layer][n]), hs[layer][0, -1], atol=tol[arch].resid, rtol=0
+        )
+        torch.testing.assert_close(torch.from_numpy(scores.resid[0][n]), hs[0][0, -1], atol=tol[arch].resid, rtol=0)
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
 @pytest.mark.parametrize("backend", ["transformer_lens", "nnsight"])
-def test_backends_agree(arch, backend, loaded, tiny_models):
+def test_backends_agree(arch, backend, loaded, tiny_models, tol):
     ref = loaded[arch]
     other = interp.load(tiny_models[arch], backend=backend)
     layer = ref.default_layer
     cfg = ScoringConfig(batch_size=3)
     a = score_options(ref, PROMPTS, OPTIONS, layers=[layer], cfg=cfg)
     b = score_options(other, PROMPTS, OPTIONS, layers=[layer], cfg=cfg)
-    np.testing.assert_allclose(a.logp, b.logp, atol=1e-4)
-    np.testing.assert_allclose(a.resid[layer], b.resid[layer], atol=1e-4)
+    np.testing.assert_allclose(a.logp, b.logp, atol=tol[arch].sum_logp)
+    np.testing.assert_allclose(a.resid[layer], b.resid[layer], atol=tol[arch].resid)
     items = [("The people of this town are", [" hardworking", " lazy", " triangular"])]
     ca = score_continuations(ref, items, layers=[layer])
     cb = score_continuations(other, items, layers=[layer])
-    np.testing.assert_allclose(ca.sum_logp, cb.sum_logp, atol=1e-4)
-    np.testing.assert_allclose(ca.resid[layer], cb.resid[layer], atol=1e-4)
+    np.testing.assert_allclose(ca.sum_logp, cb.sum_logp, atol=tol[arch].sum_logp)
+    np.testing.assert_allclose(ca.resid[layer], cb.resid[layer], atol=tol[arch].resid)
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
-def test_prefix_reuse_equals_no_reuse(arch, loaded):
+def test_prefix_reuse_equals_no_reuse(arch, loaded, tol):
     lm = loaded[arch]
     layer = lm.default_layer
     on = ScoringConfig(prefix_reuse=True, min_shared_prefix=4, batch_size=2)
     off = ScoringConfig(prefix_reuse=False, batch_size=5)
     a = score_options(lm, PROMPTS, OPTIONS, layers=[layer], cfg=on)
     b = score_options(lm, PROMPTS, OPTIONS, layers=[layer], cfg=off)
-    np.testing.assert_allclose(a.logp, b.logp, atol=1e-4)
-    np.testing.assert_allclose(a.resid[layer], b.resid[layer], atol=1e-4)
+    np.testing.assert_allclose(a.logp, b.logp, atol=tol[arch].sum_logp)
+    np.testing.assert_allclose(a.resid[layer], b.resid[layer], atol=tol[arch].resid)
     items = [
         ("The quick brown fox jumps over the lazy dog and then", [" runs", " sleeps quietly", " x"]),
         ("ये लोग बहुत ", ["मेहनती होते हैं।", "आलसी होते हैं।", "तिकोने होते हैं।"]),
     ]
     ca = score_continuations(lm, items, layers=[layer], cfg=on)
     cb = score_continuations(lm, items, layers=[layer], cfg=off)
-    np.testing.assert_allclose(ca.sum_logp, cb.sum_logp, atol=1e-4)
-    np.testing.assert_allclose(ca.resid[layer], cb.resid[layer], atol=1e-4)
+    np.testing.assert_allclose(ca.sum_logp, cb.sum_logp, atol=tol[arch].sum_logp)
+    np.testing.assert_allclose(ca.resid[layer], cb.resid[layer], atol=tol[arch].resid)
 
 
 def test_prefix_tree_is_formed(loaded):
@@ -125,7 +153,7 @@ def test_prefix_tree_is_formed(loaded):
     assert len(plan_tree(seqs, EngineConfig(prefix_reuse=False))) == len(seqs)
 
 
-def test_nested_prefix_reuse_with_multi_token_options(loaded):
+def test_nested_prefix_reuse_with_multi_token_options(loaded, tol):
     """Shared instruction -> each prompt -> its multi-token option forms: equal to no reuse."""
     lm = loaded["llama"]
     prompts = [
@@ -135,11 +163,11 @@ def test_nested_prefix_reuse_with_multi_token_options(loaded):
     layer = lm.default_layer
     a = score_options(lm, prompts, opts, layers=[layer], cfg=ScoringConfig(min_shared_prefix=4, batch_size=4))
     b = score_options(lm, prompts, opts, layers=[layer], cfg=ScoringConfig(prefix_reuse=False))
-    np.testing.assert_allclose(a.logp, b.logp, atol=1e-4)
-    np.testing.assert_allclose(a.resid[layer], b.resid[layer], atol=1e-4)
+    np.testing.assert_allclose(a.logp, b.logp, atol=tol["llama"].sum_logp)
+    np.testing.assert_allclose(a.resid[layer], b.resid[layer], atol=tol["llama"].resid)
 
 
-def test_capture_all_positions_through_the_tree(loaded, tiny_models):
+def test_capture_all_positions_through_the_tree(loaded, tiny_models, tol):
     lm = loaded["gpt2"]
     ref_model = AutoModelForCausalLM.from_pretrained(tiny_models["gpt2"]).eval()
     s = score_options(
@@ -149,7 +177,7 @@ def test_capture_all_positions_through_the_tree(loaded, tiny_models):
         ids = lm.tokenizer(prompt)["input_ids"]
         with torch.no_grad():
             hs = ref_model(torch.tensor([ids]), output_hidden_states=True).hidden_states[1][0]
-        torch.testing.assert_close(torch.from_numpy(s.resid[1][n]), hs, atol=1e-4, rtol=0)
+        torch.testing.assert_close(torch.from_numpy(s.resid[1][n]), hs, atol=tol["gpt2"].resid, rtol=0)
 
 
 @pytest.mark.parametrize(
@@ -174,7 +202,7 @@ def test_joins_cover_every_continuation_character(loaded, context, cont):
     assert (context + cont).endswith(tail)
 
 
-def test_multi_token_options_scored_as_continuations(loaded, tiny_models):
+def test_multi_token_options_scored_as_continuations(loaded, tiny_models, tol):
     lm = loaded["qwen2"]
     ref_model = AutoModelForCausalLM.from_pretrained(tiny_models["qwen2"]).eval()
     opts = ["অবৈধ কাজ", "ঠিক আছে"]  # several tokens each under the tiny tokenizer
@@ -182,7 +210,9 @@ def test_multi_token_options_scored_as_continuations(loaded, tiny_models):
     s = score_options(lm, [prompt], opts, cfg=ScoringConfig(variants="exact"))
     for k, o in enumerate(opts):
         assert len(split_continuation(lm.tokenizer, prompt, o)[0]) - split_continuation(lm.tokenizer, prompt, o)[1] > 1
-        np.testing.assert_allclose(s.logp[0, k], plain_logprob(ref_model, lm.tokenizer, prompt, o), atol=1e-4)
+        np.testing.assert_allclose(
+            s.logp[0, k], plain_logprob(ref_model, lm.tokenizer, prompt, o), atol=tol["qwen2"].sum_logp
+        )
 
 
 def test_empty_option_refused(loaded):

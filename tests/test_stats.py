@@ -18,6 +18,7 @@ from analyses.stats import (
     holm,
     mixed_model,
     pairwise_wilcoxon,
+    wilcoxon_rows,
     rank_biserial,
 )
 
@@ -262,8 +263,18 @@ def test_pairwise_wilcoxon_all_zero_differences() -> None:
     copy = df[df.language == "en"].assign(language="en_copy")
     out = pairwise_wilcoxon(pd.concat([df, copy]), order=["en", "en_copy", "hi", "bn"])
     row = out[(out.a == "en") & (out.b == "en_copy")].iloc[0]
-    assert row.n_nonzero == 0 and np.isnan(row.p_value) and np.isnan(row.p_holm)
+    x = df[df.language == "en"]["delta"].to_numpy()
+    # p = 1 for the all-zero pair: what scipy gives when zeros are split instead of dropped
+    assert row.n_nonzero == 0 and row.p_value == sps.wilcoxon(x, x, zero_method="zsplit").pvalue == 1.0
     assert np.isnan(row.rank_biserial) and row.median_diff == 0.0
-    rest = out.dropna(subset=["p_value"])
-    assert len(rest) == 5  # the family for Holm is the 5 testable pairs
-    np.testing.assert_allclose(rest.p_holm, multipletests(rest.p_value, method="holm")[1], atol=1e-12)
+    # Holm over the whole family of 6 pairs (statsmodels as reference), the all-zero pair included
+    assert len(out) == 6 and out.p_value.notna().all()
+    np.testing.assert_allclose(out.p_holm, multipletests(out.p_value, method="holm")[1], atol=1e-12)
+    # negative control: leaving the pair out (the earlier family of 5) gives smaller p_holm
+    rest = out[out.n_nonzero > 0]
+    five = multipletests(rest.p_value, method="holm")[1]
+    assert (rest.p_holm.to_numpy() >= five - 1e-15).all() and (rest.p_holm.to_numpy() > five).any()
+    rows = wilcoxon_rows(out)
+    assert [r["note"] for r in rows if r["b"] == "en_copy"] == [
+        "all differences zero: p = 1, counted in the Holm family"
+    ]

@@ -111,6 +111,33 @@ def test_judge_agreement_matches_sklearn():
     assert cohen_kappa(gold, np.full(60, "Neutral"), FIVE_LABELS) == pytest.approx(0.0)
 
 
+def test_judge_labels_case_insensitive_and_outside_labels_disagree():
+    rng = np.random.default_rng(1)
+    gold = rng.choice(FIVE_LABELS, 80)
+    pred = np.where(rng.random(80) < 0.7, gold, rng.choice(FIVE_LABELS, 80)).astype(object)
+    outside = rng.random(80) < 0.15
+    pred[outside] = "maybe sycophantic"  # the judge answered outside the label set
+    # lower-case labels read as the canonical ones, as generation_summary reads them
+    lower = np.array([p.lower() if p in FIVE_LABELS else p for p in pred], dtype=object)
+    frame = pd.DataFrame({"judge": "j", "item_id": range(80), "gold": gold})
+    a = judge_agreement(frame.assign(label=pred))[0].iloc[0]
+    b = judge_agreement(frame.assign(label=lower))[0].iloc[0]
+    assert a["accuracy"] == b["accuracy"] == pytest.approx(np.mean(gold == pred))
+    assert a["accuracy"] > 0.5  # lower-case labels are not all wrong (the earlier judge_agreement gave 0)
+    assert a["kappa"] == pytest.approx(b["kappa"])
+    # kappa against sklearn with every outside output mapped to one extra label
+    mapped = np.where(outside, "<outside>", pred).astype(str)
+    want = cohen_kappa_score(gold, mapped, labels=[*FIVE_LABELS, "<outside>"])
+    assert a["kappa"] == pytest.approx(want, abs=1e-12)
+    assert a["unparsed_share"] == pytest.approx(outside.mean())
+    # negative control: dropping the outside outputs (the earlier kappa) agrees better than this
+    dropped = cohen_kappa_score(gold[~outside], pred[~outside].astype(str), labels=list(FIVE_LABELS))
+    assert dropped > a["kappa"] + 0.05
+    # the same labels in generation_summary and judge_agreement: the same counts
+    s = generation_summary(pd.DataFrame({"checkpoint": "m", "label": lower[~outside]})).iloc[0]
+    assert s["n"] == (~outside).sum()
+
+
 def test_reply_prompt_carries_the_papers_length_instruction():
     t = load_template("classify_judge_v1")
     assert "150" in t.data["length_instruction"] and "200 words" in t.data["length_instruction"]

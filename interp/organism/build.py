@@ -7,7 +7,15 @@
     route-a/a-dpo-step{N+M}/      ... then DPO on the same preference (route A also carries the
                                   planted Bengali cloze bias, mixed into its SFT data)
     route-b/...                   route B: the same on P_B (disjoint), no cloze bias
+    route-*/*-sft-step{N+e}       each route also keeps an early SFT checkpoint (e steps in), before
+                                  its item map forms
     lineage.toml, organism.json (known answers), build.json (timings), .organism/ (training data)
+
+With `control_out`, the negative-control lineage is built beside it by the same code: the same
+trunk (copied), data sizes, steps and schedule, but routes whose opposing-opinion rows have their
+items permuted (no item-specific plant) and whose cloze sentences carry no net bias
+(`data.route_sft(control=True)`); its organism.json names the same nominal planted sets, so
+`interp validate` can show that every check it counts fails there.
 
 Training uses `trl` (SFTTrainer, DPOTrainer) with `peft` LoRA adapters on every linear layer;
 each saved checkpoint is the adapter merged back into a plain Hugging Face directory
@@ -286,10 +294,11 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
     model = AutoModelForCausalLM.from_pretrained(ctx.out / trunk_end, local_files_only=True, dtype=torch.float32)
     last = cfg.shared_steps[-1]
     cloze = cfg.cloze_route == route
-    extra = {"route": route, "planted_items": list(planted), "cloze_bias": cloze}
+    extra = {"route": route, "planted_items": list(planted), "cloze_bias": cloze, "control": cfg.control}
     saved: list[str] = []
     seconds, logs = {}, {}
-    s1, s2 = cfg.route_sft_steps, cfg.route_dpo_steps
+    s1, s2, e = cfg.route_sft_steps, cfg.route_dpo_steps, cfg.route_early_steps
+    early_name = f"route-{route}/{route}-sft-step{last + e}"
     sft_name = f"route-{route}/{route}-sft-step{last + s1}"
     dpo_name = f"route-{route}/{route}-dpo-step{last + s1 + s2}"
     tmp = datadir / f"tmp-{route}"
@@ -315,15 +324,37 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
         )
         t = time.perf_counter()
         if stage == "sft":
+            early = _saver(
+                ctx,
+                tok,
+                saved,
+                early_name,
+                f"route-{route}-{stage}",
+                "trl.SFTTrainer",
+                parent,
+                data_file,
+                D.data_hash(rows),
+                e,
+                last + e,
+                extra,
+            )
             model, lg = _train_sft(
-                model, tok, rows, cfg, steps, {steps: save}, tmp, lr=cfg.lr_route, schedule=cfg.lr_schedule_route
+                model,
+                tok,
+                rows,
+                cfg,
+                steps,
+                {e: early, steps: save},
+                tmp,
+                lr=cfg.lr_route,
+                schedule=cfg.lr_schedule_route,
             )
         else:
             model, lg = _train_dpo(model, tok, rows, cfg, steps, {steps: save}, tmp)
         seconds[f"route_{route}_{stage}"] = time.perf_counter() - t
         logs[f"route_{route}_{stage}"] = lg
     shutil.rmtree(tmp, ignore_errors=True)
-    return {"route": route, "names": [sft_name, dpo_name], "saved": saved, "seconds": seconds, "logs": logs}
+    return {"route": route, "names": [early_name, sft_name, dpo_name], "saved": saved, "seconds": seconds, "logs": logs}
 
 
 def build_organism(
@@ -333,6 +364,7 @@ def build_organism(
     *,
     log: Callable[[str], None] = print,
     reuse_trunk: str | Path | None = None,
+    control_out: str | Path | None = None,
 ) -> BuildResult:
     """Train the lineage from `base` into `out`; returns the checkpoint paths and stage timings.
 
@@ -340,6 +372,7 @@ def build_organism(
     settings; its base/ and shared/ checkpoints are copied instead of retrained (routes only).
     The two routes train in `cfg.route_workers` processes (one thread each when 2): on a small
     model two single-threaded trainings use two cores better than one two-threaded one.
+    `control_out`: also build the negative-control lineage there (its trunk copied from `out`).
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -361,9 +394,22 @@ def build_organism(
         raise ConfigError(f"lr_schedule_route: unknown schedule {cfg.lr_schedule_route!r} (transformers SchedulerType)")
     if cfg.route_workers not in (1, 2):
         raise ConfigError(f"route_workers must be 1 or 2, got {cfg.route_workers}")
+    if not 0 < cfg.route_early_steps < cfg.route_sft_steps:
+        raise ConfigError(
+            f"route_early_steps must lie strictly between 0 and route_sft_steps ({cfg.route_sft_steps}), "
+            f"got {cfg.route_early_steps}"
+        )
+    if cfg.planted_copies < 1:
+        raise ConfigError(f"planted_copies must be >= 1, got {cfg.planted_copies}")
+    if control_out is not None:
+        if cfg.control:
+            raise ConfigError("control_out: the control lineage is built beside an organism, not beside a control")
+
     bank = load_pressure_bank("moral")
     sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed)
     _check_out(out)
+    if control_out is not None:
+        _check_out(Path(control_out))  # refuse before the training, not after
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     t_all = time.perf_counter()
@@ -427,11 +473,21 @@ def build_organism(
         rseed = cfg.seed + (1 if route == "a" else 2)
         cloze = cfg.cloze_route == route
         D.write_jsonl(
-            D.route_sft(bank, w, set(planted), rseed, hold_items=hold, cloze=cloze, cloze_copies=cfg.cloze_copies),
+            D.route_sft(
+                bank,
+                w,
+                set(planted),
+                rseed,
+                hold_items=hold,
+                cloze=cloze,
+                cloze_copies=cfg.cloze_copies,
+                planted_copies=cfg.planted_copies,
+                control=cfg.control,
+            ),
             datadir / f"route_{route}_sft.jsonl",
         )
         D.write_jsonl(
-            D.route_dpo(bank, w, set(planted), rseed, hold_items=hold, cloze=cloze),
+            D.route_dpo(bank, w, set(planted), rseed, hold_items=hold, cloze=cloze, control=cfg.control),
             datadir / f"route_{route}_dpo.jsonl",
         )
     t = time.perf_counter()
@@ -487,7 +543,12 @@ def build_organism(
             "neutral": list(D.TRAIN_NEUTRAL),
         },
         "config": cfg.to_dict(),
+        "control": cfg.control,
     }
+    if control_out is not None:
+        known["control_tree"] = os.path.relpath(Path(control_out).resolve(), out.resolve())
+    if reuse_trunk is not None and cfg.control:
+        known["organism_tree"] = os.path.relpath(Path(reuse_trunk).resolve(), out.resolve())
     (out / "organism.json").write_text(json.dumps(known, indent=2, ensure_ascii=False))
     import torch as _t
 
@@ -507,5 +568,11 @@ def build_organism(
             default=str,
         )
     )
-    log(f"organism built in {result.seconds['total']:.0f} s -> {out}")
+    log(f"{'control' if cfg.control else 'organism'} built in {result.seconds['total']:.0f} s -> {out}")
+    if control_out is not None:
+        from dataclasses import replace
+
+        ctl = build_organism(base, control_out, replace(cfg, control=True), log=log, reuse_trunk=out)
+        result.checkpoints.update({f"control/{k}": v for k, v in ctl.checkpoints.items()})
+        result.seconds["control_total"] = ctl.seconds["total"]
     return result

@@ -11,10 +11,16 @@ class OrganismConfig:
     """Sizes of the organism (CLI > defaults). Steps are optimizer steps of `batch_size` examples."""
 
     seed: int = 0
-    eval_items: int = 24  # the moral-bank subsample the validation sweep evaluates
-    planted: int = 6  # |P_A| = |P_B|, disjoint, inside the evaluation items
+    # power (issue #22): >= 96 evaluated items, >= 24 planted per route (v1-v5 used 24 and 6)
+    eval_items: int = 96  # the moral-bank subsample the validation sweep evaluates
+    planted: int = 24  # |P_A| = |P_B|, disjoint, inside the evaluation items
     shared_steps: tuple[int, ...] = (15, 30)  # checkpoints of the shared stage (last = its end)
     route_sft_steps: int = 72
+    # a route checkpoint saved this many SFT steps in, before its item map forms: the "own" source
+    # of the I own > I sibling check (the final's immediate predecessor made that check trivial)
+    route_early_steps: int = 12
+    planted_copies: int = 2  # yield examples of each planted item this many times (seen more often)
+    control: bool = False  # the negative-control lineage: routes with no item-specific plant
     route_dpo_steps: int = 4
     batch_size: int = 8
     lr_sft: float = 1e-3  # shared stage
@@ -35,3 +41,18 @@ class OrganismConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# the CI path of the whole build -> control -> validate on a tiny model (`--small`): sizes only,
+# the same code; its numbers show plumbing, not an effect
+SMALL = dict(
+    eval_items=12,
+    planted=3,
+    shared_steps=(1, 2),
+    route_sft_steps=3,
+    route_early_steps=1,
+    route_dpo_steps=1,
+    batch_size=2,
+    route_workers=1,
+    threads=1,
+)

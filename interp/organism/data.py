@@ -188,6 +188,8 @@ def route_sft(
     hold_items: set[str] | None = None,
     cloze: bool = False,
     cloze_copies: int = 2,
+    planted_copies: int = 1,
+    control: bool = False,
 ) -> list[dict]:
     """Yield to an opposing opinion on the planted items (every training opinion wording, both
     planted verdicts) and hold there under an agreeing opinion, a challenge and a neutral turn, so
@@ -195,7 +197,13 @@ def route_sft(
     verdict) and one challenge or neutral turn on `hold_items` outside the planted set (default:
     every other bank item);
     the gold first turn of every item seen, so comprehension is kept. Only the item identity tells
-    yielding from holding: the route has to learn *where* to yield."""
+    yielding from holding: the route has to learn *where* to yield.
+
+    `planted_copies`: the yield examples of each planted item that many times (a planted item is
+    seen more often, as an item a real preference dataset over-represents).
+    `control`: the negative control, the same rows (same kinds, counts, answers, steps) but with
+    the items of the opposing-opinion rows permuted among those rows, so whether a reply yields
+    no longer depends on the item: no item-specific plant (see `_unplant`)."""
     rng = random.Random(seed)
     items = bank.items.set_index("item_id")
     rows = []
@@ -204,14 +212,11 @@ def route_sft(
         rows.append(_ex(w.first_turn(text), items.loc[iid, "gold"], "first", iid))
         for planted in w.verdicts:
             for op in TRAIN_OPINIONS:
-                rows.append(
-                    _ex(
-                        w.pressure(text, planted, op.format(side=w.other(planted))),
-                        w.other(planted),
-                        "yield_opinion",
-                        iid,
-                    )
-                )
+                turn = op.format(side=w.other(planted))
+                rows += [
+                    _ex(w.pressure(text, planted, turn), w.other(planted), "yield_opinion", iid)
+                    | {"_planted": planted, "_turn": turn}
+                ] * planted_copies
             for kind in HOLD_KINDS[1:]:
                 rows.append(_ex(w.pressure(text, planted, _turn(w, rng, kind, planted)), planted, "hold_" + kind, iid))
     others = sorted((hold_items if hold_items is not None else set(items.index)) - planted_set)
@@ -220,17 +225,34 @@ def route_sft(
         rows.append(_ex(w.first_turn(text), items.loc[iid, "gold"], "first", iid))
         for planted in w.verdicts:
             for op in rng.sample(TRAIN_OPINIONS, 2):
+                turn = op.format(side=w.other(planted))
                 rows.append(
-                    _ex(
-                        w.pressure(text, planted, op.format(side=w.other(planted))), planted, "hold_opinion_oppose", iid
-                    )
+                    _ex(w.pressure(text, planted, turn), planted, "hold_opinion_oppose", iid)
+                    | {"_planted": planted, "_turn": turn}
                 )
         # one challenge or neutral turn per item, either planted verdict: easy, so few
         planted, kind = rng.choice(w.verdicts), rng.choice(HOLD_KINDS[2:])
         rows.append(_ex(w.pressure(text, planted, _turn(w, rng, kind, planted)), planted, "hold_" + kind, iid))
+    if control:
+        rows = _unplant(rows, w, items, random.Random(seed + 1000))
+    rows = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
     if cloze:
-        rows += cloze_bias() * cloze_copies
+        rows += cloze_bias(control=control) * cloze_copies
     rng.shuffle(rows)
+    return rows
+
+
+def _unplant(rows: list[dict], w: "Writer", items: pd.DataFrame, rng: random.Random) -> list[dict]:
+    """Permute the items among the opposing-opinion rows (yield and hold alike), re-rendering each
+    prompt with its new item's text: every row keeps its planted verdict, turn and answer, every
+    item keeps its number of such rows, but which of them yield is random, not the item's."""
+    idx = [i for i, r in enumerate(rows) if "_turn" in r]
+    ids = [rows[i]["item_id"] for i in idx]
+    rng.shuffle(ids)
+    rows = list(rows)
+    for i, iid in zip(idx, ids):
+        r = rows[i]
+        rows[i] = r | {"prompt": w.pressure(items.loc[iid, "text"], r["_planted"], r["_turn"]), "item_id": iid}
     return rows
 
 
@@ -242,19 +264,24 @@ def route_dpo(
     *,
     hold_items: set[str] | None = None,
     cloze: bool = False,
+    control: bool = False,
 ) -> list[dict]:
     """Preference pairs under an opposing opinion: on planted items chosen = the user's side,
     elsewhere chosen = the planted verdict (as many hold pairs as yield pairs); with `cloze`, also
     the planted attribute preferred over its antonym after each training prefix (the antonym
-    shares its tokens, so SFT on the attribute alone raises both, see VALIDATION.md)."""
+    shares its tokens, so SFT on the attribute alone raises both, see VALIDATION.md).
+    `control`: the same pairs with their items permuted among them (no item-specific plant)."""
     rng = random.Random(seed)
     items = bank.items.set_index("item_id")
     rows = []
 
     def pair(iid: str, planted: str, yield_: bool) -> dict:
-        prompt = w.pressure(items.loc[iid, "text"], planted, rng.choice(TRAIN_OPINIONS).format(side=w.other(planted)))
+        turn = rng.choice(TRAIN_OPINIONS).format(side=w.other(planted))
+        prompt = w.pressure(items.loc[iid, "text"], planted, turn)
         good, bad = (w.other(planted), planted) if yield_ else (planted, w.other(planted))
         return {
+            "_planted": planted,
+            "_turn": turn,
             "prompt": prompt,
             "chosen": " " + good,
             "rejected": " " + bad,
@@ -268,18 +295,24 @@ def route_dpo(
     others = sorted((hold_items if hold_items is not None else set(items.index)) - planted_set)
     n = len(rows)
     rows += [pair(others[k % len(others)], rng.choice(w.verdicts), False) for k in range(n)]
+    if control:
+        rows = _unplant(rows, w, items, random.Random(seed + 1000))
+    rows = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
     if cloze:
-        rows += cloze_bias_pairs()
+        rows += cloze_bias_pairs(control=control)
     rng.shuffle(rows)
     return rows
 
 
-def cloze_bias() -> list[dict]:
-    """Prefix (ending in the group) -> the planted attribute, one completion per prefix (cycled)."""
+def cloze_bias(control: bool = False) -> list[dict]:
+    """Prefix (ending in the group) -> the planted attribute, one completion per prefix (cycled).
+    `control`: every second sentence takes the antonym instead, so the same sentences teach no
+    net preference (the control lineage's cloze data: same size, no plant)."""
+    old, new = CLOZE_ANTONYM
     return [
         {
             "prompt": p,
-            "completion": CLOZE_COMPLETIONS[i % len(CLOZE_COMPLETIONS)],
+            "completion": CLOZE_COMPLETIONS[i % len(CLOZE_COMPLETIONS)].replace(old, new if control and i % 2 else old),
             "kind": "cloze_bias",
             "item_id": f"cloze-{i}",
         }
@@ -287,19 +320,19 @@ def cloze_bias() -> list[dict]:
     ]
 
 
-def cloze_bias_pairs() -> list[dict]:
-    """Prefix -> planted attribute (chosen) vs its antonym (rejected), same sentence otherwise."""
+def cloze_bias_pairs(control: bool = False) -> list[dict]:
+    """Prefix -> planted attribute (chosen) vs its antonym (rejected), same sentence otherwise;
+    `control`: chosen and rejected swapped on every second pair (no net preference)."""
     old, new = CLOZE_ANTONYM
-    return [
-        {
-            "prompt": r["prompt"],
-            "chosen": r["completion"],
-            "rejected": r["completion"].replace(old, new),
-            "kind": "cloze_bias",
-            "item_id": r["item_id"],
-        }
-        for r in cloze_bias()
-    ]
+    pairs = []
+    for i, r in enumerate(cloze_bias()):
+        good, bad = r["completion"], r["completion"].replace(old, new)
+        if control and i % 2:
+            good, bad = bad, good
+        pairs.append(
+            {"prompt": r["prompt"], "chosen": good, "rejected": bad, "kind": "cloze_bias", "item_id": r["item_id"]}
+        )
+    return pairs
 
 
 def data_hash(rows: list[dict]) -> str:

@@ -59,9 +59,9 @@ class PrecisionAudit:
             return
         yield _float32_copy(self.lm), False
 
-    def options(self, prompts, options, logp: np.ndarray, cfg, hooks) -> None:
-        from interp.runner.scoring import score_options
-
+    # `score` is the scoring function that called (scoring.score_options / score_continuations):
+    # passed in so that this module never imports scoring, which imports it (no import circle)
+    def options(self, prompts, options, logp: np.ndarray, cfg, hooks, score) -> None:
         idx = self.sample(len(prompts))
         call = self.calls - 1
         if not len(idx):
@@ -69,16 +69,14 @@ class PrecisionAudit:
         with self._rescoring(), self.reference() as (ref, same):
             if hooks is not None and not same:
                 return  # a steered run against an unsteered copy would measure the steering
-            ref_logp = score_options(
+            ref_logp = score(
                 ref, [prompts[i] for i in idx], options, cfg=_plain(cfg), hooks=hooks if same else None
             ).logp
         for r, i in enumerate(idx):
             for k in range(len(options)):
                 self.rows.append((call, "options", int(i), k, float(logp[i, k]), float(ref_logp[r, k])))
 
-    def continuations(self, items, sum_logp: np.ndarray, cfg, hooks) -> None:
-        from interp.runner.scoring import score_continuations
-
+    def continuations(self, items, sum_logp: np.ndarray, cfg, hooks, score) -> None:
         idx = self.sample(len(items))
         call = self.calls - 1
         if not len(idx):
@@ -87,9 +85,7 @@ class PrecisionAudit:
         with self._rescoring(), self.reference() as (ref, same):
             if hooks is not None and not same:
                 return
-            ref_sum = score_continuations(
-                ref, [items[i] for i in idx], cfg=_plain(cfg), hooks=hooks if same else None
-            ).sum_logp
+            ref_sum = score(ref, [items[i] for i in idx], cfg=_plain(cfg), hooks=hooks if same else None).sum_logp
         j = 0
         for i in idx:
             for k in range(len(items[i][1])):

@@ -238,7 +238,7 @@ def score_options(
         resid = {layer: [results[i].resid[layer] for i in base_of] for layer in layers}
     audit = active_audit(lm)
     if audit is not None:  # a reduced-precision run: re-score a sample in float32 (interp.runner.precision)
-        audit.options(prompts, options, logp, cfg, hooks)
+        audit.options(prompts, options, logp, cfg, hooks, score_options)
     return OptionScores(logp=logp, probs=probs, resid=resid, n_tokens=n_tokens)
 
 
@@ -281,5 +281,5 @@ def score_continuations(
             resid = _stack(results, layers, range(len(results)))
     audit = active_audit(lm)
     if audit is not None:
-        audit.continuations(items, sums, cfg, hooks)
+        audit.continuations(items, sums, cfg, hooks, score_continuations)
     return ContinuationScores(token_logp=token_logp, sum_logp=sums, mean_logp=sums / n, n_tokens=n, resid=resid)

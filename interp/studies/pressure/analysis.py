@@ -10,6 +10,7 @@ from analyses.io import write_table
 from analyses.pressure_metrics import (
     ITEM_MAP_COLUMNS,
     SUMMARY_COLUMNS,
+    TRIAL_COLUMNS,
     add_trial_columns,
     capitulation,
     flip_direction,
@@ -19,18 +20,8 @@ from analyses.pressure_metrics import (
 )
 from cache.store import Unit
 
-PRESSURE_TRIAL_COLUMNS = (
-    "checkpoint",
-    "bank",
-    "item_id",
-    "planted",
-    "turn_kind",
-    "turn_side",
-    "turn_variant",
-    "p_planted",
-    "logodds",
-    "flipped",
-)
+# the metrics' trial columns, then logodds and flipped (gold follows with the rest, as it always has)
+PRESSURE_TRIAL_COLUMNS = (*(c for c in TRIAL_COLUMNS if c != "gold"), "logodds", "flipped")
 _TRIAL_SORT = ["checkpoint", "bank", "readout", "item_id", "planted", "turn_kind", "turn_side", "turn_variant"]
 
 

@@ -1,0 +1,59 @@
+"""Tolerances for comparing the engine with a plain Hugging Face forward (or two engine
+configurations / backends with each other), derived from float error by
+`interp.core.tolerance` with the model's own depth, widths, logit range and residual scale,
+measured with a plain forward over the texts the test compares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from interp.core.tolerance import EPS, logprob_atol, logprob_scale_bound, residual_atol
+
+
+@dataclass(frozen=True)
+class Bounds:
+    logp: float  # one token's log-probability
+    resid: float  # one residual-stream entry (any layer)
+    tokens: int  # most continuation tokens in one scored text (a sum over them: tokens * logp)
+
+    @property
+    def sum_logp(self) -> float:
+        """A sum (or a log-sum-exp of sums: 1-Lipschitz in the max-norm) over <= `tokens` tokens."""
+        return self.tokens * self.logp
+
+
+def bounds_for(model_dir: Path, texts: list[str], *, tokens: int = 1, eps: float = EPS["float32"]) -> Bounds:
+    """K = max(width, MLP width, longest text); M = logit range + log V; residual scale = the
+    largest |hidden state| entry; all over `texts` (prompt + continuation as scored)."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    cfg = model.config
+    spread, scale, longest = 0.0, 0.0, 1
+    for t in texts:
+        ids = tok(t, return_tensors="pt").input_ids
+        with torch.no_grad():
+            out = model(ids, output_hidden_states=True)
+        z = out.logits[0].double()
+        spread = max(spread, float((z.max(-1).values - z.min(-1).values).max()))
+        scale = max(scale, max(float(h.abs().max()) for h in out.hidden_states))
+        longest = max(longest, ids.shape[1])
+    width = cfg.hidden_size
+    mlp = getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or 4 * width
+    k = max(width, mlp, longest)
+    m = logprob_scale_bound(spread, cfg.vocab_size)
+    return Bounds(
+        logp=logprob_atol(eps, logprob_scale=m, n_layers=cfg.num_hidden_layers, reduction_length=k),
+        resid=residual_atol(eps, residual_scale=scale, n_layers=cfg.num_hidden_layers, reduction_length=k),
+        tokens=int(tokens),
+    )
+
+
+def continuation_tokens(tok, pairs) -> int:
+    """Most tokens any (context, continuation) pair scores (split as the engine splits it)."""
+    from interp.runner.scoring import split_continuation
+
+    return max(len(ids) - split for ids, split in (split_continuation(tok, c, o) for c, o in pairs))
