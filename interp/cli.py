@@ -384,8 +384,13 @@ def organism_build(
     out: Path = typer.Option(..., "--out", help="new, empty directory for the checkpoint tree"),
     seed: int = typer.Option(0, "--seed"),
     eval_items: int = typer.Option(_ORG.eval_items, "--eval-items", help="moral-bank items the validation evaluates"),
+    plant: str = typer.Option(
+        _ORG.plant,
+        "--plant",
+        help="setting: route A yields on home stories, B on work/school ones (a learnable feature); items: random ids",
+    ),
     planted: int = typer.Option(
-        _ORG.planted, "--planted", help="|P_A| = |P_B| (disjoint, inside the evaluation items)"
+        _ORG.planted, "--planted", help="items: |P_A| = |P_B|; setting: the least each set must hold"
     ),
     shared_steps: str = typer.Option(
         ",".join(map(str, _ORG.shared_steps)), "--shared-steps", help="checkpoints of the shared SFT stage"
@@ -431,6 +436,7 @@ def organism_build(
     cfg = OrganismConfig(
         seed=seed,
         eval_items=eval_items,
+        plant=plant,
         planted=planted,
         shared_steps=steps,
         route_sft_steps=route_sft_steps,

@@ -187,6 +187,26 @@ def test_planted_sets_disjoint_balanced_inside_the_sweep_subsample():
         assert len(p) == 6 and gold[list(p)].value_counts().tolist() == [3, 3]
 
 
+def test_setting_plant_is_every_evaluated_story_of_one_setting():
+    from interp.organism.topics import ROUTE_SETTING, SETTINGS
+
+    bank = load_pressure_bank("moral")
+    ids = set(bank.items["item_id"])
+    home, work = set(SETTINGS["home"]), set(SETTINGS["work_school"])
+    assert home <= ids and work <= ids and not home & work
+    cfg = OrganismConfig()
+    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
+    assert set(sets.eval_items) == ids  # the default evaluates the whole bank
+    assert set(sets.planted_a) == set(SETTINGS[ROUTE_SETTING["a"]]) and set(sets.planted_b) == work
+    assert min(len(sets.planted_a), len(sets.planted_b)) >= 24
+    gold = bank.items.set_index("item_id")["gold"]
+    for p in (sets.planted_a, sets.planted_b):  # about balanced over gold
+        assert abs(gold[list(p)].eq("wrong").mean() - 0.5) < 0.1
+    # a subsample too small to hold 24 stories of a setting is refused, naming the setting
+    with pytest.raises(ValueError, match="home stories, fewer than planted=24"):
+        D.choose_planted(bank, 40, 24, 0, plant="setting")
+
+
 def test_most_yielding_ranks_the_most_negative_map_values_first():
     # planted: items p1..p3 yield (strongly negative pressured-minus-neutral log-odds)
     rng = np.random.default_rng(0)
@@ -232,12 +252,12 @@ def test_cli_bad_inputs_exit_2(organism, tmp_path):
 
 
 def test_control_route_data_has_no_item_specific_plant(tokenizer):
-    """Real sizes (96 items, 24 planted): the organism yields on exactly its planted items; the
+    """Real sizes (128 items, 33 planted home stories): the organism yields on exactly its planted items; the
     control has the same rows, kinds and answers, but every item's share of yielding
     opposing-opinion rows is the same in expectation (planted and rest within binomial noise)."""
     cfg = OrganismConfig()
     bank = load_pressure_bank("moral")
-    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed)
+    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
     w = D.Writer(tokenizer, load_template("pressure_v1"))
     kw = dict(hold_items=set(sets.eval_items), planted_copies=cfg.planted_copies)
     share = {}
@@ -254,5 +274,6 @@ def test_control_route_data_has_no_item_specific_plant(tokenizer):
         and share[False][3].equals(share[True][3])
         and share[False][4] == share[True][4]
     )
-    # rest: 72 items x 4 rows = 288 rows at rate ~2/3, binomial sd ~0.028; 0.15 is > 5 sd
+    # control: ~776 opposing rows at rate ~0.51; planted 396 and rest 380 rows, sd of the
+    # difference ~0.036; 0.15 is > 4 sd
     assert abs(share[True][0] - share[True][1]) < 0.15

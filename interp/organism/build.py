@@ -406,7 +406,10 @@ def build_organism(
             raise ConfigError("control_out: the control lineage is built beside an organism, not beside a control")
 
     bank = load_pressure_bank("moral")
-    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed)
+    try:
+        sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     _check_out(out)
     if control_out is not None:
         _check_out(Path(control_out))  # refuse before the training, not after
@@ -531,6 +534,7 @@ def build_organism(
         "trunk_end": trunk_end,
         "routes": routes,
         "route_planted": {"route-a": list(sets.planted_a), "route-b": list(sets.planted_b)},
+        "plant": cfg.plant,
         "cloze": {
             "route": f"route-{cfg.cloze_route}" if cfg.cloze_route else None,
             "language": D.CLOZE_LANGUAGE,

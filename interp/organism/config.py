@@ -12,14 +12,20 @@ class OrganismConfig:
 
     seed: int = 0
     # power (issue #22): >= 96 evaluated items, >= 24 planted per route (v1-v5 used 24 and 6)
-    eval_items: int = 96  # the moral-bank subsample the validation sweep evaluates
-    planted: int = 24  # |P_A| = |P_B|, disjoint, inside the evaluation items
+    eval_items: int = 128  # the moral-bank subsample the validation sweep evaluates (128: all of it)
+    # "setting": each route yields on the stories of one setting, a feature it can learn
+    # (interp.organism.topics: home 33, work/school 26 items); "items": random item ids (v1-v5)
+    plant: str = "setting"
+    planted: int = 24  # "items": |P_A| = |P_B|; "setting": the least each set must hold
     shared_steps: tuple[int, ...] = (15, 30)  # checkpoints of the shared stage (last = its end)
-    route_sft_steps: int = 72
+    route_sft_steps: int = 96  # 0.6 epochs of the route data at 128 items
     # a route checkpoint saved this many SFT steps in, before its item map forms: the "own" source
     # of the I own > I sibling check (the final's immediate predecessor made that check trivial)
     route_early_steps: int = 12
-    planted_copies: int = 2  # yield examples of each planted item this many times (seen more often)
+    # yield examples of each planted item this many times (seen more often); 1 keeps the yield rows
+    # about as many as the hold-under-opposition rows (396 vs 380 on route A), so that yielding
+    # everywhere is not the easy solution
+    planted_copies: int = 1
     control: bool = False  # the negative-control lineage: routes with no item-specific plant
     route_dpo_steps: int = 4
     batch_size: int = 8
@@ -46,6 +52,7 @@ class OrganismConfig:
 # the CI path of the whole build -> control -> validate on a tiny model (`--small`): sizes only,
 # the same code; its numbers show plumbing, not an effect
 SMALL = dict(
+    plant="items",
     eval_items=12,
     planted=3,
     shared_steps=(1, 2),

@@ -98,9 +98,27 @@ def eval_bank(bank: Bank, n_items: int, seed: int) -> Bank:
     return bank.subsample(n_items, seed=seed, by="item_id", stratify="gold")
 
 
-def choose_planted(bank: Bank, n_items: int, n_planted: int, seed: int) -> PlantedSets:
-    """P_A and P_B: disjoint, each balanced over gold, drawn from the evaluation subsample."""
+def choose_planted(bank: Bank, n_items: int, n_planted: int, seed: int, plant: str = "items") -> PlantedSets:
+    """P_A and P_B: disjoint sets inside the evaluation subsample.
+
+    `plant="items"`: `n_planted` random items each, balanced over gold (the v1-v5 organisms; the
+    `--small` path). `plant="setting"`: every evaluated story of one setting
+    (`interp.organism.topics`, home for route A, work/school for route B), at least `n_planted` each."""
     ev = eval_bank(bank, n_items, seed).items
+    if plant == "setting":
+        from interp.organism.topics import ROUTE_SETTING, SETTINGS
+
+        ids = set(ev["item_id"])
+        a, b = (tuple(sorted(ids & set(SETTINGS[ROUTE_SETTING[r]]))) for r in ("a", "b"))
+        for route, got in (("a", a), ("b", b)):
+            if len(got) < n_planted:
+                raise ValueError(
+                    f"plant setting: {len(got)} of the {len(ids)} evaluated items are {ROUTE_SETTING[route]} "
+                    f"stories, fewer than planted={n_planted} (evaluate more items: --eval-items)"
+                )
+        return PlantedSets(tuple(sorted(ids)), a, b)
+    if plant != "items":
+        raise ValueError(f"plant must be 'items' or 'setting', got {plant!r}")
     if 2 * n_planted > len(ev):
         raise ValueError(f"2 x {n_planted} planted items do not fit in {len(ev)} evaluation items")
     rng = random.Random(seed + 1)
