@@ -487,6 +487,9 @@ def validate(
         False, "--no-generalisation", help="skip reading the finals with a training-wording template"
     ),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
+    history: Optional[Path] = typer.Option(
+        None, "--history", help="CSV of earlier tries of the settings (try, settings, outcome): listed in validation.md"
+    ),
 ) -> None:
     """Sweep an organism tree (pressure, cloze, classify) and check every known answer."""
     from interp.organism.validate import ValidateConfig, summarize
@@ -504,7 +507,9 @@ def validate(
         margin=margin,
         min_rise=min_rise,
     )
-    checks = run_validate(tree, out, cfg, control=control, run=not no_run, progress=not quiet, log=typer.echo)
+    checks = run_validate(
+        tree, out, cfg, control=control, run=not no_run, progress=not quiet, log=typer.echo, history=history
+    )
     n_rec, n = summarize(checks)
     typer.echo(f"\n{n_rec} of {n} known answers recovered (organism passes, control fails); {out / 'validation.md'}")
 

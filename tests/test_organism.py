@@ -84,14 +84,19 @@ def test_build_is_deterministic(organism, tmp_path):
         ), ck
 
 
-def test_validate_end_to_end(organism):
+def test_validate_end_to_end(organism, tmp_path):
     out = organism / "val"
+    history = tmp_path / "tries.csv"
+    pd.DataFrame(
+        {"try": ["t1", "t2 (this run)"], "settings": ["7 route steps", "3 route steps"], "outcome": ["x", "y"]}
+    ).to_csv(history, index=False)
     checks = validate(
         organism / "tree",
         out,
         ValidateConfig(classify_items=3, cloze_items=6, threads=1),
         progress=False,
         log=lambda s: None,
+        history=history,
     )
     expected = {
         "s_op rises along route",
@@ -129,6 +134,12 @@ def test_validate_end_to_end(organism):
     pred = pd.read_csv(out / "results" / "organism_predictive.csv")
     assert {"own", "sibling", "base"} <= set(pred["route_relation"])
     assert set(pred["lineage"]) == {"organism", "control"}
+    # wall times of both builds and of the sweeps, and their sum, from build.json / validate_time.json
+    times = checks[checks["check"] == "wall time (reported)"].set_index("subject")["value"]
+    assert list(times.index) == ["organism build", "control build", "validation sweeps", "total"]
+    assert (times > 0).all() and times["total"] == pytest.approx(times.iloc[:3].sum())
+    md = (out / "validation.md").read_text()
+    assert "| t1 | 7 route steps | x |" in md and "Every try" in md
     assert_markdown_numbers_come_from_the_csvs(out)
     # the cheap rerun reads the finished sweeps (resumable units) and gives the same checks
     again = validate(
@@ -141,15 +152,21 @@ def test_validate_end_to_end(organism):
     pd.testing.assert_frame_equal(checks, again)
 
 
-def assert_markdown_numbers_come_from_the_csvs(out: Path) -> None:
+def assert_markdown_numbers_come_from_the_csvs(
+    out: Path, md_path: Path | None = None, csv_dir: Path | None = None
+) -> None:
     """Every number in validation.md (outside code spans: paths, the commit) is a number of
-    validation_checks.csv / organism_predictive.csv, to the 3-decimal display rounding."""
+    validation_checks.csv / organism_predictive.csv (/ tries.csv, the earlier tries it lists, /
+    lineages.csv, the build settings from organism.json), to the 3-decimal display rounding."""
     import re
 
-    md = re.sub(r"`[^`]*`", "", (out / "validation.md").read_text())
+    md_path = md_path or out / "validation.md"
+    csv_dir = csv_dir or out / "results"
+    md = re.sub(r"`[^`]*`", "", md_path.read_text())
     md = re.sub(r"\(.*?\.png\)", "", md)
     num = re.compile(r"(?<![\w.\-])-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])")
-    csv_text = "".join((out / "results" / f).read_text() for f in ("validation_checks.csv", "organism_predictive.csv"))
+    names = ("validation_checks.csv", "organism_predictive.csv", "tries.csv", "lineages.csv")
+    csv_text = "".join((csv_dir / f).read_text() for f in names if (csv_dir / f).is_file())
     pool = np.array(sorted({float(x) for x in num.findall(csv_text)} | {abs(float(x)) for x in num.findall(csv_text)}))
     found = num.findall(md)
     assert len(found) > 50
@@ -157,7 +174,13 @@ def assert_markdown_numbers_come_from_the_csvs(out: Path) -> None:
         v = float(x)
         # md shows 3 decimals (or 4 significant digits for p): half a unit of the last digit
         tol = 5e-4 if "." in x and len(x.split(".")[1]) <= 3 else 5e-4 * max(abs(v), 1e-6)
-        assert np.min(np.abs(pool - v)) <= tol + 1e-12, f"{x} in validation.md is in no CSV"
+        assert np.min(np.abs(pool - v)) <= tol + 1e-12, f"{x} in {md_path.name} is in no CSV"
+
+
+def test_committed_validation_record_numbers_come_from_its_csvs():
+    """VALIDATION.md is the real SmolLM2 run's validation.md (scripts/organism_record.sh copies it
+    with its CSVs into docs/organism/): every number in it is a number of those CSVs."""
+    assert_markdown_numbers_come_from_the_csvs(REPO, REPO / "VALIDATION.md", REPO / "docs" / "organism")
 
 
 def test_training_wordings_are_not_the_evaluation_templates():

@@ -97,6 +97,17 @@ def write_markdown(out: Path, tree: Path, control: Path | None) -> Path:
             f"| {r.check} | {_cell(r.subject)} | {r.figure} | {_ci(r.value, r.lo, r.hi)} | {_p(r)} | "
             f"{_cell(r.reference)} | {_f(r.control_value)} | {r.status} |"
         )
+    lin = out / "results" / "lineages.csv"
+    if lin.is_file():
+        t = pd.read_csv(lin, keep_default_na=False, dtype=str)
+        text += [
+            "",
+            "## The two lineages (from their organism.json, `results/lineages.csv`)",
+            "",
+            "| setting | organism | control |",
+            "|---|---|---|",
+            *[f"| {r.setting} | {_cell(r.organism)} | {_cell(r.control)} |" for r in t.itertuples(index=False)],
+        ]
     cols = ["lineage", "source", "target", "route_relation", "I", "null_mean", "p_value", "p_lo", "p_hi"]
     text += [
         "",
@@ -107,6 +118,19 @@ def write_markdown(out: Path, tree: Path, control: Path | None) -> Path:
     ]
     for r in pred[cols].itertuples(index=False):
         text.append("| " + " | ".join(_f(v) if isinstance(v, (float, np.floating)) else _cell(v) for v in r) + " |")
+    tries = out / "results" / "tries.csv"
+    if tries.is_file():
+        t = pd.read_csv(tries, keep_default_na=False)
+        text += [
+            "",
+            "## Every try of the organism's settings",
+            "",
+            "From `results/tries.csv` (`interp validate --history`); this run is the last row.",
+            "",
+            "| " + " | ".join(t.columns) + " |",
+            "|" + "---|" * len(t.columns),
+            *["| " + " | ".join(_cell(v) for v in r) + " |" for r in t.itertuples(index=False)],
+        ]
     text += ["", "![trajectory](figures/organism_trajectory.png)", ""]
     path = out / "validation.md"
     path.write_text("\n".join(text), encoding="utf-8")

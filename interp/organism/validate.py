@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -283,6 +285,62 @@ def _summary_rows(df: pd.DataFrame, cfg: ValidateConfig) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
+    """Wall seconds of the organism build, the control build and the validation sweeps (reported),
+    from the trees' build.json and OUT/results/validate_time.json; what is missing is left out."""
+    rows = []
+    for subject, path in (("organism build", tree / "build.json"), ("control build", (ctree or tree) / "build.json")):
+        if subject.startswith("control") and ctree is None or not path.is_file():
+            continue
+        b = json.loads(path.read_text(encoding="utf-8"))
+        rows.append(
+            C.row(
+                "wall time (reported)",
+                subject,
+                "seconds",
+                b["seconds"]["total"],
+                reference=f"{b.get('threads')} threads, load average {b['loadavg_start'][0]:.2f} at start",
+            )
+        )
+    path = out / "results" / "validate_time.json"
+    if path.is_file():
+        v = json.loads(path.read_text(encoding="utf-8"))
+        rows.append(
+            C.row(
+                "wall time (reported)",
+                "validation sweeps",
+                "seconds",
+                v["seconds"],
+                reference=f"{v['threads']} threads, load average {v['loadavg_start']:.2f} at start",
+            )
+        )
+    if len(rows) > 1:
+        rows.append(C.row("wall time (reported)", "total", "seconds", sum(r["value"] for r in rows)))
+    return pd.DataFrame(rows)
+
+
+def lineage_table(known: dict, kc: dict | None) -> pd.DataFrame:
+    """What was built, from organism.json: the build settings, the plant and its set sizes, beside
+    the control's (the same by construction, except `control`)."""
+
+    def flat(k: dict) -> dict:
+        cfg = k.get("config", {})
+        d = {key: (",".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for key, v in cfg.items()}
+        d["plant"] = k.get("plant", cfg.get("plant", "items"))
+        d["evaluated items"] = len(k["eval_items"])
+        for route, items in k["route_planted"].items():
+            d[f"planted items {route}"] = len(items)
+        d["cloze plant"] = k["cloze"].get("route") or "none"
+        d["control"] = bool(k.get("control"))
+        return d
+
+    org = flat(known)
+    ctl = flat(kc) if kc is not None else {}
+    return pd.DataFrame(
+        {"setting": list(org), "organism": [org[k] for k in org], "control": [ctl.get(k, "") for k in org]}
+    )
+
+
 def validate(
     tree: str | Path,
     out: str | Path,
@@ -292,9 +350,13 @@ def validate(
     run: bool = True,
     progress: bool = True,
     log: Callable[[str], None] = print,
+    history: str | Path | None = None,
 ) -> pd.DataFrame:
     """Sweep the organism and its control (resumable), check every known answer on both, and write
-    OUT/results/validation_checks.csv, OUT/results/organism_predictive.csv and OUT/validation.md."""
+    OUT/results/validation_checks.csv, OUT/results/organism_predictive.csv and OUT/validation.md.
+
+    `history`: a CSV of earlier tries of the organism's settings (columns try, settings, outcome,
+    ...), copied to OUT/results/tries.csv and listed in validation.md."""
     from analyses.io import write_table
     from interp.organism.report import trajectory_figure, write_markdown
 
@@ -304,16 +366,29 @@ def validate(
         raise ConfigError(f"{tree / 'organism.json'}: this is a control lineage; validate its organism instead")
     ctree = resolve_control(tree, known, control)
     kc = load_known(ctree) if ctree is not None else None
+    if history is not None:
+        history = Path(history)
+        if not history.is_file():
+            raise ConfigError(f"{history}: no such file (--history: a CSV of earlier tries)")
+        tries = pd.read_csv(history)
+        if not {"try", "settings", "outcome"} <= set(tries.columns):
+            raise ConfigError(f"{history}: needs the columns try, settings, outcome")
     if run:
+        t0, load0 = time.perf_counter(), os.getloadavg()[0]
         run_sweeps(tree, out, known, cfg, progress=progress)
         if cfg.generalisation:
             run_generalisation(tree, out, known, cfg, progress=progress)
         if ctree is not None:
             run_sweeps(ctree, out / "control", kc, cfg, progress=progress)
+        (out / "results").mkdir(parents=True, exist_ok=True)
+        (out / "results" / "validate_time.json").write_text(
+            json.dumps({"seconds": time.perf_counter() - t0, "threads": cfg.threads, "loadavg_start": load0}, indent=2),
+            encoding="utf-8",
+        )
     org_rows, predictive = C.tree_checks(out, known, cfg)
     ctl_rows, ctl_pred = C.tree_checks(out / "control", kc, cfg) if ctree is not None else ([], None)
     checks = combine(org_rows, ctl_rows, cfg, has_control=ctree is not None)
-    checks = pd.concat([checks, _summary_rows(checks, cfg)], ignore_index=True)
+    checks = pd.concat([checks, _time_rows(tree, ctree, out), _summary_rows(checks, cfg)], ignore_index=True)
     checks["commit"] = code_commit()
     preds = [predictive.assign(lineage="organism")]
     if ctl_pred is not None:
@@ -322,6 +397,9 @@ def validate(
     (out / "results").mkdir(parents=True, exist_ok=True)
     write_table(pred, out / "results" / "organism_predictive.csv", columns=("lineage", *predictive.columns))
     write_table(checks, out / "results" / "validation_checks.csv")
+    lineage_table(known, kc).to_csv(out / "results" / "lineages.csv", index=False)
+    if history is not None:
+        shutil.copyfile(history, out / "results" / "tries.csv")
     trajectory_figure(C._summary(out), known, _trunk(known), out / "figures" / "organism_trajectory.png")
     write_markdown(out, tree, Path(os.path.normpath(ctree)) if ctree is not None else None)
     n_rec, n = summarize(checks)
