@@ -316,7 +316,7 @@ def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
         )
     if len(rows) > 1:
         rows.append(C.row("wall time (reported)", "total", "seconds", sum(r["value"] for r in rows)))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).assign(status=S.REPORTED, recovered=False) if rows else pd.DataFrame()
 
 
 def lineage_table(known: dict, kc: dict | None) -> pd.DataFrame:
