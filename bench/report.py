@@ -111,6 +111,15 @@ def _summary(res: dict) -> list[str]:
                     f"probability |ΔP| mean **{p['mean_abs_dp']:.4f}**, max **{p['max_abs_dp']:.4f}**, argmax flips "
                     f"**{p['argmax_flips']} of {p['prompts']}**; max |Δ log-prob| {p['max_abs_dlogp']:.2g} ({_date(b)})."
                 )
+    pr = res.get("precisions")
+    if pr:
+        p, sp = pr["precision"]["float32-medium"], pr["speedup"]["float32-medium vs float32"]
+        lines.append(
+            f"`--dtype float32-medium` vs float32, {pr['prompts']} pressure prompts: **{sp['median']:.2f}x** the speed "
+            f"(runs {sp['low']:.2f}x-{sp['high']:.2f}x); verdict probability |ΔP| mean **{p['mean_abs_dp']:.1e}**, "
+            f"max **{p['max_abs_dp']:.1e}**, argmax flips **{p['argmax_flips']} of {p['prompts']}** ({_date(pr)})."
+        )
+    if b:
         fl = b.get("flops", {})
         if fl:
             lines.append(

@@ -151,5 +151,41 @@ def test_mixed_is_a_dtype_name_with_its_own_unit_identity(tiny_models):
         (u,) = plan_units([tiny_models["llama"]], ["pressure"], banks=["moral"], cfg=RunConfig(max_items=2, **kw))
         return u.identity.hash
 
-    hashes = {ident(dtype=d) for d in ("float32", "bfloat16", "mixed-bf16")}
-    assert len(hashes) == 3
+    hashes = {ident(dtype=d) for d in ("float32", "bfloat16", "mixed-bf16", "float32-medium")}
+    assert len(hashes) == 4
+    assert is_reduced("float32-medium") and matmul_dtype("float32-medium") == torch.float32
+
+
+def test_float32_medium_sets_the_matmul_precision_around_block_linears_only(runs, tiny_models, monkeypatch):
+    """`float32-medium`: float32 weights; each block Linear runs at torch's "medium" float32 matmul
+    precision, set around that call only (the process-wide setting is restored; the head keeps
+    it); switched off it is float32 bit for bit; and its error against float32 is a tenth of the
+    bf16 operands' or less (zero on a CPU without a reduced-precision float32 path)."""
+    import torch.nn.modules.linear as linear_mod
+
+    lm32, f = runs["float32"]
+    _, m = runs["mixed-bf16"]
+    lm = interp.load(tiny_models["llama"], dtype="float32-medium")
+    model = lm.backend.model
+    assert next(model.parameters()).dtype == torch.float32
+    levels: dict[int, set] = {}
+    real = linear_mod.F.linear
+
+    def spy(x, w, b=None):
+        levels.setdefault(id(w), set()).add(torch.get_float32_matmul_precision())
+        return real(x, w, b)
+
+    before = torch.get_float32_matmul_precision()
+    monkeypatch.setattr(linear_mod.F, "linear", spy)
+    med = score_options(lm, PROMPTS, OPTIONS, layers=[0, 3], cfg=CFG)
+    monkeypatch.setattr(linear_mod.F, "linear", real)
+    assert torch.get_float32_matmul_precision() == before
+    named = dict(model.named_modules())
+    blocks = [mod for n, mod in named.items() if n.endswith(("q_proj", "k_proj", "down_proj"))]
+    assert blocks and all(levels[id(mod.weight)] == {"medium"} for mod in blocks)
+    assert levels[id(model.get_output_embeddings().weight)] == {before}  # the head: untouched
+    err, err_bf16 = np.abs(med.logp - f.logp).max(), np.abs(m.logp - f.logp).max()
+    assert err_bf16 > 0 and err <= err_bf16 / 10, (err, err_bf16)
+    with full_precision(model):
+        again = score_options(lm, PROMPTS, OPTIONS, layers=[0, 3], cfg=CFG)
+    np.testing.assert_array_equal(again.logp, f.logp)

@@ -276,6 +276,10 @@ def with_precision(backend, model: torch.nn.Module, dtype: str):
         from interp.runner.mixed import make_mixed
 
         make_mixed(model, MIXED[dtype])
+    elif dtype == "float32-medium":
+        from interp.runner.mixed import make_medium
+
+        make_medium(model)
     backend.precision_model = model
     return backend
 

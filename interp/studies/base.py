@@ -53,8 +53,9 @@ class RunConfig:
     device: str = opt("cpu", "cpu, cuda, cuda:N or auto (cuda when available)")
     dtype: str = opt(
         "float32",
-        "weights and activations (log-softmax stays float32); mixed-bf16: matmuls in bf16, the rest float32",
-        choices=("float32", "bfloat16", "float16", "mixed-bf16"),
+        "weights and activations (log-softmax stays float32); mixed-bf16: matmuls in bf16, the rest float32; "
+        "float32-medium: float32 at torch's medium matmul precision",
+        choices=("float32", "bfloat16", "float16", "mixed-bf16", "float32-medium"),
     )
     device_map: str | None = opt(None, "accelerate device map, e.g. auto (a model larger than one device)")
     scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"cli": False})

@@ -1,0 +1,98 @@
+"""float32 vs `float32-medium` vs `mixed-bf16` on the bank-size pressure workload, interleaved in
+one process (issue 25): speed of each against float32 and each one's error against float32.
+
+    python bench/bench_precisions.py --threads 2 --repeats 3 --items 40
+
+`float32-medium` runs the blocks' Linears at torch's "medium" float32 matmul precision (on this
+CPU's AVX512-BF16 a oneDNN path with nearly float32 products); `mixed-bf16` gives them bf16
+operands. Writes bench/results/precisions.json (section of BENCHMARKS.md via bench/report.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+from bench_bank import precision  # noqa: E402
+
+DTYPES = ("float32", "float32-medium", "mixed-bf16")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--items", type=int, default=40, help="moral items (31 prompts each)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args()
+    common.setup(args.threads)
+    start_load = common.loadavg()
+
+    import interp
+    from interp.runner.scoring import ScoringConfig, score_options
+
+    path = common.model_path(args.model)
+    lms = {d: interp.load(path, dtype=d, threads=args.threads) for d in DTYPES}
+    common.setup(args.threads)
+    tok = lms["float32"].tokenizer
+    cfg = ScoringConfig(variants="exact")
+    prompts, verdicts, _ = common.pressure_prompts(common.pressure_subset(args.items), tok)
+    options = common.option_words(verdicts, "exact")
+    for d in DTYPES:  # warm-up
+        score_options(lms[d], prompts[:4], options, cfg=cfg)
+    fns = {d: (lambda d=d: score_options(lms[d], prompts, options, cfg=cfg)) for d in DTYPES}
+    timing, outs = common.time_interleaved(fns, args.repeats)
+    f32 = outs["float32"]
+    res = {
+        "items": args.items,
+        "prompts": len(prompts),
+        "timing": timing,
+        "speedup": {f"{d} vs float32": common.ratio(timing["float32"], timing[d]) for d in DTYPES[1:]},
+        "precision": {d: precision(outs[d], f32) for d in DTYPES[1:]},
+    }
+    w = f"pressure, {args.items} items x 31 conditions ({len(prompts)} prompts)"
+    rows = [[w, "float32", common.fmt_time(timing["float32"]), "1.00x", "", "", "", ""]]
+    for d in DTYPES[1:]:
+        pr = res["precision"][d]
+        rows.append(
+            [
+                w,
+                d,
+                common.fmt_time(timing[d]),
+                common.fmt_ratio(res["speedup"][f"{d} vs float32"]),
+                f"{pr['max_abs_dlogp']:.2g}",
+                f"{pr['mean_abs_dp']:.2g}",
+                f"{pr['max_abs_dp']:.2g}",
+                f"{pr['argmax_flips']} of {pr['prompts']}",
+            ]
+        )
+    res["report"] = {
+        "order": 2,
+        "title": "Precisions at bank size: float32, float32-medium, mixed-bf16 (one interleaved run)",
+        "what": "SmolLM2-135M-Instruct, `interp.score_options`, every dtype loaded once in the same process; "
+        "errors are against the float32 run of the same prompts.",
+        "rerun": f"python bench/bench_precisions.py --threads {args.threads} --repeats {args.repeats} --items {args.items}",
+        "tables": [
+            {
+                "columns": [
+                    "workload",
+                    "dtype",
+                    "time",
+                    "speed vs float32",
+                    "max |d log-prob|",
+                    "verdict P: mean |d|",
+                    "max |d|",
+                    "argmax flips",
+                ],
+                "rows": rows,
+            }
+        ],
+    }
+    common.write_results("precisions", res, threads=args.threads, started_load=start_load)
+
+
+if __name__ == "__main__":
+    main()
