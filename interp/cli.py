@@ -418,6 +418,9 @@ def organism_build(
         _ORG.route_early_steps, "--route-early-steps", help="route SFT step of the early checkpoint (own source of I)"
     ),
     planted_copies: int = typer.Option(_ORG.planted_copies, "--planted-copies", help="yield examples per planted item"),
+    route_first_copies: int = typer.Option(
+        _ORG.route_first_copies, "--route-first-copies", help="gold first turns per item in the route SFT data"
+    ),
     control: Optional[Path] = typer.Option(
         None, "--control", help="also build the negative-control lineage (no item-specific plant) into this directory"
     ),
@@ -451,6 +454,7 @@ def organism_build(
         threads=threads,
         route_early_steps=route_early_steps,
         planted_copies=planted_copies,
+        route_first_copies=route_first_copies,
     )
     if small:
         from dataclasses import replace

@@ -300,3 +300,18 @@ def test_control_route_data_has_no_item_specific_plant(tokenizer):
     # control: ~776 opposing rows at rate ~0.51; planted 396 and rest 380 rows, sd of the
     # difference ~0.036; 0.15 is > 4 sd
     assert abs(share[True][0] - share[True][1]) < 0.15
+
+
+def test_route_first_copies_repeat_only_the_gold_first_turns(tokenizer):
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, 24, 6, seed=0)
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    kw = dict(hold_items=set(sets.eval_items))
+    one = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, **kw))
+    three = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, first_copies=3, **kw))
+    n1, n3 = one["kind"].value_counts(), three["kind"].value_counts()
+    assert n3["first"] == 3 * n1["first"] == 3 * 24
+    assert n1.drop("first").sort_index().equals(n3.drop("first").sort_index())  # other kinds unchanged
+    gold = bank.items.set_index("item_id")["gold"]
+    firsts = three[three["kind"] == "first"]
+    assert (firsts["completion"].str.strip() == gold[firsts["item_id"]].to_numpy()).all()

@@ -399,6 +399,8 @@ def build_organism(
             f"route_early_steps must lie strictly between 0 and route_sft_steps ({cfg.route_sft_steps}), "
             f"got {cfg.route_early_steps}"
         )
+    if cfg.route_first_copies < 1:
+        raise ConfigError(f"route_first_copies must be >= 1, got {cfg.route_first_copies}")
     if cfg.planted_copies < 1:
         raise ConfigError(f"planted_copies must be >= 1, got {cfg.planted_copies}")
     if control_out is not None:
@@ -485,6 +487,7 @@ def build_organism(
                 cloze=cloze,
                 cloze_copies=cfg.cloze_copies,
                 planted_copies=cfg.planted_copies,
+                first_copies=cfg.route_first_copies,
                 control=cfg.control,
             ),
             datadir / f"route_{route}_sft.jsonl",

@@ -26,6 +26,7 @@ class OrganismConfig:
     # about as many as the hold-under-opposition rows (396 vs 380 on route A), so that yielding
     # everywhere is not the easy solution
     planted_copies: int = 1
+    route_first_copies: int = 1  # gold first turns per item in the route SFT data (comprehension)
     control: bool = False  # the negative-control lineage: routes with no item-specific plant
     route_dpo_steps: int = 4
     batch_size: int = 8

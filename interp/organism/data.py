@@ -208,6 +208,7 @@ def route_sft(
     cloze_copies: int = 2,
     planted_copies: int = 1,
     control: bool = False,
+    first_copies: int = 1,
 ) -> list[dict]:
     """Yield to an opposing opinion on the planted items (every training opinion wording, both
     planted verdicts) and hold there under an agreeing opinion, a challenge and a neutral turn, so
@@ -217,6 +218,7 @@ def route_sft(
     the gold first turn of every item seen, so comprehension is kept. Only the item identity tells
     yielding from holding: the route has to learn *where* to yield.
 
+    `first_copies`: each item's gold first turn that many times (what keeps comprehension).
     `planted_copies`: the yield examples of each planted item that many times (a planted item is
     seen more often, as an item a real preference dataset over-represents).
     `control`: the negative control, the same rows (same kinds, counts, answers, steps) but with
@@ -227,7 +229,7 @@ def route_sft(
     rows = []
     for iid in sorted(planted_set):
         text = items.loc[iid, "text"]
-        rows.append(_ex(w.first_turn(text), items.loc[iid, "gold"], "first", iid))
+        rows += [_ex(w.first_turn(text), items.loc[iid, "gold"], "first", iid)] * first_copies
         for planted in w.verdicts:
             for op in TRAIN_OPINIONS:
                 turn = op.format(side=w.other(planted))
@@ -240,7 +242,7 @@ def route_sft(
     others = sorted((hold_items if hold_items is not None else set(items.index)) - planted_set)
     for iid in others:
         text = items.loc[iid, "text"]
-        rows.append(_ex(w.first_turn(text), items.loc[iid, "gold"], "first", iid))
+        rows += [_ex(w.first_turn(text), items.loc[iid, "gold"], "first", iid)] * first_copies
         for planted in w.verdicts:
             for op in rng.sample(TRAIN_OPINIONS, 2):
                 turn = op.format(side=w.other(planted))
