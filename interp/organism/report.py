@@ -125,7 +125,7 @@ def write_markdown(out: Path, tree: Path, control: Path | None) -> Path:
             "",
             "## Every try of the organism's settings",
             "",
-            "From `results/tries.csv` (`interp validate --history`); this run is the row marked \"this run\".",
+            'From `results/tries.csv` (`interp validate --history`); this run is the row marked "this run".',
             "",
             "| " + " | ".join(t.columns) + " |",
             "|" + "---|" * len(t.columns),
