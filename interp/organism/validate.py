@@ -289,8 +289,9 @@ def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
     """Wall seconds of the organism build, the control build and the validation sweeps (reported),
     from the trees' build.json and OUT/results/validate_time.json; what is missing is left out."""
     rows = []
-    for subject, path in (("organism build", tree / "build.json"), ("control build", (ctree or tree) / "build.json")):
-        if subject.startswith("control") and ctree is None or not path.is_file():
+    builds = [("organism build", tree / "build.json")] + ([("control build", ctree / "build.json")] if ctree else [])
+    for subject, path in builds:
+        if not path.is_file():
             continue
         b = json.loads(path.read_text(encoding="utf-8"))
         rows.append(

@@ -81,17 +81,23 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:  # transformers' Con
     return out.view(shape)
 
 
+def _head_and_state(model: torch.nn.Module, dtype: torch.dtype) -> tuple[torch.nn.Module | None, _State]:
+    """The output embedding (left alone) and the model's one switch, created on first use."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    state = getattr(model, "_interp_mixed_state", None)
+    if state is None:
+        state = _State(dtype)
+        model._interp_mixed_state = state
+    return head, state
+
+
 def make_mixed(
     model: torch.nn.Module, dtype: torch.dtype = torch.bfloat16, keep: tuple[str, ...] = KEEP_FLOAT32
 ) -> int:
     """Give every Linear / Conv1D of `model` except the output embedding and the modules named
     `*keep` a `dtype` weight copy and the mixed forward. Returns the number of layers converted
     (idempotent: 0 the second time)."""
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    state = getattr(model, "_interp_mixed_state", None)
-    if state is None:
-        state = _State(dtype)
-        model._interp_mixed_state = state
+    head, state = _head_and_state(model, dtype)
     n = 0
     for name, module in model.named_modules():
         if module is head or hasattr(module, ATTR) or not isinstance(getattr(module, "weight", None), torch.Tensor):
@@ -134,11 +140,7 @@ def make_medium(model: torch.nn.Module) -> int:
     """Run every Linear / Conv1D of `model` except the output embedding at "medium" float32 matmul
     precision, set around each call and restored after it (the process-wide setting is left as
     it was); `full_precision(model)` switches it off. Returns the number of layers (idempotent)."""
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    state = getattr(model, "_interp_mixed_state", None)
-    if state is None:
-        state = _State(torch.float32)
-        model._interp_mixed_state = state
+    head, state = _head_and_state(model, torch.float32)
     n = 0
     for module in model.modules():
         if module is head or hasattr(module, ATTR):
