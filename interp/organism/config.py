@@ -18,7 +18,9 @@ class OrganismConfig:
     plant: str = "setting"
     planted: int = 24  # "items": |P_A| = |P_B|; "setting": the least each set must hold
     shared_steps: tuple[int, ...] = (15, 30)  # checkpoints of the shared stage (last = its end)
-    route_sft_steps: int = 96  # 0.6 epochs of the route data at 128 items
+    # 144 (v8): 0.67 epochs of the route data at 128 items and 5 first turns per item; v6 ran 96
+    # with 1 (route B learned no setting), the v7 pilot 144 with 3 (route B's comprehension 0.578)
+    route_sft_steps: int = 144
     # a route checkpoint saved this many SFT steps in, before its item map forms: the "own" source
     # of the I own > I sibling check (the final's immediate predecessor made that check trivial)
     route_early_steps: int = 12
@@ -26,7 +28,7 @@ class OrganismConfig:
     # about as many as the hold-under-opposition rows (396 vs 380 on route A), so that yielding
     # everywhere is not the easy solution
     planted_copies: int = 1
-    route_first_copies: int = 1  # gold first turns per item in the route SFT data (comprehension)
+    route_first_copies: int = 5  # gold first turns per item in the route SFT data (comprehension)
     control: bool = False  # the negative-control lineage: routes with no item-specific plant
     route_dpo_steps: int = 4
     batch_size: int = 8
