@@ -178,6 +178,24 @@ def run_generalisation(tree: Path, out: Path, known: dict, cfg: "ValidateConfig"
     )
 
 
+def share_trunk_units(org_out: Path, ctl_out: Path, known: dict) -> list[Path]:
+    """Copy the organism's cached pressure units of the base and the trunk into the control's
+    cache before the control is swept: the control is built from the same trunk, so those units
+    are the same units. A copy is only ever used where the control's own unit identity (sampled
+    fingerprint, bank, template, settings) names it and the bytes it ran on match the control's
+    checkpoint (the sweep checks both, `sweeps.plan.reuse_status`); otherwise it is recomputed."""
+    copied = []
+    for name in ["base", *_trunk(known)]:
+        src = org_out / "cache" / "pressure" / name.replace("/", "--")
+        dst = ctl_out / "cache" / "pressure" / name.replace("/", "--")
+        for f in sorted(src.glob("pressure-*.h5")) if src.is_dir() else []:
+            if not (dst / f.name).exists():
+                dst.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, dst / f.name)
+                copied.append(dst / f.name)
+    return copied
+
+
 def _trunk(known: dict) -> list[str]:
     te = known["trunk_end"]
     steps = known.get("config", {}).get("shared_steps", [])
@@ -380,6 +398,7 @@ def validate(
         if cfg.generalisation:
             run_generalisation(tree, out, known, cfg, progress=progress)
         if ctree is not None:
+            share_trunk_units(out, out / "control", known)
             run_sweeps(ctree, out / "control", kc, cfg, progress=progress)
         (out / "results").mkdir(parents=True, exist_ok=True)
         (out / "results" / "validate_time.json").write_text(
