@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from interp.core.errors import ConfigError, InterpError
-from interp.organism.config import SMALL, OrganismConfig
+from interp.organism.config import SMALL, OrganismConfig, ValidateConfig
 
 app = typer.Typer(
     add_completion=False,
@@ -374,6 +374,7 @@ def demo(
 
 
 _ORG = OrganismConfig()  # defaults of `interp organism build` come from the config
+_VAL = ValidateConfig()  # ... and those of `interp validate`
 organism_app = typer.Typer(no_args_is_help=True, help="Model organisms: lineages with planted, known answers.")
 app.add_typer(organism_app, name="organism")
 
@@ -469,15 +470,17 @@ def organism_build(
 def validate(
     tree: Path = typer.Argument(..., help="an organism tree (from `interp organism build`)"),
     out: Path = typer.Option(..., "--out", help="output directory (sweep results, validation.md)"),
-    shuffles: int = typer.Option(1000, "--shuffles", help="shuffle-null size for I and readouts"),
+    shuffles: int = typer.Option(_VAL.n_shuffles, "--shuffles", help="shuffle-null size for I and readouts"),
     control: Optional[Path] = typer.Option(
         None, "--control", help="the negative-control lineage (default: the one recorded by `organism build --control`)"
     ),
-    alpha: float = typer.Option(0.05, "--alpha", help="family-wise level of the headline p-values (Holm)"),
-    margin: float = typer.Option(0.05, "--margin", help="'stays put': the change's CI inside +-margin"),
-    min_rise: float = typer.Option(0.05, "--min-rise", help="'rises': at least this change, CI excluding 0"),
+    alpha: float = typer.Option(_VAL.alpha_p, "--alpha", help="family-wise level of the headline p-values (Holm)"),
+    margin: float = typer.Option(_VAL.margin, "--margin", help="'stays put': the change's CI inside +-margin"),
+    min_rise: float = typer.Option(_VAL.min_rise, "--min-rise", help="'rises': at least this change, CI excluding 0"),
     small: bool = typer.Option(False, "--small", help="tiny sizes for the CI path (few classify / cloze items)"),
-    classify_items: int = typer.Option(8, "--classify-items", help="conversational items (0: skip classify)"),
+    classify_items: int = typer.Option(
+        _VAL.classify_items or 0, "--classify-items", help="conversational items (0: skip classify)"
+    ),
     cloze_items: Optional[int] = typer.Option(None, "--cloze-items", help="cloze prompts (default: all)"),
     template: str = typer.Option(
         "lite",
@@ -496,7 +499,7 @@ def validate(
     ),
 ) -> None:
     """Sweep an organism tree (pressure, cloze, classify) and check every known answer."""
-    from interp.organism.validate import ValidateConfig, summarize
+    from interp.organism.validate import summarize
     from interp.organism.validate import validate as run_validate
 
     cfg = ValidateConfig(

@@ -1,5 +1,5 @@
-"""Sizes of the model organism: a light module, so the CLI reads its defaults without importing
-the training code."""
+"""Sizes of the model organism and the settings of its validation: a light module, so the CLI
+reads their defaults without importing the training or checking code."""
 
 from __future__ import annotations
 
@@ -50,6 +50,35 @@ class OrganismConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidateConfig:
+    """Sizes, thresholds and margins of `interp validate`, stated before a run (written into
+    validation_checks.csv beside every result)."""
+
+    n_shuffles: int = 1000  # every shuffle null (I, readouts): p's Monte-Carlo CI must clear alpha
+    classify_items: int | None = 12  # None: skip the classify study
+    cloze_items: int | None = None  # None: the whole cloze bank (32 prompts x 6 languages)
+    template: str | None = "lite"  # pressure template: "lite" (see lite_template), "full" or a name/file
+    threads: int | None = None
+    alpha_p: float = 0.05  # family-wise level of the headline p-values (Holm)
+    n_boot: int = 2000  # item bootstrap of every CI of a change
+    ci: float = 0.95
+    seed: int = 0  # bootstrap seed
+    min_rise: float = 0.05  # "rises": S_op / delta change from trunk end to route final at least this
+    min_gap: float = 0.10  # the plant: S_op on planted items minus the rest, at the route final
+    min_I_gap: float = 0.10  # I of the route's early checkpoint minus the best sibling's
+    margin: float = 0.05  # "stays put": the change's CI inside [-margin, margin]
+    cloze_min_rise: float = 0.05  # ABS rise on the planted cloze cell
+    target_gap: float = 0.30  # the plant's target (reported): planted - rest S_op at the final ...
+    target_neutral: float = 0.10  # ... with the neutral flip within this of the trunk end's
+    generalisation: bool = True  # also read the finals with a TRAINING-wording template
+    cloze: bool = True  # run the cloze study (base and route finals)
+
+    def thresholds(self) -> dict:
+        keys = ("n_shuffles", "alpha_p", "n_boot", "ci", "min_rise", "min_gap", "min_I_gap", "margin")
+        return {k: getattr(self, k) for k in (*keys, "cloze_min_rise", "target_gap", "target_neutral")}
 
 
 # the CI path of the whole build -> control -> validate on a tiny model (`--small`): sizes only,

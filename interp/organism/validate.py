@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -27,35 +26,7 @@ from interp.errors import ConfigError
 from interp.organism import checks as C
 from interp.organism import stats as S
 from interp.organism.checks import hypergeom_p, most_yielding
-
-
-@dataclass(frozen=True, kw_only=True)
-class ValidateConfig:
-    """Sizes, thresholds and margins of `interp validate`, stated before a run (written into
-    validation_checks.csv beside every result)."""
-
-    n_shuffles: int = 1000  # every shuffle null (I, readouts): p's Monte-Carlo CI must clear alpha
-    classify_items: int | None = 12  # None: skip the classify study
-    cloze_items: int | None = None  # None: the whole cloze bank (32 prompts x 6 languages)
-    template: str | None = "lite"  # pressure template: "lite" (see lite_template), "full" or a name/file
-    threads: int | None = None
-    alpha_p: float = 0.05  # family-wise level of the headline p-values (Holm)
-    n_boot: int = 2000  # item bootstrap of every CI of a change
-    ci: float = 0.95
-    seed: int = 0  # bootstrap seed
-    min_rise: float = 0.05  # "rises": S_op / delta change from trunk end to route final at least this
-    min_gap: float = 0.10  # the plant: S_op on planted items minus the rest, at the route final
-    min_I_gap: float = 0.10  # I of the route's early checkpoint minus the best sibling's
-    margin: float = 0.05  # "stays put": the change's CI inside [-margin, margin]
-    cloze_min_rise: float = 0.05  # ABS rise on the planted cloze cell
-    target_gap: float = 0.30  # the plant's target (reported): planted - rest S_op at the final ...
-    target_neutral: float = 0.10  # ... with the neutral flip within this of the trunk end's
-    generalisation: bool = True  # also read the finals with a TRAINING-wording template
-    cloze: bool = True  # run the cloze study (base and route finals)
-
-    def thresholds(self) -> dict:
-        keys = ("n_shuffles", "alpha_p", "n_boot", "ci", "min_rise", "min_gap", "min_I_gap", "margin")
-        return {k: getattr(self, k) for k in (*keys, "cloze_min_rise", "target_gap", "target_neutral")}
+from interp.organism.config import ValidateConfig
 
 
 def load_known(tree: Path) -> dict:
