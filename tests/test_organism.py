@@ -139,8 +139,10 @@ def test_validate_end_to_end(organism, tmp_path):
     assert list(times.index) == ["organism build", "control build", "validation sweeps", "total"]
     assert (times > 0).all() and times["total"] == pytest.approx(times.iloc[:3].sum())
     # the control's base and trunk units are the organism's (same bytes), not swept again
-    plan = [ln for ln in (out / "control" / "sweep.log").read_text().splitlines() if "plan:" in ln]
-    assert "9 units, 6 to run, 3 already complete" in plan[0]
+    log = (out / "control" / "sweep.log").read_text()
+    assert "plan: 9 units, 6 to run," in log
+    for ck in ("base", "shared/shared-step1", "shared/shared-step2"):
+        assert f"verified {ck} pressure moral: same weight bytes, reused" in log and f"done {ck} pressure" not in log
     for ck in ("base", "shared--shared-step2"):
         ((a,), (b,)) = [list((o / "cache" / "pressure" / ck).glob("*.h5")) for o in (out, out / "control")]
         assert a.name == b.name and a.read_bytes() == b.read_bytes()
