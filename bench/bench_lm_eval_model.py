@@ -8,8 +8,9 @@ then `lm_eval.simple_evaluate(model=<that object>, tasks=...)` runs the tasks --
 the two interleaved, so each timing is the whole evaluation minus model loading. Agreement:
 max |delta| over every request's log-likelihood (and is_greedy flags equal).
 
-Rerun (defaults):
+Rerun (defaults; `--items 0` takes every item of every bank, written as lm_eval_model_bank.json):
     python bench/bench_lm_eval_model.py --repeats 3 --threads 2 --items 8
+    python bench/bench_lm_eval_model.py --repeats 3 --threads 2 --items 0
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def _responses(result: dict) -> dict[str, list]:
 def main() -> None:
     p = common.parser(__doc__, repeats=3)
     p.add_argument("--model", default="smollm2", help="smollm2, gemma3 or a checkpoint directory")
-    p.add_argument("--items", type=int, default=8, help="items per bank (cloze: prompt ids, x6 languages)")
+    p.add_argument(
+        "--items", type=int, default=8, help="items per bank (cloze: prompt ids, x6 languages); 0: every item"
+    )
     p.add_argument("--batch-size", type=int, default=16)
     args = p.parse_args()
     common.setup(args.threads)
@@ -157,13 +160,14 @@ def main() -> None:
         "serving_median_s": serve,
         "lm_eval_overhead_median_s": overhead,
     }
+    size = f"{args.items} items per bank" if args.items else "every item of every bank"
     res["report"] = {
-        "order": 2.5,
-        "title": f"2b. lm-eval `--model interp` vs `--model hf` ({path.name})",
+        "order": 2.5 if args.items else 2.6,
+        "title": f"2{'b' if args.items else 'c'}. lm-eval `--model interp` vs `--model hf` ({path.name}, {size})",
         "rerun": f"python bench/bench_lm_eval_model.py --repeats {args.repeats} --threads {args.threads} --items {args.items}",
         "what": (
             "Whole `lm_eval.simple_evaluate` runs (model loading excluded) on local tasks built from the shipped "
-            f"banks ({args.items} items per bank): "
+            f"banks ({size}): "
             + ", ".join(f"{t} ({per_task[t]['requests']} requests)" for t in tasks)
             + f". Both at batch size {args.batch_size}, float32; runs interleaved. Measured on whatever else the "
             f"machine was running (1-min load average {start_load[0] if start_load else '?'} at start): the ratio, "
@@ -192,7 +196,11 @@ def main() -> None:
         ],
     }
     common.write_results(
-        "lm_eval_model", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load
+        "lm_eval_model" if args.items else "lm_eval_model_bank",
+        res,
+        threads=args.threads,
+        results_dir=args.results_dir,
+        started_load=start_load,
     )
 
 

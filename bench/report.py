@@ -76,7 +76,17 @@ def summary(res: dict) -> list[str]:
         return lines + [f"- (summary incomplete: a results file lacks field {exc}; rerun its script)"]
 
 
-SUMMARIZED = ("bank", "tree", "lm_eval_model", "probes", "scaling", "crash_suite", "integrity_suite", "plan_741")
+SUMMARIZED = (
+    "bank",
+    "tree",
+    "lm_eval_model",
+    "lm_eval_model_bank",
+    "probes",
+    "scaling",
+    "crash_suite",
+    "integrity_suite",
+    "plan_741",
+)
 
 
 def _summary(res: dict) -> list[str]:
@@ -145,8 +155,10 @@ def _summary(res: dict) -> list[str]:
             for f in r["report"]["findings"]:
                 if str(f).startswith("sampling"):
                     lines.append(f"Batched sampling vs HF generate: {f[len('sampling: ') :]} ({_date(r)}).")
-    r = res.get("lm_eval_model")
-    if r and not is_stale("lm_eval_model", r):
+    for name in ("lm_eval_model", "lm_eval_model_bank"):
+        r = res.get(name)
+        if not r or is_stale(name, r):
+            continue
         lines.append(
             f"lm-eval `--model interp` vs `--model hf` ({r['requests']} requests of {len(r['tasks'])} local "
             f"tasks, {r['model']}): **{r['speedup_interp_vs_hf']['median']:.2f}x** the speed of hf (median of "
