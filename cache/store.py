@@ -230,9 +230,12 @@ class Store:
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
-    def path_for(self, ident: UnitIdentity) -> Path:
+    def slot_dir(self, study: str, checkpoint: str) -> Path:
         # checkpoint names from trees contain "/" (route/step): keep them one directory level
-        return self.root / ident.study / ident.checkpoint.replace("/", "--") / f"{ident.study}-{ident.hash[:16]}.h5"
+        return self.root / study / checkpoint.replace("/", "--")
+
+    def path_for(self, ident: UnitIdentity) -> Path:
+        return self.slot_dir(ident.study, ident.checkpoint) / f"{ident.study}-{ident.hash[:16]}.h5"
 
     def is_complete(self, ident: UnitIdentity) -> bool:
         return self.attrs(ident) is not None

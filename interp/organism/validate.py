@@ -155,10 +155,12 @@ def share_trunk_units(org_out: Path, ctl_out: Path, known: dict) -> list[Path]:
     are the same units. A copy is only ever used where the control's own unit identity (sampled
     fingerprint, bank, template, settings) names it and the bytes it ran on match the control's
     checkpoint (the sweep checks both, `sweeps.plan.reuse_status`); otherwise it is recomputed."""
+    from cache.store import Store
+
     copied = []
     for name in ["base", *_trunk(known)]:
-        src = org_out / "cache" / "pressure" / name.replace("/", "--")
-        dst = ctl_out / "cache" / "pressure" / name.replace("/", "--")
+        src = Store(org_out / "cache").slot_dir("pressure", name)
+        dst = Store(ctl_out / "cache").slot_dir("pressure", name)
         for f in sorted(src.glob("pressure-*.h5")) if src.is_dir() else []:
             if not (dst / f.name).exists():
                 dst.mkdir(parents=True, exist_ok=True)
