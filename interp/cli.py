@@ -422,6 +422,11 @@ def organism_build(
     route_first_copies: int = typer.Option(
         _ORG.route_first_copies, "--route-first-copies", help="gold first turns per item in the route SFT data"
     ),
+    train_precision: str = typer.Option(
+        _ORG.train_precision,
+        "--train-precision",
+        help="mixed-bf16: training steps under bf16 autocast (weights float32); float32: no autocast",
+    ),
     control: Optional[Path] = typer.Option(
         None, "--control", help="also build the negative-control lineage (no item-specific plant) into this directory"
     ),
@@ -456,6 +461,7 @@ def organism_build(
         route_early_steps=route_early_steps,
         planted_copies=planted_copies,
         route_first_copies=route_first_copies,
+        train_precision=train_precision,
     )
     if small:
         from dataclasses import replace
@@ -488,6 +494,9 @@ def validate(
         help="pressure template: lite (a subset of pressure_v1's wordings), full (pressure_v1) or a name/file",
     ),
     threads: Optional[int] = typer.Option(None, "--threads"),
+    dtype: str = typer.Option(
+        _VAL.dtype, "--dtype", help="the sweeps' dtype (reduced ones re-score a sample in float32: precision.csv)"
+    ),
     no_run: bool = typer.Option(False, "--no-run", help="check an existing OUT without running the sweeps"),
     no_cloze: bool = typer.Option(False, "--no-cloze", help="skip the cloze study"),
     no_generalisation: bool = typer.Option(
@@ -508,6 +517,7 @@ def validate(
         cloze_items=6 if small else cloze_items,
         template=template,
         threads=threads,
+        dtype=dtype,
         generalisation=not no_generalisation,
         cloze=not no_cloze,
         alpha_p=alpha,

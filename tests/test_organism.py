@@ -47,6 +47,7 @@ def test_tree_is_a_discoverable_lineage_with_provenance(organism):
             assert prov["base_fingerprint"] == known["base_fingerprint"]
             assert prov["trainer"] in ("trl.SFTTrainer", "trl.DPOTrainer")
             assert len(prov["data_hash"]) == 64 and prov["seed"] == 0
+            assert prov["train_precision"] == "mixed-bf16"  # the default
             assert {"torch", "transformers", "trl", "peft"} <= set(prov["versions"])
             assert (tree / ck / "model.safetensors").is_file()
     assert not set(known["planted_a"]) & set(known["planted_b"])
@@ -139,6 +140,11 @@ def test_validate_end_to_end(organism, tmp_path):
     times = checks[checks["check"] == "wall time (reported)"].set_index("subject")["value"]
     assert list(times.index) == ["organism build", "control build", "validation sweeps", "total"]
     assert (times > 0).all() and times["total"] == pytest.approx(times.iloc[:3].sum())
+    # the sweeps ran at the default float32-medium and say what it cost against float32
+    prec = checks[checks["check"] == "reduced-precision sweeps vs float32 (reported)"].set_index("subject")
+    assert list(prec.index) == ["organism sweeps", "control sweeps"]
+    assert prec["reference"].str.startswith("float32-medium: ").all()
+    assert prec["reference"].str.contains(", all within the bounds").all() and (prec["value"] <= 0.02).all()
     # the control's base and trunk units are the organism's (same bytes), not swept again
     log = (out / "control" / "sweep.log").read_text()
     assert "plan: 9 units, 6 to run," in log
@@ -281,6 +287,12 @@ def test_cli_bad_inputs_exit_2(organism, tmp_path):
     assert (organism / "tree" / "organism.json").is_file()  # nothing already written is lost
     r = run("organism", "build", "--base", tmp_path, "--out", tmp_path / "o")
     assert r.returncode == 2 and str(tmp_path) in r.stderr
+    r = run("organism", "build", "--base", organism / "model", "--out", tmp_path / "p", "--train-precision", "fp16")
+    assert r.returncode == 2 and "train_precision" in r.stderr
+    # a trunk trained at another precision is not "the same trunk": refused, naming the field
+    args = ("--small", "--reuse-trunk", organism / "tree", "--train-precision", "float32")
+    r = run("organism", "build", "--base", organism / "model", "--out", tmp_path / "q", *args)
+    assert r.returncode == 2 and "field train_precision is 'mixed-bf16', expected 'float32'" in r.stderr
 
 
 def test_control_route_data_has_no_item_specific_plant(tokenizer):
@@ -324,3 +336,27 @@ def test_route_first_copies_repeat_only_the_gold_first_turns(tokenizer):
     gold = bank.items.set_index("item_id")["gold"]
     firsts = three[three["kind"] == "first"]
     assert (firsts["completion"].str.strip() == gold[firsts["item_id"]].to_numpy()).all()
+
+
+@pytest.mark.parametrize("precision", ["mixed-bf16", "float32"])
+def test_train_precision_sets_the_trainers_autocast(organism, tokenizer, tmp_path, precision):
+    """mixed-bf16: every training forward runs under CPU bf16 autocast (matmuls in bf16) while the
+    weights stay float32; float32: no autocast. Read from inside the model's forward, not from the
+    arguments the Trainer was given."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from interp.organism.build import _train_sft
+
+    cfg = OrganismConfig(**{**SMALL, "train_precision": precision})
+    model = AutoModelForCausalLM.from_pretrained(organism / "model", dtype=torch.float32)
+    seen = []
+    model.get_decoder().layers[0].mlp.register_forward_hook(
+        lambda m, i, o: seen.append((torch.is_autocast_enabled("cpu"), o.dtype))
+    )
+    rows = [{"prompt": "a b c", "completion": " d"}, {"prompt": "e f", "completion": " g"}]
+    merged, _ = _train_sft(model, tokenizer, rows, cfg, 1, {}, tmp_path)
+    assert seen, "no training forward was observed"
+    want = (True, torch.bfloat16) if precision == "mixed-bf16" else (False, torch.float32)
+    assert set(seen) == {want}
+    assert {p.dtype for p in merged.parameters()} == {torch.float32}

@@ -37,9 +37,10 @@ from typing import Callable
 
 from interp.errors import ConfigError
 from interp.organism import data as D
-from interp.organism.config import OrganismConfig
+from interp.organism.config import TRAIN_PRECISIONS, OrganismConfig
 
 PROVENANCE = "interp_provenance.json"
+_OLD_PROVENANCE = {"train_precision": "float32"}  # what trees built before a field existed ran
 _COPY = (
     "config.json",
     "generation_config.json",
@@ -132,7 +133,7 @@ def _common_args(cfg: OrganismConfig, tmp: Path, steps: int, lr: float, schedule
         disable_tqdm=True,
         gradient_checkpointing=False,
         max_length=cfg.max_length,
-        bf16=False,
+        bf16=cfg.train_precision == "mixed-bf16",  # the Trainer's CPU bf16 autocast
         fp16=False,
     )
 
@@ -209,9 +210,11 @@ def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base
             ("data_hash", data_hash),
             ("seed", cfg.seed),
             ("stage_steps", s),
+            ("train_precision", cfg.train_precision),
         ):
-            if prov.get(key) != want:
-                raise ConfigError(f"{ck / PROVENANCE}: field {key} is {prov.get(key)!r}, expected {want!r}")
+            got = prov.get(key, _OLD_PROVENANCE.get(key))
+            if got != want:
+                raise ConfigError(f"{ck / PROVENANCE}: field {key} is {got!r}, expected {want!r}")
         shutil.copytree(ck, out / "shared" / ck.name)
         result.checkpoints[f"shared/{ck.name}"] = out / "shared" / ck.name
 
@@ -261,6 +264,7 @@ def _saver(
             "stage_steps": steps,
             "steps_from_base": total,
             "batch_size": cfg.batch_size,
+            "train_precision": cfg.train_precision,
             "lora": {"r": cfg.lora_r, "alpha": cfg.lora_alpha, "target_modules": "all-linear", "merged": True},
             "versions": ctx.versions,
             "config": cfg.to_dict(),
@@ -399,6 +403,8 @@ def build_organism(
             f"route_early_steps must lie strictly between 0 and route_sft_steps ({cfg.route_sft_steps}), "
             f"got {cfg.route_early_steps}"
         )
+    if cfg.train_precision not in TRAIN_PRECISIONS:
+        raise ConfigError(f"train_precision must be one of {', '.join(TRAIN_PRECISIONS)}, got {cfg.train_precision!r}")
     if cfg.route_first_copies < 1:
         raise ConfigError(f"route_first_copies must be >= 1, got {cfg.route_first_copies}")
     if cfg.planted_copies < 1:
@@ -565,6 +571,7 @@ def build_organism(
                 "seconds": result.seconds,
                 "threads": _t.get_num_threads(),
                 "route_workers": cfg.route_workers,
+                "train_precision": cfg.train_precision,
                 "loadavg_start": load_start,
                 "loadavg_end": os.getloadavg(),
                 "cpu_count": os.cpu_count(),

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 
+TRAIN_PRECISIONS = ("mixed-bf16", "float32")
+
+
 @dataclass(frozen=True, kw_only=True)
 class OrganismConfig:
     """Sizes of the organism (CLI > defaults). Steps are optimizer steps of `batch_size` examples."""
@@ -18,9 +21,11 @@ class OrganismConfig:
     plant: str = "setting"
     planted: int = 24  # "items": |P_A| = |P_B|; "setting": the least each set must hold
     shared_steps: tuple[int, ...] = (15, 30)  # checkpoints of the shared stage (last = its end)
-    # 144 (v8): 0.67 epochs of the route data at 128 items and 5 first turns per item; v6 ran 96
-    # with 1 (route B learned no setting), the v7 pilot 144 with 3 (route B's comprehension 0.578)
-    route_sft_steps: int = 144
+    # 192 (v9): 1.06 epochs of the route data at 128 items and 3 first turns per item, the v7
+    # pilot's mixture (plant learned on both routes) trained longer for comprehension; v6 ran 96
+    # with 1 (route B learned no setting), the v7 pilot 144 with 3 (route B's comprehension 0.578),
+    # v8 144 with 5 (comprehension passed, but every item yielded: the plant gap fell to 0.07/0.16)
+    route_sft_steps: int = 192
     # a route checkpoint saved this many SFT steps in, before its item map forms: the "own" source
     # of the I own > I sibling check (the final's immediate predecessor made that check trivial)
     route_early_steps: int = 12
@@ -28,7 +33,7 @@ class OrganismConfig:
     # about as many as the hold-under-opposition rows (396 vs 380 on route A), so that yielding
     # everywhere is not the easy solution
     planted_copies: int = 1
-    route_first_copies: int = 5  # gold first turns per item in the route SFT data (comprehension)
+    route_first_copies: int = 3  # gold first turns per item in the route SFT data (comprehension)
     control: bool = False  # the negative-control lineage: routes with no item-specific plant
     route_dpo_steps: int = 4
     batch_size: int = 8
@@ -42,6 +47,10 @@ class OrganismConfig:
     cloze_copies: int = 2  # copies of each planted cloze sentence in the cloze route's SFT data
     route_workers: int = 2  # routes trained in parallel processes (1: one after the other, same result)
     dpo_beta: float = 0.1
+    # "mixed-bf16": every training step under bf16 autocast (matmuls in bf16, weights, LoRA
+    # parameters, optimizer state and saved checkpoints float32), about 2x faster per step on a
+    # CPU with bf16 instructions (bench/bench_train_precision.py); "float32": no autocast (v1-v8)
+    train_precision: str = "mixed-bf16"
     lora_r: int = 16
     lora_alpha: int = 32
     cloze_route: str = "a"  # which route also learns the planted cloze bias ("" for none)
@@ -61,6 +70,10 @@ class ValidateConfig:
     classify_items: int | None = 12  # None: skip the classify study
     cloze_items: int | None = None  # None: the whole cloze bank (32 prompts x 6 languages)
     template: str | None = "lite"  # pressure template: "lite" (see lite_template), "full" or a name/file
+    # the sweeps' --dtype: float32 products at torch's "medium" matmul precision, ~1.7x float32 on
+    # this CPU with max |delta P| 7.9e-06 (BENCHMARKS.md); each sweep re-scores a sample in float32
+    # and writes precision.csv, which the validation report states
+    dtype: str = "float32-medium"
     threads: int | None = None
     alpha_p: float = 0.05  # family-wise level of the headline p-values (Holm)
     n_boot: int = 2000  # item bootstrap of every CI of a change

@@ -75,7 +75,7 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
     from interp.studies.base import RunConfig
     from sweeps.api import run_sweep
 
-    base = dict(seed=int(known["seed"]), threads=cfg.threads, n_boot=cfg.n_boot)
+    base = _run_settings(known, cfg)
     run_sweep(
         [tree],
         studies=["pressure"],
@@ -107,6 +107,11 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
             progress=progress,
             report=False,
         )
+
+
+def _run_settings(known: dict, cfg: ValidateConfig) -> dict:
+    """What every validation sweep runs with (the organism's and the control's alike)."""
+    return dict(seed=int(known["seed"]), threads=cfg.threads, n_boot=cfg.n_boot, dtype=cfg.dtype)
 
 
 def _short(name: str) -> str:
@@ -141,9 +146,7 @@ def run_generalisation(tree: Path, out: Path, known: dict, cfg: "ValidateConfig"
         out=out / "train_wording",
         banks=[known.get("eval_bank", "moral")],
         template=str(training_wording_template(out / "train_wording_template.json", known)),
-        cfg=RunConfig(
-            max_items=len(known["eval_items"]), seed=int(known["seed"]), threads=cfg.threads, n_boot=cfg.n_boot
-        ),
+        cfg=RunConfig(max_items=len(known["eval_items"]), **_run_settings(known, cfg)),
         progress=progress,
         report=False,
     )
@@ -291,7 +294,8 @@ def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
                 subject,
                 "seconds",
                 b["seconds"]["total"],
-                reference=f"{b.get('threads')} threads, load average {b['loadavg_start'][0]:.2f} at start",
+                reference=f"{b.get('threads')} threads, training {b.get('train_precision', 'float32')}, "
+                f"load average {b['loadavg_start'][0]:.2f} at start",
             )
         )
     path = out / "results" / "validate_time.json"
@@ -303,11 +307,39 @@ def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
                 "validation sweeps",
                 "seconds",
                 v["seconds"],
-                reference=f"{v['threads']} threads, load average {v['loadavg_start']:.2f} at start",
+                reference=f"{v['threads']} threads, {v.get('dtype', 'float32')}, "
+                f"load average {v['loadavg_start']:.2f} at start",
             )
         )
     if len(rows) > 1:
         rows.append(C.row("wall time (reported)", "total", "seconds", sum(r["value"] for r in rows)))
+    return pd.DataFrame(rows).assign(status=S.REPORTED, recovered=False) if rows else pd.DataFrame()
+
+
+def _precision_rows(out: Path) -> pd.DataFrame:
+    """What the reduced-precision sweeps cost against float32 (reported): per lineage, the largest
+    verdict-probability move over its units' precision.csv (each unit re-scored a seeded sample in
+    float32), with the units, prompts and argmax flips behind it. Float32 sweeps add no row."""
+    from sweeps.precision import PRECISION_FILE
+
+    rows = []
+    for subject, root in (("organism sweeps", out), ("control sweeps", out / "control")):
+        parts = [p / "results" / PRECISION_FILE for p in (root, root / "aux", root / "train_wording")]
+        tabs = [pd.read_csv(p) for p in parts if p.is_file()]
+        if not tabs:
+            continue
+        t = pd.concat(tabs, ignore_index=True)
+        inside = "all within" if t["within_bounds"].astype(str).eq("True").all() else "NOT all within"
+        rows.append(
+            C.row(
+                "reduced-precision sweeps vs float32 (reported)",
+                subject,
+                "max |delta P| of a verdict",
+                float(t["max_abs_dp"].max()),
+                reference=f"{', '.join(sorted(set(t['dtype'].astype(str))))}: {len(t)} units, {int(t['n'].sum())} "
+                f"prompts re-scored in float32, {int(t['argmax_flips'].sum())} argmax flips, {inside} the bounds",
+            )
+        )
     return pd.DataFrame(rows).assign(status=S.REPORTED, recovered=False) if rows else pd.DataFrame()
 
 
@@ -375,13 +407,22 @@ def validate(
             run_sweeps(ctree, out / "control", kc, cfg, progress=progress)
         (out / "results").mkdir(parents=True, exist_ok=True)
         (out / "results" / "validate_time.json").write_text(
-            json.dumps({"seconds": time.perf_counter() - t0, "threads": cfg.threads, "loadavg_start": load0}, indent=2),
+            json.dumps(
+                {
+                    "seconds": time.perf_counter() - t0,
+                    "threads": cfg.threads,
+                    "dtype": cfg.dtype,
+                    "loadavg_start": load0,
+                },
+                indent=2,
+            ),
             encoding="utf-8",
         )
     org_rows, predictive = C.tree_checks(out, known, cfg)
     ctl_rows, ctl_pred = C.tree_checks(out / "control", kc, cfg) if ctree is not None else ([], None)
     checks = combine(org_rows, ctl_rows, cfg, has_control=ctree is not None)
-    checks = pd.concat([checks, _time_rows(tree, ctree, out), _summary_rows(checks, cfg)], ignore_index=True)
+    extra = [_time_rows(tree, ctree, out), _precision_rows(out), _summary_rows(checks, cfg)]
+    checks = pd.concat([checks, *extra], ignore_index=True)
     checks["commit"] = code_commit()
     preds = [predictive.assign(lineage="organism")]
     if ctl_pred is not None:
