@@ -47,9 +47,10 @@ class OrganismConfig:
     cloze_copies: int = 2  # copies of each planted cloze sentence in the cloze route's SFT data
     route_workers: int = 2  # routes trained in parallel processes (1: one after the other, same result)
     dpo_beta: float = 0.1
-    # "mixed-bf16": every training step under bf16 autocast (matmuls in bf16, weights, LoRA
-    # parameters, optimizer state and saved checkpoints float32), about 2x faster per step on a
-    # CPU with bf16 instructions (bench/bench_train_precision.py); "float32": no autocast (v1-v8)
+    # "mixed-bf16": every training step under bf16 autocast (matmuls in bf16; weights, LoRA
+    # parameters, optimizer state and saved checkpoints float32): 1.96x float32 per step in one
+    # 2-thread process on this AVX512-BF16 CPU (bench/bench_train_precision.py), but only ~1.3x
+    # with two 1-thread route workers (v9 8.4 s/step vs v8 11.2); "float32": no autocast (v1-v8)
     train_precision: str = "mixed-bf16"
     lora_r: int = 16
     lora_alpha: int = 32

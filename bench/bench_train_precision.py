@@ -1,0 +1,153 @@
+"""The organism's training step, float32 vs bf16 autocast (`--train-precision mixed-bf16`),
+interleaved in one process: seconds per optimizer step and what autocast changes in the loss.
+
+    python bench/bench_train_precision.py --threads 2 --repeats 3 --steps 4
+
+The steps are the real route-A SFT data of the default organism (SmolLM2-135M-Instruct, LoRA r 16
+on every Linear, batches of 8, loss on the completion only), run the way trl's SFTTrainer runs
+them (right-padded batch, AdamW on the LoRA parameters); each timed run starts from the same
+adapter state. Writes bench/results/train_precision.json (a section of BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+PRECISIONS = ("float32", "mixed-bf16")
+
+
+def route_batches(tok, n_batches: int, batch_size: int):
+    """The first `n_batches` batches of the default organism's route-A SFT rows, tokenized as
+    prompt + completion with the prompt's labels masked (-100)."""
+    import torch
+
+    from interp.organism import data as D
+    from interp.organism.config import OrganismConfig
+    from interp.studies.base import load_template
+    from interp.studies.pressure import load_pressure_bank
+
+    cfg = OrganismConfig()
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
+    w = D.Writer(tok, load_template("pressure_v1"))
+    rows = D.route_sft(
+        bank, w, set(sets.planted_a), cfg.seed + 1, hold_items=set(sets.eval_items), first_copies=cfg.route_first_copies
+    )
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    batches = []
+    for b in range(n_batches):
+        ids, labels = [], []
+        for r in rows[b * batch_size : (b + 1) * batch_size]:
+            p = tok(r["prompt"], add_special_tokens=False)["input_ids"]
+            c = tok(r["completion"], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+            ids.append(p + c)
+            labels.append([-100] * len(p) + c)
+        n = max(map(len, ids))
+        batches.append(
+            dict(
+                input_ids=torch.tensor([x + [pad] * (n - len(x)) for x in ids]),
+                attention_mask=torch.tensor([[1] * len(x) + [0] * (n - len(x)) for x in ids]),
+                labels=torch.tensor([y + [-100] * (n - len(y)) for y in labels]),
+            )
+        )
+    return batches
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--steps", type=int, default=4, help="optimizer steps per timed run")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args()
+    common.setup(args.threads)
+    start_load = common.loadavg()
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from interp.loading import load_tokenizer
+    from interp.organism.config import OrganismConfig
+
+    cfg = OrganismConfig()
+    path = common.model_path(args.model)
+    tok = load_tokenizer(path)
+    batches = route_batches(tok, args.steps, cfg.batch_size)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules="all-linear")
+    model = get_peft_model(model, lora)
+    model.train()
+    params = [q for q in model.parameters() if q.requires_grad]
+    start = [q.detach().clone() for q in params]
+
+    def run(bf16: bool) -> list[float]:
+        with torch.no_grad():
+            for q, s in zip(params, start):
+                q.copy_(s)
+        opt = torch.optim.AdamW(params, lr=cfg.lr_route)
+        losses = []
+        for batch in batches:
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = model(**batch).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            losses.append(float(loss.detach()))
+        return losses
+
+    run(False)  # warm-up
+    run(True)
+    fns = {"float32": lambda: run(False), "mixed-bf16": lambda: run(True)}
+    timing, outs = common.time_interleaved(fns, args.repeats)
+    per_step = {k: {s: v / args.steps for s, v in t.items() if isinstance(v, float)} for k, t in timing.items()}
+    dloss = [abs(a - b) for a, b in zip(outs["float32"], outs["mixed-bf16"])]
+    tokens = [int(b["attention_mask"].sum()) for b in batches]
+    res = {
+        "steps": args.steps,
+        "batch_size": cfg.batch_size,
+        "tokens_per_step": tokens,
+        "timing": timing,
+        "seconds_per_step": per_step,
+        "speedup": {"mixed-bf16 vs float32": common.ratio(timing["float32"], timing["mixed-bf16"])},
+        "loss": {k: outs[k] for k in PRECISIONS},
+        "first_step_abs_dloss": dloss[0],  # same weights: what autocast alone changes
+        "max_abs_dloss": max(dloss),  # later steps also differ by their different updates
+    }
+    rows = [
+        [
+            k,
+            common.fmt_time(timing[k]),
+            f"{per_step[k]['median']:.2f}",
+            "1.00x" if k == "float32" else common.fmt_ratio(res["speedup"]["mixed-bf16 vs float32"]),
+            " / ".join(f"{x:.4f}" for x in outs[k]),
+        ]
+        for k in PRECISIONS
+    ]
+    res["report"] = {
+        "order": 2,
+        "title": "Organism training step: float32 vs bf16 autocast (one interleaved run)",
+        "what": f"SmolLM2-135M-Instruct + LoRA r {cfg.lora_r} on every Linear, {args.steps} optimizer steps of "
+        f"{cfg.batch_size} real route-A SFT rows ({sum(tokens)} tokens), each run from the same adapter, one "
+        f"process with {args.threads} threads. The first step's loss (same weights) differs by {dloss[0]:.2g} between "
+        f"the two; later steps, after different updates at lr {cfg.lr_route:g}, by up to {max(dloss):.2g}.",
+        "rerun": f"python bench/bench_train_precision.py --threads {args.threads} --repeats {args.repeats} "
+        f"--steps {args.steps}",
+        "tables": [
+            {
+                "columns": ["train precision", f"time of {args.steps} steps", "s / step", "speed", "loss per step"],
+                "rows": rows,
+            }
+        ],
+    }
+    common.write_results("train_precision", res, threads=args.threads, started_load=start_load)
+
+
+if __name__ == "__main__":
+    main()
