@@ -11,7 +11,6 @@ adapter state. Writes bench/results/train_precision.json (a section of BENCHMARK
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -59,11 +58,9 @@ def route_batches(tok, n_batches: int, batch_size: int):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = common.parser(__doc__, repeats=3)
     p.add_argument("--model", default="smollm2")
     p.add_argument("--steps", type=int, default=4, help="optimizer steps per timed run")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     common.setup(args.threads)
     start_load = common.loadavg()
@@ -146,7 +143,9 @@ def main() -> None:
             }
         ],
     }
-    common.write_results("train_precision", res, threads=args.threads, started_load=start_load)
+    common.write_results(
+        "train_precision", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load
+    )
 
 
 if __name__ == "__main__":

@@ -313,6 +313,11 @@ def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
         )
     if len(rows) > 1:
         rows.append(C.row("wall time (reported)", "total", "seconds", sum(r["value"] for r in rows)))
+    return _reported(rows)
+
+
+def _reported(rows: list[dict]) -> pd.DataFrame:
+    """Rows that are reported, never counted (wall times, precision)."""
     return pd.DataFrame(rows).assign(status=S.REPORTED, recovered=False) if rows else pd.DataFrame()
 
 
@@ -340,7 +345,7 @@ def _precision_rows(out: Path) -> pd.DataFrame:
                 f"prompts re-scored in float32, {int(t['argmax_flips'].sum())} argmax flips, {inside} the bounds",
             )
         )
-    return pd.DataFrame(rows).assign(status=S.REPORTED, recovered=False) if rows else pd.DataFrame()
+    return _reported(rows)
 
 
 def lineage_table(known: dict, kc: dict | None) -> pd.DataFrame:
