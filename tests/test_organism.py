@@ -45,7 +45,7 @@ def test_tree_is_a_discoverable_lineage_with_provenance(organism):
         for ck in cks:
             prov = json.loads((tree / ck / "interp_provenance.json").read_text())
             assert prov["base_fingerprint"] == known["base_fingerprint"]
-            assert prov["trainer"] in ("trl.SFTTrainer", "trl.DPOTrainer")
+            assert prov["trainer"] in ("trl.SFTTrainer+interp.sft_loss", "trl.DPOTrainer")
             assert len(prov["data_hash"]) == 64 and prov["seed"] == 0
             assert prov["train_precision"] == "mixed-bf16"  # the default
             assert {"torch", "transformers", "trl", "peft"} <= set(prov["versions"])
@@ -360,3 +360,38 @@ def test_train_precision_sets_the_trainers_autocast(organism, tokenizer, tmp_pat
     want = (True, torch.bfloat16) if precision == "mixed-bf16" else (False, torch.float32)
     assert set(seen) == {want}
     assert {p.dtype for p in merged.parameters()} == {torch.float32}
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "qwen2"])
+def test_completion_loss_equals_full_logits_cross_entropy(tmp_path, tokenizer, arch):
+    """The SFT loss keeps the LM head to the completion positions (pooled over the batch); its value
+    must be the plain one: HF's own shifted mean cross-entropy over every label that is not -100,
+    with completions at different positions in each row (right padding, ragged lengths)."""
+    import torch
+
+    from interp.organism.sft_loss import completion_loss
+    from interp.testing import build_tiny_model
+
+    from transformers import AutoModelForCausalLM
+
+    path = build_tiny_model(tmp_path / arch, arch, n_layers=2, d_model=32, tokenizer=tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    g = torch.Generator().manual_seed(0)
+    lens, comp = [9, 14, 6], [2, 3, 1]
+    ids = torch.randint(3, 200, (3, max(lens)), generator=g)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    for r, (n, c) in enumerate(zip(lens, comp)):
+        mask[r, :n] = 1
+        labels[r, n - c : n] = ids[r, n - c : n]
+    batch = dict(input_ids=ids, attention_mask=mask, labels=labels)
+    with torch.no_grad():
+        ref = model(**batch).loss
+        mine, metrics = completion_loss(model, batch)
+        # control: the same labels one position early must give another value, or the test is blind
+        early = dict(batch, labels=torch.roll(labels, -1, dims=1))
+        shifted, _ = completion_loss(model, early)
+    tol = 1e-5 * max(1.0, float(ref))  # float32 sums over a few hundred logits in another order
+    assert abs(float(mine) - float(ref)) <= tol
+    assert abs(float(shifted) - float(ref)) > 100 * tol
+    assert 0.0 <= metrics["mean_token_accuracy"] <= 1.0 and metrics["entropy"] > 0

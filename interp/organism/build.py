@@ -17,7 +17,7 @@ items permuted (no item-specific plant) and whose cloze sentences carry no net b
 (`data.route_sft(control=True)`); its organism.json names the same nominal planted sets, so
 `interp validate` can show that every check it counts fails there.
 
-Training uses `trl` (SFTTrainer, DPOTrainer) with `peft` LoRA adapters on every linear layer;
+Training uses `trl` (SFTTrainer with the loss of `sft_loss.py`, DPOTrainer) with `peft` LoRA adapters on every linear layer;
 each saved checkpoint is the adapter merged back into a plain Hugging Face directory
 (safetensors) with `interp_provenance.json`. LoRA is a choice for CPU cost (no weight
 gradients or optimizer state for the frozen 135M weights) and for locality (a low-rank change
@@ -40,6 +40,7 @@ from interp.organism import data as D
 from interp.organism.config import TRAIN_PRECISIONS, OrganismConfig
 
 PROVENANCE = "interp_provenance.json"
+SFT_TRAINER = "trl.SFTTrainer+interp.sft_loss"  # trl's trainer, our completion loss (sft_loss.py)
 _OLD_PROVENANCE = {"train_precision": "float32"}  # what trees built before a field existed ran
 _COPY = (
     "config.json",
@@ -155,12 +156,14 @@ def _train_sft(
     lr: float | None = None,
     schedule: str = "constant",
 ):
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
+
+    from interp.organism.sft_loss import completion_sft_trainer
 
     args = SFTConfig(
         **_common_args(cfg, tmp, steps, lr or cfg.lr_sft, schedule), completion_only_loss=True, packing=False
     )
-    trainer = SFTTrainer(
+    trainer = completion_sft_trainer(
         model=model,
         args=args,
         train_dataset=_dataset(rows, ("prompt", "completion")),
@@ -318,7 +321,7 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
             saved,
             name,
             f"route-{route}-{stage}",
-            "trl.SFTTrainer" if stage == "sft" else "trl.DPOTrainer",
+            SFT_TRAINER if stage == "sft" else "trl.DPOTrainer",
             parent,
             data_file,
             D.data_hash(rows),
@@ -334,7 +337,7 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
                 saved,
                 early_name,
                 f"route-{route}-{stage}",
-                "trl.SFTTrainer",
+                SFT_TRAINER,
                 parent,
                 data_file,
                 D.data_hash(rows),
@@ -460,7 +463,7 @@ def build_organism(
                 saved,
                 f"shared/shared-step{s}",
                 "shared",
-                "trl.SFTTrainer",
+                SFT_TRAINER,
                 "base",
                 "shared_sft.jsonl",
                 h,

@@ -1,0 +1,65 @@
+"""The organism's SFT loss: mean cross-entropy over completion tokens, with the LM head applied only
+at the positions that predict them.
+
+Why not trl's own loss: trl 1.16's SFTTrainer always installs its fused LM head
+(`trl/kernels/chunked_logprob.py`), which computes the full 49,152-word head and its backward over
+every position in float32 tiles outside autocast. Under `--train-precision mixed-bf16` that was
+~2.5 s of a ~4.3 s step (cProfile, round 7), the part that did not speed up. Here the model's own
+`logits_to_keep` keeps the head to the union of completion positions in the batch (the verdicts
+are a few tokens after a long prompt), under whatever autocast the Trainer set; the cross-entropy
+itself runs in float32 (autocast's policy for it, and `.float()` when no autocast is active).
+
+The value is the same quantity trl computes (sum of -log p over completion tokens / their count);
+`tests/test_organism.py` checks it against a plain full-logits cross-entropy.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def completion_loss(model, inputs: dict) -> tuple[torch.Tensor, dict[str, float]]:
+    """Mean -log p of the completion tokens (labels != -100, shifted by one); also the token
+    accuracy and mean entropy over those positions, for the training log."""
+    labels = inputs["labels"]
+    target = labels[:, 1:]
+    keep = target != -100
+    # positions p whose logits predict a completion token at p + 1, pooled over the batch
+    pos = keep.any(dim=0).nonzero().squeeze(1)
+    if pos.numel() == 0:  # no trainable token: a finite zero that still touches the graph
+        out = model(input_ids=inputs["input_ids"][:, :1], attention_mask=inputs["attention_mask"][:, :1])
+        return out.logits.sum() * 0.0, {"mean_token_accuracy": 0.0, "entropy": 0.0}
+    out = model(
+        input_ids=inputs["input_ids"],
+        attention_mask=inputs["attention_mask"],
+        use_cache=False,
+        logits_to_keep=pos,
+    )
+    logits = out.logits.float()  # [batch, len(pos), vocab]
+    tgt = target[:, pos]
+    mask = keep[:, pos]
+    logp = F.log_softmax(logits, dim=-1)
+    nll = -logp.gather(-1, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    n = mask.sum()
+    loss = (nll * mask).sum() / n
+    with torch.no_grad():
+        acc = ((logits.argmax(-1) == tgt) & mask).sum() / n
+        ent = (-(logp.exp() * logp).sum(-1) * mask).sum() / n
+    return loss, {"mean_token_accuracy": acc.item(), "entropy": ent.item()}
+
+
+def completion_sft_trainer(**kwargs):
+    """trl's SFTTrainer (data handling, LoRA, schedule, callbacks unchanged) with `compute_loss`
+    replaced by `completion_loss`."""
+    from trl import SFTTrainer
+
+    class CompletionSFTTrainer(SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            loss, metrics = completion_loss(model, inputs)
+            mode = "train" if self.model.training else "eval"
+            for k, v in metrics.items():
+                self._metrics[mode][k].append(v)
+            return (loss, None) if return_outputs else loss
+
+    return CompletionSFTTrainer(**kwargs)
