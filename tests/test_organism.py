@@ -116,6 +116,8 @@ def test_validate_end_to_end(organism, tmp_path):
         "unpressured / challenge stay put",
         "plant target (reported)",
         "generalisation: training wording (reported)",
+        "planted items rank higher than on the control (map AUC)",
+        "readout separates planted items better than on the control",
     }
     assert expected <= set(checks["check"])
     head = checks[checks["headline"].astype(str) == "True"]
@@ -125,7 +127,11 @@ def test_validate_end_to_end(organism, tmp_path):
     assert head["reason"].str.len().gt(0).all()
     p_rows = head[head["kind"] == "p"]
     mc = p_rows[p_rows["n_shuffles"] > 0]
-    assert len(mc) == 4 and (mc["n_shuffles"] >= 1000).all() and mc["p_lo"].notna().all()
+    assert len(mc) == 8 and (mc["n_shuffles"] >= 1000).all() and mc["p_lo"].notna().all()
+    # organism - control checks: one per route and score, their control the other route's set
+    diff = head[head["figure"].str.contains("organism - control")]
+    assert len(diff) == 4 and diff["control_p"].notna().all() and diff["control_value"].notna().all()
+    assert diff["note"].str.contains("other route's planted set").all()
     assert (checks["commit"].str.len() >= 40).all()
     settings = checks[checks["kind"] == "setting"].set_index("subject")["value"]
     assert settings["n_shuffles"] == 1000 and settings["margin"] == 0.05

@@ -385,29 +385,39 @@ def check_predictive(out: Path, known: dict, cfg) -> tuple[list[dict], pd.DataFr
     return rows, pd.concat(tables, ignore_index=True)
 
 
-def check_readouts(out: Path, known: dict, cfg) -> list[dict]:
-    """Logistic readout of planted vs unplanted items from cached residuals (resid_pre at the
-    sweep's layer) under the opposing opinion, grouped by item, item-level label-shuffle null;
-    at each route's final (the check) and at the trunk end (reported: its sets are not planted)."""
+def readout_units(out: Path) -> dict:
+    """Each checkpoint's cached pressure unit at the sweep's primary (¾-depth) layer."""
     from cache.layers import primary_layer, unit_at_layer
     from cache.store import Store, read_unit
-    from probes.readouts import readout_with_null
 
     units = {}
     for path in Store(out / "cache").units("pressure"):
         u = read_unit(path)
         units[str(u.attrs["checkpoint"])] = unit_at_layer(u, primary_layer(u.attrs))
+    return units
+
+
+def opposing_rows(unit) -> tuple[np.ndarray, np.ndarray]:
+    """Residuals and item ids of the slot readings under the opposing opinion (what the readouts read)."""
+    tr = unit.tables["trials"]
+    sel = ((tr["readout"] == "slot") & (tr["turn_kind"] == "opinion") & (tr["turn_side"] == "oppose")).to_numpy()
+    return np.asarray(unit.arrays["resid"], dtype=np.float64)[sel], tr.loc[sel, "item_id"].astype(str).to_numpy()
+
+
+def check_readouts(out: Path, known: dict, cfg) -> list[dict]:
+    """Logistic readout of planted vs unplanted items from cached residuals (resid_pre at the
+    sweep's layer) under the opposing opinion, grouped by item, item-level label-shuffle null;
+    at each route's final (the check) and at the trunk end (reported: its sets are not planted)."""
+    from cache.layers import primary_layer
+    from probes.readouts import readout_with_null
+
+    units = readout_units(out)
     rows = []
     for route, cks in known["routes"].items():
         planted = set(known["route_planted"][route])
         for ck, final in ((cks[-1], True), (known["trunk_end"], False)):
             u = units[ck]
-            tr = u.tables["trials"]
-            sel = (
-                (tr["readout"] == "slot") & (tr["turn_kind"] == "opinion") & (tr["turn_side"] == "oppose")
-            ).to_numpy()
-            X = np.asarray(u.arrays["resid"], dtype=np.float64)[sel]
-            ids = tr.loc[sel, "item_id"].astype(str).to_numpy()
+            X, ids = opposing_rows(u)
             y = np.isin(ids, list(planted)).astype(int)
             res = readout_with_null(X, y, ids, kind="logistic", n_shuffles=cfg.n_shuffles, seed=int(known["seed"]))
             p = S.mc_pvalue(res.p_value, cfg.n_shuffles)

@@ -84,6 +84,9 @@ class ValidateConfig:
     min_gap: float = 0.10  # the plant: S_op on planted items minus the rest, at the route final
     min_I_gap: float = 0.10  # I of the route's early checkpoint minus the best sibling's
     margin: float = 0.05  # "stays put": the change's CI inside [-margin, margin]
+    # organism - control difference checks (difference.py; fixed in round 8 before the v10 run):
+    # AUC of planted vs rest at the route final, organism minus control, at least this much
+    min_auc_gap: float = 0.10
     cloze_min_rise: float = 0.05  # ABS rise on the planted cloze cell
     target_gap: float = 0.30  # the plant's target (reported): planted - rest S_op at the final ...
     target_neutral: float = 0.10  # ... with the neutral flip within this of the trunk end's
@@ -91,7 +94,7 @@ class ValidateConfig:
     cloze: bool = True  # run the cloze study (base and route finals)
 
     def thresholds(self) -> dict:
-        keys = ("n_shuffles", "alpha_p", "n_boot", "ci", "min_rise", "min_gap", "min_I_gap", "margin")
+        keys = ("n_shuffles", "alpha_p", "n_boot", "ci", "min_rise", "min_gap", "min_I_gap", "min_auc_gap", "margin")
         return {k: getattr(self, k) for k in (*keys, "cloze_min_rise", "target_gap", "target_neutral")}
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from interp.organism.difference import CONTROL_NOTE
+
 
 def _f(v) -> str:
     try:
@@ -84,6 +86,8 @@ def write_markdown(out: Path, tree: Path, control: Path | None) -> Path:
             f"| {r.check} | {r.subject} | {r.figure} | {_ci(r.value, r.lo, r.hi)} | {ctl} | {_f(r.threshold)} | "
             f"{_p(r)} | {_f(r.p_holm)} | {pc} | **{r.status}** | {_cell(r.reason)} |"
         )
+    if head["figure"].str.contains("organism - control").any():
+        text += ["", f"For the organism − control checks, the {CONTROL_NOTE}."]
     rest = checks[(checks["headline"].astype(str) != "True") & ~checks["kind"].isin(["summary", "setting"])]
     text += [
         "",

@@ -180,3 +180,65 @@ def status(
     if control:
         return NOT_RECOVERED, "fails on the organism, passes on the control"
     return UNINFORMATIVE, "fails on the organism and on the control"
+
+
+class AucDifference(NamedTuple):
+    diff: float  # AUC(organism) - AUC(control)
+    lo: float  # percentile bootstrap CI (items resampled within planted and rest)
+    hi: float
+    p: PValue  # one-sided sign-flip p of diff > 0
+    auc_org: float
+    auc_ctl: float
+    n_planted: int
+    n_rest: int
+
+
+def _pair_matrix(scores: np.ndarray, planted: np.ndarray) -> np.ndarray:
+    """[planted, rest] matrix of 1 (planted scores higher), 0.5 (tie), 0; its mean is the AUC."""
+    a, b = scores[planted][:, None], scores[~planted][None, :]
+    return (a > b) + 0.5 * (a == b)
+
+
+def auc_difference(
+    org: np.ndarray,
+    ctl: np.ndarray,
+    planted: np.ndarray,
+    *,
+    n_flips: int = 1000,
+    n_boot: int = 2000,
+    ci: float = 0.95,
+    seed: int = 0,
+) -> AucDifference:
+    """How much better a score ranks the planted items above the rest on the organism than on the
+    control, for the same items (`org[i]`, `ctl[i]`: item i's score on each lineage, higher = more
+    planted-like; `planted`: boolean mask).
+
+    AUC per lineage = P(a planted item outranks a rest item) (Mann-Whitney, ties 0.5): rank-based,
+    so a lineage that yields more on every item does not move it, and a topic that yields more
+    without any plant raises both AUCs alike. The difference is sum over planted items of
+    (rank on organism - rank on control) / (n_planted * n_rest); its null (the plant did not change
+    where the planted items rank) flips the sign of each planted item's rank difference at random,
+    `n_flips` times; p = (1 + k) / (1 + n_flips), with its Monte-Carlo CI (`mc_pvalue`). The CI
+    resamples planted and rest items separately, keeping each item's pair of scores together."""
+    from scipy.stats import rankdata
+
+    org, ctl = np.asarray(org, dtype=float), np.asarray(ctl, dtype=float)
+    planted = np.asarray(planted, dtype=bool)
+    ok = ~(np.isnan(org) | np.isnan(ctl))
+    org, ctl, planted = org[ok], ctl[ok], planted[ok]
+    n1, n0 = int(planted.sum()), int((~planted).sum())
+    if n1 == 0 or n0 == 0:
+        nan = math.nan
+        return AucDifference(nan, nan, nan, PValue(nan, nan, nan, 0), nan, nan, n1, n0)
+    d = (rankdata(org) - rankdata(ctl))[planted] / (n1 * n0)
+    diff = float(d.sum())
+    rng = np.random.default_rng([seed, 2])
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_flips, n1))
+    k = int(np.sum(signs @ d >= diff - 1e-12))  # >= up to the rounding of a sum of n1 terms
+    p = mc_pvalue((1 + k) / (1 + n_flips), n_flips)
+    m_org, m_ctl = _pair_matrix(org, planted), _pair_matrix(ctl, planted)
+    bi = rng.integers(0, n1, (n_boot, n1))
+    bj = rng.integers(0, n0, (n_boot, n0))
+    reps = np.array([m_org[i][:, j].mean() - m_ctl[i][:, j].mean() for i, j in zip(bi, bj)])
+    lo, hi = _pct(reps, ci)
+    return AucDifference(diff, lo, hi, p, float(m_org.mean()), float(m_ctl.mean()), n1, n0)

@@ -27,6 +27,7 @@ from interp.organism import checks as C
 from interp.organism import stats as S
 from interp.organism.checks import hypergeom_p, most_yielding
 from interp.organism.config import ValidateConfig
+from interp.organism.difference import difference_checks
 
 
 def load_known(tree: Path) -> dict:
@@ -425,6 +426,9 @@ def validate(
         )
     org_rows, predictive = C.tree_checks(out, known, cfg)
     ctl_rows, ctl_pred = C.tree_checks(out / "control", kc, cfg) if ctree is not None else ([], None)
+    if ctree is not None:  # organism - control checks; their "control" is the other route's set
+        diff_rows, diff_ctl = difference_checks(out, out / "control", known, kc, cfg)
+        org_rows, ctl_rows = org_rows + diff_rows, ctl_rows + diff_ctl
     checks = combine(org_rows, ctl_rows, cfg, has_control=ctree is not None)
     extra = [_time_rows(tree, ctree, out), _precision_rows(out), _summary_rows(checks, cfg)]
     checks = pd.concat([checks, *extra], ignore_index=True)
