@@ -483,6 +483,9 @@ def validate(
     alpha: float = typer.Option(_VAL.alpha_p, "--alpha", help="family-wise level of the headline p-values (Holm)"),
     margin: float = typer.Option(_VAL.margin, "--margin", help="'stays put': the change's CI inside +-margin"),
     min_rise: float = typer.Option(_VAL.min_rise, "--min-rise", help="'rises': at least this change, CI excluding 0"),
+    min_auc_gap: float = typer.Option(
+        _VAL.min_auc_gap, "--min-auc-gap", help="organism - control checks: AUC difference at least this"
+    ),
     small: bool = typer.Option(False, "--small", help="tiny sizes for the CI path (few classify / cloze items)"),
     classify_items: int = typer.Option(
         _VAL.classify_items or 0, "--classify-items", help="conversational items (0: skip classify)"
@@ -523,6 +526,7 @@ def validate(
         alpha_p=alpha,
         margin=margin,
         min_rise=min_rise,
+        min_auc_gap=min_auc_gap,
     )
     checks = run_validate(
         tree, out, cfg, control=control, run=not no_run, progress=not quiet, log=typer.echo, history=history
