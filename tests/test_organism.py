@@ -157,6 +157,10 @@ def test_validate_end_to_end(organism, tmp_path):
     for ck in ("base", "shared/shared-step1", "shared/shared-step2"):
         assert re.search(rf"verified {ck} pressure moral\S*: same weight bytes, reused", log), ck
         assert f"done {ck} pressure" not in log
+    aux_log = (out / "control" / "aux" / "sweep.log").read_text()
+    # and so are its cloze unit at the base and classify unit at the trunk end (the same identity)
+    assert aux_log.count("plan: 3 units, 2 to run, 1 already complete") == 2
+    assert "done base cloze" not in aux_log and "done shared-step2 classify" not in aux_log
     for ck in ("base", "shared--shared-step2"):
         ((a,), (b,)) = [list((o / "cache" / "pressure" / ck).glob("*.h5")) for o in (out, out / "control")]
         assert a.name == b.name and a.read_bytes() == b.read_bytes()

@@ -154,18 +154,21 @@ def run_generalisation(tree: Path, out: Path, known: dict, cfg: "ValidateConfig"
 
 
 def share_trunk_units(org_out: Path, ctl_out: Path, known: dict) -> list[Path]:
-    """Copy the organism's cached pressure units of the base and the trunk into the control's
-    cache before the control is swept: the control is built from the same trunk, so those units
+    """Copy the organism's cached units of the base and the trunk into the control's caches before
+    the control is swept (pressure at the base and every trunk checkpoint; in OUT/aux, cloze at the
+    base and classify at the trunk end): the control is built from the same trunk, so those units
     are the same units. A copy is only ever used where the control's own unit identity (sampled
     fingerprint, bank, template, settings) names it and the bytes it ran on match the control's
     checkpoint (the sweep checks both, `sweeps.plan.reuse_status`); otherwise it is recomputed."""
     from cache.store import Store
 
+    shared = [("cache", "pressure", name) for name in ["base", *_trunk(known)]]
+    shared += [("aux/cache", "cloze", "base"), ("aux/cache", "classify", _short(known["trunk_end"]))]
     copied = []
-    for name in ["base", *_trunk(known)]:
-        src = Store(org_out / "cache").slot_dir("pressure", name)
-        dst = Store(ctl_out / "cache").slot_dir("pressure", name)
-        for f in sorted(src.glob("pressure-*.h5")) if src.is_dir() else []:
+    for cache, study, name in shared:
+        src = Store(org_out / cache).slot_dir(study, name)
+        dst = Store(ctl_out / cache).slot_dir(study, name)
+        for f in sorted(src.glob(f"{study}-*.h5")) if src.is_dir() else []:
             if not (dst / f.name).exists():
                 dst.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(f, dst / f.name)
