@@ -79,7 +79,7 @@ def main() -> None:
         for meth in ("_loglikelihood_tokens", "loglikelihood_rolling"):
             inner = getattr(model, meth)
 
-            def wrapper(*a, _inner=inner, **kw):
+            def wrapper(*a, _inner=inner, _meth=meth, **kw):
                 if depth[key]:  # HFLM's rolling calls its _loglikelihood_tokens: count the outer call
                     return _inner(*a, **kw)
                 depth[key] += 1
@@ -88,7 +88,7 @@ def main() -> None:
                     return _inner(*a, **kw)
                 finally:
                     depth[key] -= 1
-                    serving[key][-1] += time.perf_counter() - t0
+                    serving[key][-1][_meth] += time.perf_counter() - t0
 
             setattr(model, meth, wrapper)
 
@@ -97,7 +97,7 @@ def main() -> None:
 
     def run(model, key):
         def go():
-            serving[key].append(0.0)
+            serving[key].append({"_loglikelihood_tokens": 0.0, "loglikelihood_rolling": 0.0})
             return lm_eval.simple_evaluate(
                 model=model, tasks=tasks, task_manager=tm, log_samples=True, verbosity="ERROR"
             )
@@ -107,7 +107,9 @@ def main() -> None:
     timing, outs = common.time_interleaved({"hf": run(ref, "hf"), "interp": run(ours, "interp")}, args.repeats)
     import statistics
 
-    serve = {k: statistics.median(v) for k, v in serving.items()}
+    serve = {k: statistics.median(sum(r.values()) for r in v) for k, v in serving.items()}
+    # per request type (HFLM's rolling calls its _loglikelihood_tokens inside: counted as rolling)
+    serve_by = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in serving.items()}
     overhead = {k: timing[k]["median"] - serve[k] for k in serve}
     a, b = _responses(outs["interp"]), _responses(outs["hf"])
     rows, per_task = [], {}
@@ -158,6 +160,7 @@ def main() -> None:
         "torch_threads": torch.get_num_threads(),
         "engine_loglikelihood": engine,
         "serving_median_s": serve,
+        "serving_by_request_type_median_s": serve_by,
         "lm_eval_overhead_median_s": overhead,
     }
     size = f"{args.items} items per bank" if args.items else "every item of every bank"
@@ -186,7 +189,12 @@ def main() -> None:
             f"Where the time goes (medians): serving the requests (the models' forwards and log-softmax) "
             f"hf {serve['hf']:.2f} s, interp {serve['interp']:.2f} s ({serve['hf'] / serve['interp']:.2f}x); "
             f"lm-eval's own work around them (tasks, metrics, environment info) hf {overhead['hf']:.2f} s, "
-            f"interp {overhead['interp']:.2f} s.",
+            f"interp {overhead['interp']:.2f} s. By request type: loglikelihood hf "
+            f"{serve_by['hf']['_loglikelihood_tokens']:.2f} s, interp {serve_by['interp']['_loglikelihood_tokens']:.2f} s "
+            f"({serve_by['hf']['_loglikelihood_tokens'] / serve_by['interp']['_loglikelihood_tokens']:.2f}x); "
+            f"loglikelihood_rolling hf {serve_by['hf']['loglikelihood_rolling']:.2f} s, interp "
+            f"{serve_by['interp']['loglikelihood_rolling']:.2f} s "
+            f"({serve_by['hf']['loglikelihood_rolling'] / serve_by['interp']['loglikelihood_rolling']:.2f}x).",
             "Where the difference comes from: HFLM runs each request's full sequence (its logits cache spares "
             "only one-token choices of a shared context) and log-softmaxes the whole vocabulary at every "
             "position; the interp model sends all requests of a call through the engine as one prefix tree "
