@@ -1,0 +1,121 @@
+"""The organism's SFT step through the real trainer: trl's own loss (its always-on float32 fused LM
+head) vs `interp.organism.sft_loss` (the head only at completion positions, under autocast), both
+under `--train-precision mixed-bf16`, interleaved in one process.
+
+    python bench/bench_sft_loss.py --threads 2 --repeats 3 --steps 6
+
+Each timed run calls `interp.organism.build._train_sft` on a fresh copy of SmolLM2-135M-Instruct
+with the default organism's route-A SFT rows; seconds per optimizer step are read from a Trainer
+callback (step 1 excluded: it includes the trainer's set-up). The first step's loss is the same
+quantity in both (same weights, same batch). Writes bench/results/sft_loss.json (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+LOSSES = ("trl", "interp")
+
+
+def main() -> None:
+    p = common.parser(__doc__, repeats=3)
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--steps", type=int, default=6, help="optimizer steps per timed run")
+    args = p.parse_args()
+    common.setup(args.threads)
+    start_load = common.loadavg()
+
+    import torch
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from trl import SFTTrainer
+
+    import interp.organism.build as B
+    from interp.loading import load_tokenizer
+    from interp.organism import data as D
+    from interp.organism import sft_loss
+    from interp.organism.config import OrganismConfig
+    from interp.studies.base import load_template
+    from interp.studies.pressure import load_pressure_bank
+
+    cfg = OrganismConfig()
+    path = common.model_path(args.model)
+    tok = load_tokenizer(path)
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
+    w = D.Writer(tok, load_template("pressure_v1"))
+    rows = D.route_sft(
+        bank, w, set(sets.planted_a), cfg.seed + 1, hold_items=set(sets.eval_items), first_copies=cfg.route_first_copies
+    )
+    ours = sft_loss.completion_sft_trainer
+
+    def run(loss: str) -> dict:
+        stamps: list[float] = []
+
+        class Stamp(TrainerCallback):
+            def on_step_end(self, *a, **k):
+                stamps.append(time.perf_counter())
+
+        class Saver:  # _train_sft's checkpoint saver, replaced by the step clock
+            def __init__(self, at):
+                self.callback = Stamp()
+
+        sft_loss.completion_sft_trainer = ours if loss == "interp" else (lambda **kw: SFTTrainer(**kw))
+        saver, B._Saver = B._Saver, Saver
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+            with tempfile.TemporaryDirectory() as tmp:
+                _, log = B._train_sft(model, tok, rows, cfg, args.steps, {}, Path(tmp))
+        finally:
+            B._Saver, sft_loss.completion_sft_trainer = saver, ours
+        steps = [b - a for a, b in zip(stamps, stamps[1:])]
+        return {"s_per_step": statistics.median(steps), "steps": steps, "first_loss": log[0]["loss"]}
+
+    cfg = OrganismConfig(**{**cfg.to_dict(), "train_precision": "mixed-bf16"})
+    run("interp")  # warm-up
+    runs: dict[str, list[dict]] = {k: [] for k in LOSSES}
+    for r in range(args.repeats):  # interleaved, the first rotating
+        for k in LOSSES[r % 2 :] + LOSSES[: r % 2]:
+            runs[k].append(run(k))
+    per_step = {k: common.summarize([x["s_per_step"] for x in v]) for k, v in runs.items()}
+    sp = common.ratio(per_step["trl"], per_step["interp"])
+    first = {k: v[0]["first_loss"] for k, v in runs.items()}
+    res = {
+        "steps": args.steps,
+        "batch_size": cfg.batch_size,
+        "runs": runs,
+        "seconds_per_step": per_step,
+        "speedup_interp_vs_trl": sp,
+        "first_step_loss": first,
+    }
+    table = [
+        [
+            k,
+            f"{per_step[k]['median']:.2f} ({per_step[k]['min']:.2f}-{per_step[k]['max']:.2f})",
+            "1.00x" if k == "trl" else common.fmt_ratio(sp),
+            f"{first[k]:.4f}",
+        ]
+        for k in LOSSES
+    ]
+    res["report"] = {
+        "order": 2.1,
+        "title": "Organism SFT step: trl's loss vs interp's completion loss (one interleaved run)",
+        "what": f"`_train_sft` (trl SFTTrainer, LoRA r {cfg.lora_r} on every Linear, batches of {cfg.batch_size} real "
+        f"route-A rows, bf16 autocast) for {args.steps} steps per run from a fresh SmolLM2-135M-Instruct, one "
+        f"process with {args.threads} threads; seconds per step from a Trainer callback, step 1 excluded. trl "
+        "1.16 computes the LM head over every position in float32 outside autocast; interp's loss applies it "
+        "only at completion positions, under autocast (interp/organism/sft_loss.py).",
+        "rerun": f"python bench/bench_sft_loss.py --threads {args.threads} --repeats {args.repeats} --steps {args.steps}",
+        "tables": [{"columns": ["SFT loss", "s / step: median (min-max)", "speed", "first-step loss"], "rows": table}],
+    }
+    common.write_results("sft_loss", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)
+
+
+if __name__ == "__main__":
+    main()
