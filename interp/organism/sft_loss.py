@@ -21,7 +21,9 @@ import torch.nn.functional as F
 
 def completion_loss(model, inputs: dict) -> tuple[torch.Tensor, dict[str, float]]:
     """Mean -log p of the completion tokens (labels != -100, shifted by one); also the token
-    accuracy and mean entropy over those positions, for the training log."""
+    accuracy and mean entropy over those positions, for the training log. The mean is over this
+    batch's tokens, which is trl's normalisation when each optimizer step is one batch (the
+    organism never accumulates gradients)."""
     labels = inputs["labels"]
     target = labels[:, 1:]
     keep = target != -100
