@@ -15,9 +15,7 @@ Rerun (defaults; `--items 0` takes every item of every bank, written as lm_eval_
 
 from __future__ import annotations
 
-import logging
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -46,19 +44,13 @@ def main() -> None:
     import numpy as np
     import torch
 
-    for name in ("lm_eval", "lm-eval", "transformers", "datasets"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     import lm_eval
     from lm_eval.models.huggingface import HFLM
-    from lm_eval.tasks import TaskManager
 
     from interp.lm_eval_model import InterpLM
-    from interp.lm_eval_tasks import write_tasks
 
     path = common.model_path(args.model)
-    task_dir = Path(tempfile.mkdtemp(prefix="interp-lm-eval-tasks-"))
-    tasks = write_tasks(task_dir, max_items=args.items)
-    tm = TaskManager(include_path=str(task_dir))
+    tasks, tm = common.local_lm_eval_tasks(args.items)
     ours = InterpLM(pretrained=str(path), batch_size=args.batch_size, threads=args.threads)
     ref = HFLM(
         pretrained=str(path),

@@ -11,9 +11,7 @@ float64 and sums the log-probabilities in float64. Writes bench/results/rolling_
 
 from __future__ import annotations
 
-import logging
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -32,17 +30,11 @@ def main() -> None:
     import torch
     from lm_eval import utils
     from lm_eval.models.huggingface import HFLM
-    from lm_eval.tasks import TaskManager
 
     from interp.lm_eval_model import InterpLM
-    from interp.lm_eval_tasks import write_tasks
 
-    for name in ("lm_eval", "lm-eval", "transformers", "datasets"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     path = common.model_path(args.model)
-    task_dir = Path(tempfile.mkdtemp(prefix="interp-lm-eval-tasks-"))
-    write_tasks(task_dir, max_items=0)
-    tm = TaskManager(include_path=str(task_dir))
+    _, tm = common.local_lm_eval_tasks(0)
     ours = InterpLM(pretrained=str(path), batch_size=16, threads=args.threads)
     ref = HFLM(pretrained=str(path), backend="causal", device="cpu", dtype="float32", batch_size=16)
 

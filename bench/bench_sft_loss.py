@@ -37,22 +37,15 @@ def main() -> None:
     from trl import SFTTrainer
 
     import interp.organism.build as B
+    from bench_train_precision import route_a_rows
     from interp.loading import load_tokenizer
-    from interp.organism import data as D
     from interp.organism import sft_loss
     from interp.organism.config import OrganismConfig
-    from interp.studies.base import load_template
-    from interp.studies.pressure import load_pressure_bank
 
     cfg = OrganismConfig()
     path = common.model_path(args.model)
     tok = load_tokenizer(path)
-    bank = load_pressure_bank("moral")
-    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
-    w = D.Writer(tok, load_template("pressure_v1"))
-    rows = D.route_sft(
-        bank, w, set(sets.planted_a), cfg.seed + 1, hold_items=set(sets.eval_items), first_copies=cfg.route_first_copies
-    )
+    rows = route_a_rows(tok)
     ours = sft_loss.completion_sft_trainer
 
     def run(loss: str) -> dict:

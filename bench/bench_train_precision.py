@@ -20,11 +20,8 @@ import common  # noqa: E402
 PRECISIONS = ("float32", "mixed-bf16")
 
 
-def route_batches(tok, n_batches: int, batch_size: int):
-    """The first `n_batches` batches of the default organism's route-A SFT rows, tokenized as
-    prompt + completion with the prompt's labels masked (-100)."""
-    import torch
-
+def route_a_rows(tok) -> list[dict]:
+    """The default organism's route-A SFT rows (prompt, completion), as `interp organism build` writes them."""
     from interp.organism import data as D
     from interp.organism.config import OrganismConfig
     from interp.studies.base import load_template
@@ -34,9 +31,17 @@ def route_batches(tok, n_batches: int, batch_size: int):
     bank = load_pressure_bank("moral")
     sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
     w = D.Writer(tok, load_template("pressure_v1"))
-    rows = D.route_sft(
+    return D.route_sft(
         bank, w, set(sets.planted_a), cfg.seed + 1, hold_items=set(sets.eval_items), first_copies=cfg.route_first_copies
     )
+
+
+def route_batches(tok, n_batches: int, batch_size: int):
+    """The first `n_batches` batches of `route_a_rows`, tokenized as prompt + completion with the
+    prompt's labels masked (-100)."""
+    import torch
+
+    rows = route_a_rows(tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     batches = []
     for b in range(n_batches):

@@ -228,6 +228,23 @@ def load_model(name: str, threads: int):
     return path, interp.load(path, threads=threads)
 
 
+def local_lm_eval_tasks(max_items: int):
+    """lm-eval quietened, the local tasks (`interp.lm_eval_tasks`) written to a temporary directory:
+    (task names, TaskManager)."""
+    import logging
+    import tempfile
+
+    from lm_eval.tasks import TaskManager
+
+    from interp.lm_eval_tasks import write_tasks
+
+    for name in ("lm_eval", "lm-eval", "transformers", "datasets"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    task_dir = Path(tempfile.mkdtemp(prefix="interp-lm-eval-tasks-"))
+    tasks = write_tasks(task_dir, max_items=max_items)
+    return tasks, TaskManager(include_path=str(task_dir))
+
+
 def pressure_subset(n_items: int | None, bank_ref: str = "moral", seed: int = 0):
     """The shipped pressure bank, or a deterministic subset balanced over gold (as --max-items does)."""
     from interp.studies.pressure import load_pressure_bank

@@ -49,8 +49,9 @@ class OrganismConfig:
     dpo_beta: float = 0.1
     # "mixed-bf16": every training step under bf16 autocast (matmuls in bf16; weights, LoRA
     # parameters, optimizer state and saved checkpoints float32): 1.96x float32 per step in one
-    # 2-thread process on this AVX512-BF16 CPU (bench/bench_train_precision.py), but only ~1.3x
-    # with two 1-thread route workers (v9 8.4 s/step vs v8 11.2); "float32": no autocast (v1-v8)
+    # 2-thread process on this AVX512-BF16 CPU (bench/bench_train_precision.py); with trl's own
+    # loss only ~1.3x in the real build (its float32 LM head), hence sft_loss.py (v10 route SFT
+    # 896 s for 192 steps vs v9 1,613 s); "float32": no autocast (v1-v8)
     train_precision: str = "mixed-bf16"
     lora_r: int = 16
     lora_alpha: int = 32
