@@ -405,3 +405,33 @@ def test_completion_loss_equals_full_logits_cross_entropy(tmp_path, tokenizer, a
     assert abs(float(mine) - float(ref)) <= tol
     assert abs(float(shifted) - float(ref)) > 100 * tol
     assert 0.0 <= metrics["mean_token_accuracy"] <= 1.0 and metrics["entropy"] > 0
+
+
+def test_completion_loss_keeps_the_head_in_float32_under_autocast(tmp_path, tokenizer):
+    """Under the Trainer's bf16 autocast the body runs in bf16 but the LM head must compute in float32
+    (`float32_head`): its output is float32 and equals a float32 linear of its input. Control: the
+    same head called under autocast without the block gives bf16, or the spy could not tell."""
+    import torch
+
+    from interp.organism.sft_loss import float32_head
+    from interp.testing import build_tiny_model
+
+    from transformers import AutoModelForCausalLM
+
+    path = build_tiny_model(tmp_path / "llama", "llama", n_layers=2, d_model=32, tokenizer=tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    head = model.get_output_embeddings()
+    seen = []
+    spy = head.register_forward_hook(lambda m, a, o: seen.append((a[0].detach(), o.detach())))
+    ids = torch.randint(3, 200, (2, 7), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        with float32_head(model):
+            out = model(input_ids=ids, logits_to_keep=2).logits
+        plain = model(input_ids=ids, logits_to_keep=2).logits
+    spy.remove()
+    assert out.dtype == torch.float32 and plain.dtype == torch.bfloat16
+    x = seen[0][0].float()
+    ref = x @ head.weight.float().T
+    assert torch.allclose(out, ref, rtol=1e-5, atol=1e-5)  # float32 sums of 32 products, another order
+    assert not torch.allclose(plain.float(), ref, rtol=1e-5, atol=1e-5)
+    assert len(head._forward_hooks) == 0  # the block removes its hook

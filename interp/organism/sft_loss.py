@@ -6,8 +6,11 @@ Why not trl's own loss: trl 1.16's SFTTrainer always installs its fused LM head
 every position in float32 tiles outside autocast. Under `--train-precision mixed-bf16` that was
 ~2.5 s of a ~4.3 s step (cProfile, round 7), the part that did not speed up. Here the model's own
 `logits_to_keep` keeps the head to the union of completion positions in the batch (the verdicts
-are a few tokens after a long prompt), under whatever autocast the Trainer set; the cross-entropy
-itself runs in float32 (autocast's policy for it, and `.float()` when no autocast is active).
+are a few tokens after a long prompt). The body runs under whatever autocast the Trainer set; the
+head itself and the cross-entropy run in float32 (`float32_head`), as in trl's fused head and as
+#25's mixed-precision scoring keeps the unembedding: at a few positions per row it costs nothing,
+and v10 (the head in bf16 under autocast) learned route A's plant half as strongly as v9 (trl's
+float32 head) with otherwise the same data, seed and schedule.
 
 The value is the same quantity trl computes (sum of -log p over completion tokens / their count);
 `tests/test_organism.py` checks it against a plain full-logits cross-entropy.
@@ -15,8 +18,29 @@ The value is the same quantity trl computes (sum of -log p over completion token
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
+
+
+@contextmanager
+def float32_head(model):
+    """Within this block the model's output embedding (the LM head) computes in float32 outside
+    any autocast: a forward hook replaces its output with `F.linear` of the float32 input and weight
+    (the autocast result it replaces is over the kept positions only, so the waste is small)."""
+    head = model.get_output_embeddings()
+
+    def hook(module, args, output):
+        with torch.autocast(device_type=args[0].device.type, enabled=False):
+            bias = None if getattr(module, "bias", None) is None else module.bias.float()
+            return F.linear(args[0].float(), module.weight.float(), bias)
+
+    handle = head.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def completion_loss(model, inputs: dict) -> tuple[torch.Tensor, dict[str, float]]:
@@ -32,13 +56,14 @@ def completion_loss(model, inputs: dict) -> tuple[torch.Tensor, dict[str, float]
     if pos.numel() == 0:  # no trainable token: a finite zero that still touches the graph
         out = model(input_ids=inputs["input_ids"][:, :1], attention_mask=inputs["attention_mask"][:, :1])
         return out.logits.sum() * 0.0, {"mean_token_accuracy": 0.0, "entropy": 0.0}
-    out = model(
-        input_ids=inputs["input_ids"],
-        attention_mask=inputs["attention_mask"],
-        use_cache=False,
-        logits_to_keep=pos,
-    )
-    logits = out.logits.float()  # [batch, len(pos), vocab]
+    with float32_head(model):
+        out = model(
+            input_ids=inputs["input_ids"],
+            attention_mask=inputs["attention_mask"],
+            use_cache=False,
+            logits_to_keep=pos,
+        )
+    logits = out.logits.float()  # [batch, len(pos), vocab]; float32 already (float32_head)
     tgt = target[:, pos]
     mask = keep[:, pos]
     logp = F.log_softmax(logits, dim=-1)
