@@ -497,6 +497,9 @@ def validate(
         help="pressure template: lite (a subset of pressure_v1's wordings), full (pressure_v1) or a name/file",
     ),
     threads: Optional[int] = typer.Option(None, "--threads"),
+    workers: int = typer.Option(
+        _VAL.workers, "--workers", help="checkpoints swept at once in local processes, threads // workers each"
+    ),
     dtype: str = typer.Option(
         _VAL.dtype, "--dtype", help="the sweeps' dtype (reduced ones re-score a sample in float32: precision.csv)"
     ),
@@ -520,6 +523,7 @@ def validate(
         cloze_items=6 if small else cloze_items,
         template=template,
         threads=threads,
+        workers=workers,
         dtype=dtype,
         generalisation=not no_generalisation,
         cloze=not no_cloze,

@@ -435,3 +435,80 @@ def test_completion_loss_keeps_the_head_in_float32_under_autocast(tmp_path, toke
     assert torch.allclose(out, ref, rtol=1e-5, atol=1e-5)  # float32 sums of 32 products, another order
     assert not torch.allclose(plain.float(), ref, rtol=1e-5, atol=1e-5)
     assert len(head._forward_hooks) == 0  # the block removes its hook
+
+
+def test_validate_workers_sweep_checkpoints_in_parallel_with_the_same_numbers(organism, tmp_path):
+    """`workers=2` sweeps the route finals in two local worker processes (one thread each) and gives
+    the numbers of the one-process sweep: threads are not part of a unit, so the trials agree to
+    float32 reduction order. Control: the one-process log names no worker."""
+    from interp.organism.validate import load_known, run_generalisation
+
+    known = load_known(organism / "tree")
+    tables = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        run_generalisation(organism / "tree", out, known, ValidateConfig(threads=2, workers=workers), progress=False)
+        tables[workers] = pd.read_csv(out / "train_wording" / "results" / "pressure_trials.csv")
+        log = (out / "train_wording" / "sweep.log").read_text()
+        pids = set(re.findall(r"started \S+ on \S+ \(pid (\d+)", log))
+        assert len(pids) == (2 if workers == 2 else 0), log
+    one, two = (
+        t.sort_values(["checkpoint", "item_id", "planted", "turn_kind", "turn_side", "turn_variant"]).reset_index(
+            drop=True
+        )
+        for t in tables.values()
+    )
+    assert len(one) == len(two) > 0
+    num = one.select_dtypes("number").columns
+    np.testing.assert_allclose(two[num].to_numpy(float), one[num].to_numpy(float), rtol=1e-4, atol=1e-5)
+    with pytest.raises(Exception, match="workers = 0"):
+        validate(organism / "tree", tmp_path / "w0", ValidateConfig(workers=0), progress=False, log=lambda s: None)
+
+
+def test_compact_fused_head_scores_only_labelled_positions_with_the_same_values(tmp_path, tokenizer, monkeypatch):
+    """DPO's per-token outputs through trl's fused head: with `compact_fused_head` only the labelled
+    positions reach the head (counted), and log-probs, entropy, mean logits and top-1 equal trl's
+    every-position path and a plain HF forward's log-softmax at those positions. Control: without
+    the block every position is scored."""
+    import torch
+    import trl.trainer.utils as tu
+    from trl.trainer.utils import add_fused_lm_head
+
+    from interp.organism.sft_loss import compact_fused_head
+    from interp.testing import build_tiny_model
+
+    from transformers import AutoModelForCausalLM
+
+    path = build_tiny_model(tmp_path / "llama", "llama", n_layers=2, d_model=32, tokenizer=tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, 200, (3, 10), generator=g)
+    mask = torch.ones_like(ids)
+    labels = torch.full_like(ids, -100)
+    labels[:, -2:] = ids[:, -2:]  # a two-token verdict at the end of each row
+    with torch.no_grad():
+        ref = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), -1)
+    ref = ref.gather(-1, labels[:, 1:].clamp(min=0).unsqueeze(-1)).squeeze(-1) * (labels[:, 1:] != -100)
+    outputs = ("log_probs", "entropy", "mean_logits", "is_top1")
+    add_fused_lm_head(model, outputs=outputs)
+    rows = []
+    real = tu._ChunkedLogProbFunction
+
+    class Spy:
+        @staticmethod
+        def apply(hidden, *a):
+            rows.append(hidden.shape[0])
+            return real.apply(hidden, *a)
+
+    monkeypatch.setattr(tu, "_ChunkedLogProbFunction", Spy)
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        with compact_fused_head():
+            compact = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+    assert rows == [3 * 9, 3 * 2]  # every shifted position, then only the two verdict tokens per row
+    tol = 1e-5  # float32 log-softmax over 256 logits, summed in other tiles
+    for name in outputs:
+        a, b = getattr(full, name), getattr(compact, name)
+        assert torch.allclose(a.float(), b.float(), atol=tol), name
+    assert torch.allclose(compact.log_probs, ref, atol=tol)
+    assert tu._use_triton(torch.device("cpu")) is False  # the switch is put back

@@ -177,6 +177,8 @@ def _train_sft(
 def _train_dpo(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict, tmp: Path):
     from trl import DPOConfig, DPOTrainer
 
+    from interp.organism.sft_loss import compact_fused_head
+
     args = DPOConfig(**_common_args(cfg, tmp, steps, cfg.lr_dpo), beta=cfg.dpo_beta)
     trainer = DPOTrainer(
         model=model,
@@ -187,7 +189,8 @@ def _train_dpo(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict,
         peft_config=_lora(cfg),
         callbacks=[_Saver(save_at).callback],
     )
-    return _fit(trainer)
+    with compact_fused_head():
+        return _fit(trainer)
 
 
 def _check_out(out: Path) -> None:

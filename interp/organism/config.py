@@ -77,6 +77,10 @@ class ValidateConfig:
     # and writes precision.csv, which the validation report states
     dtype: str = "float32-medium"
     threads: int | None = None
+    # sweep checkpoints this many at a time in local Dask worker processes (sweeps' "dask" executor),
+    # each with threads // workers torch threads; 1: one after the other in this process (same units,
+    # same numbers: threads are not part of a unit's identity)
+    workers: int = 1
     alpha_p: float = 0.05  # family-wise level of the headline p-values (Holm)
     n_boot: int = 2000  # item bootstrap of every CI of a change
     ci: float = 0.95

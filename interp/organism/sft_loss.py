@@ -76,6 +76,25 @@ def completion_loss(model, inputs: dict) -> tuple[torch.Tensor, dict[str, float]
     return loss, {"mean_token_accuracy": acc.item(), "entropy": ent.item()}
 
 
+@contextmanager
+def compact_fused_head():
+    """trl's fused LM head (DPOTrainer's per-token log-probs) scores only the positions whose label is
+    not -100 on every device, not only on Triton devices (trl 1.16 `add_fused_lm_head`: "On Triton
+    devices, only the valid positions are scored"; on a CPU every position of every row, chosen,
+    rejected and the reference pass alike). The masked positions' outputs are zeros either way,
+    and the tiles' arithmetic is the same function, so the values do not change; the verdict's few
+    positions replace a few hundred per row. trl reads the switch at each call, so it holds within
+    the block (the pinned trl; the test compares both paths)."""
+    import trl.trainer.utils as tu
+
+    saved = tu._use_triton
+    tu._use_triton = lambda device: True
+    try:
+        yield
+    finally:
+        tu._use_triton = saved
+
+
 def completion_sft_trainer(**kwargs):
     """trl's SFTTrainer (data handling, LoRA, schedule, callbacks unchanged) with `compute_loss`
     replaced by `completion_loss`."""

@@ -85,6 +85,7 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
         template=_template_ref(cfg, out),
         cfg=RunConfig(max_items=len(known["eval_items"]), **base),
         progress=progress,
+        **_executor(cfg),
     )
     # cloze and classify only where a check reads them, into OUT/aux (checkpoints given one by
     # one are named by their directory name there): cloze at the base and the route finals,
@@ -98,6 +99,7 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
             cfg=RunConfig(max_items=cfg.cloze_items, **base),
             progress=progress,
             report=False,
+            **_executor(cfg),
         )
     if cfg.classify_items:
         run_sweep(
@@ -107,12 +109,21 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
             cfg=RunConfig(max_items=cfg.classify_items, **base),
             progress=progress,
             report=False,
+            **_executor(cfg),
         )
 
 
 def _run_settings(known: dict, cfg: ValidateConfig) -> dict:
     """What every validation sweep runs with (the organism's and the control's alike)."""
-    return dict(seed=int(known["seed"]), threads=cfg.threads, n_boot=cfg.n_boot, dtype=cfg.dtype)
+    threads = cfg.threads
+    if cfg.workers > 1 and threads is not None:
+        threads = max(1, threads // cfg.workers)
+    return dict(seed=int(known["seed"]), threads=threads, n_boot=cfg.n_boot, dtype=cfg.dtype)
+
+
+def _executor(cfg: ValidateConfig) -> dict:
+    """run_sweep's executor arguments: `workers` checkpoints at a time in local Dask processes."""
+    return dict(executor="dask", n_workers=cfg.workers) if cfg.workers > 1 else {}
 
 
 def _short(name: str) -> str:
@@ -150,6 +161,7 @@ def run_generalisation(tree: Path, out: Path, known: dict, cfg: "ValidateConfig"
         cfg=RunConfig(max_items=len(known["eval_items"]), **_run_settings(known, cfg)),
         progress=progress,
         report=False,
+        **_executor(cfg),
     )
 
 
@@ -311,7 +323,7 @@ def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
                 "validation sweeps",
                 "seconds",
                 v["seconds"],
-                reference=f"{v['threads']} threads, {v.get('dtype', 'float32')}, "
+                reference=f"{v['threads']} threads, {v.get('workers', 1)} worker(s), {v.get('dtype', 'float32')}, "
                 f"load average {v['loadavg_start']:.2f} at start",
             )
         )
@@ -394,6 +406,8 @@ def validate(
     from interp.organism.report import trajectory_figure, write_markdown
 
     tree, out = Path(tree), Path(out)
+    if cfg.workers < 1:
+        raise ConfigError(f"workers = {cfg.workers}: sweep at least 1 checkpoint at a time")
     known = load_known(tree)
     if known.get("control"):
         raise ConfigError(f"{tree / 'organism.json'}: this is a control lineage; validate its organism instead")
@@ -420,6 +434,7 @@ def validate(
                 {
                     "seconds": time.perf_counter() - t0,
                     "threads": cfg.threads,
+                    "workers": cfg.workers,
                     "dtype": cfg.dtype,
                     "loadavg_start": load0,
                 },
