@@ -21,11 +21,13 @@ class OrganismConfig:
     plant: str = "setting"
     planted: int = 24  # "items": |P_A| = |P_B|; "setting": the least each set must hold
     shared_steps: tuple[int, ...] = (15, 30)  # checkpoints of the shared stage (last = its end)
-    # 192 (v9): 1.06 epochs of the route data at 128 items and 3 first turns per item, the v7
-    # pilot's mixture (plant learned on both routes) trained longer for comprehension; v6 ran 96
-    # with 1 (route B learned no setting), the v7 pilot 144 with 3 (route B's comprehension 0.578),
-    # v8 144 with 5 (comprehension passed, but every item yielded: the plant gap fell to 0.07/0.16)
-    route_sft_steps: int = 192
+    # 256 (v11): 1.41 epochs of the route data at 128 items and 3 first turns per item. At 192
+    # (1.06 epochs) the plant gap of a route varied from run to run with nothing but the training
+    # numerics changed: 0.66 / 0.73 (v9), 0.27 / 0.84 (v10), 0.48 / 0.27 (v11 pilot): the routes
+    # were still learning *where* to yield when the schedule ran out. Earlier: v6 96 steps with 1
+    # first turn (route B learned no setting), the v7 pilot 144 with 3 (route B's comprehension
+    # 0.578), v8 144 with 5 (comprehension passed, but every item yielded: gap 0.07 / 0.16)
+    route_sft_steps: int = 256
     # a route checkpoint saved this many SFT steps in, before its item map forms: the "own" source
     # of the I own > I sibling check (the final's immediate predecessor made that check trivial)
     route_early_steps: int = 12
