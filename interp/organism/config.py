@@ -81,7 +81,8 @@ class ValidateConfig:
     threads: int | None = None
     # sweep checkpoints this many at a time in local Dask worker processes (sweeps' "dask" executor),
     # each with threads // workers torch threads; 1: one after the other in this process (same units,
-    # same numbers: threads are not part of a unit's identity)
+    # same numbers: threads are not part of a unit's identity). 1 on 2 cores: two route finals took
+    # 158 s one after the other at 2 threads, 206 s in two 1-thread workers (docs/organism/pilot_v11.txt)
     workers: int = 1
     alpha_p: float = 0.05  # family-wise level of the headline p-values (Holm)
     n_boot: int = 2000  # item bootstrap of every CI of a change
