@@ -8,9 +8,10 @@ every position in float32 tiles outside autocast. Under `--train-precision mixed
 `logits_to_keep` keeps the head to the union of completion positions in the batch (the verdicts
 are a few tokens after a long prompt). The body runs under whatever autocast the Trainer set; the
 head itself and the cross-entropy run in float32 (`float32_head`), as in trl's fused head and as
-#25's mixed-precision scoring keeps the unembedding: at a few positions per row it costs nothing,
-and v10 (the head in bf16 under autocast) learned route A's plant half as strongly as v9 (trl's
-float32 head) with otherwise the same data, seed and schedule.
+#25's mixed-precision scoring keeps the unembedding: at a few positions per row it costs nothing.
+(v10 ran the head in bf16 under autocast; its route A learned the plant less than v9's, but the
+v11 pilot with the float32 head moved the shortfall to route B: at 192 route steps the plant's
+strength varied from run to run whatever the head's precision, see `OrganismConfig.route_sft_steps`.)
 
 The value is the same quantity trl computes (sum of -log p over completion tokens / their count);
 `tests/test_organism.py` checks it against a plain full-logits cross-entropy.
