@@ -258,20 +258,6 @@ def checkpoint_fertility(units: list[Unit], *, reference: str = "en") -> pd.Data
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
 
-def cloze_mediation(
-    scores: pd.DataFrame, *, reference: str = "en", outcome: str = "delta", n_boot: int = 1000, seed: int = 0
-) -> pd.DataFrame:
-    from analyses.mediation import mediation_by_language
-
-    data = scores.dropna(subset=[outcome, "fertility"])
-    med = mediation_by_language(
-        data, reference=reference, outcome=outcome, mediator="fertility", cluster="prompt_id", n_boot=n_boot, seed=seed
-    )
-    med["outcome"] = outcome
-    med["n_boot"] = n_boot
-    return med
-
-
 def _abs_with_token_mean(scores: pd.DataFrame, loss: str) -> pd.DataFrame:
     """ABS under ``loss`` with the INCLUDE reading beside it: abs_token_mean and the paper's
     band on its own scale, band_token_mean."""
