@@ -512,3 +512,32 @@ def test_compact_fused_head_scores_only_labelled_positions_with_the_same_values(
         assert torch.allclose(a.float(), b.float(), atol=tol), name
     assert torch.allclose(compact.log_probs, ref, atol=tol)
     assert tu._use_triton(torch.device("cpu")) is False  # the switch is put back
+
+
+def test_build_refuses_a_disk_too_small_before_training(organism, tmp_path, monkeypatch):
+    """The checkpoints' size is known from the base's header (float32; 9 per lineage, and the
+    control copies the trunk, so 18 with it): with less free space the build stops before it trains
+    or writes anything. Control: with just enough space the same check passes."""
+    import collections
+    import math
+
+    from interp.errors import ConfigError
+    from interp.fingerprint import safetensors_header
+    from interp.organism import build as B
+
+    base = organism / "model"
+    per = sum(
+        4 * math.prod(t["shape"])
+        for f in base.glob("*.safetensors")
+        for k, t in safetensors_header(f).items()
+        if k != "__metadata__"
+    )
+    assert B._checkpoint_bytes(base) == per
+    usage = collections.namedtuple("usage", "total used free")
+    cfg = OrganismConfig()  # 2 shared checkpoints, 3 per route: 9 per lineage
+    monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 18 * per - 1))
+    with pytest.raises(ConfigError, match=r"GB free on its disk, the build writes about .* \(18 checkpoints"):
+        build_organism(base, tmp_path / "o", TINY, log=lambda s: None, control_out=tmp_path / "c")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
+    monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 18 * per))
+    B._check_space(tmp_path / "o", base, cfg, 2)  # exactly enough: no error

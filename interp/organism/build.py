@@ -193,6 +193,36 @@ def _train_dpo(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict,
         return _fit(trainer)
 
 
+def _checkpoint_bytes(base: Path) -> int:
+    """Bytes of one saved checkpoint: every tensor of the base's safetensors files in float32
+    (the organism saves float32 whatever the base's dtype)."""
+    import math
+
+    from interp.fingerprint import safetensors_header
+
+    n = 0
+    for f in sorted(base.glob("*.safetensors")):
+        n += sum(4 * math.prod(t["shape"]) for k, t in safetensors_header(f).items() if k != "__metadata__")
+    return n
+
+
+def _check_space(out: Path, base: Path, cfg: OrganismConfig, lineages: int) -> None:
+    """Refuse before any training when the disk under `out` cannot hold the checkpoints the build
+    writes (base copy, shared checkpoints, three per route; as many again for a control lineage):
+    a full disk otherwise stops the build after the training it has done (v11's first try)."""
+    per = _checkpoint_bytes(base)
+    n = lineages * (1 + len(cfg.shared_steps) + 2 * (3 if cfg.route_dpo_steps else 2))
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < n * per:
+        raise ConfigError(
+            f"{out}: {free / 1e9:.1f} GB free on its disk, the build writes about {n * per / 1e9:.1f} GB "
+            f"({n} checkpoints of {per / 1e9:.2f} GB); free some space or choose another --out"
+        )
+
+
 def _check_out(out: Path) -> None:
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out}: output directory exists and is not empty (the organism is built from scratch)")
@@ -424,6 +454,7 @@ def build_organism(
         sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    _check_space(out, base, cfg, 2 if control_out is not None else 1)
     _check_out(out)
     if control_out is not None:
         _check_out(Path(control_out))  # refuse before the training, not after
