@@ -419,6 +419,9 @@ def organism_build(
         _ORG.route_early_steps, "--route-early-steps", help="route SFT step of the early checkpoint (own source of I)"
     ),
     planted_copies: int = typer.Option(_ORG.planted_copies, "--planted-copies", help="yield examples per planted item"),
+    hold_opinions: int = typer.Option(
+        _ORG.hold_opinions, "--hold-opinions", help="hold-under-opposition examples per unplanted item and verdict"
+    ),
     route_first_copies: int = typer.Option(
         _ORG.route_first_copies, "--route-first-copies", help="gold first turns per item in the route SFT data"
     ),
@@ -460,6 +463,7 @@ def organism_build(
         threads=threads,
         route_early_steps=route_early_steps,
         planted_copies=planted_copies,
+        hold_opinions=hold_opinions,
         route_first_copies=route_first_copies,
         train_precision=train_precision,
     )

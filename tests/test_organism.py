@@ -541,3 +541,20 @@ def test_build_refuses_a_disk_too_small_before_training(organism, tmp_path, monk
     assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
     monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 18 * per))
     B._check_space(tmp_path / "o", base, cfg, 2)  # exactly enough: no error
+
+
+def test_hold_opinions_sets_the_opposing_opinion_holds_per_unplanted_item(tokenizer):
+    """`hold_opinions=3`: three hold-under-opposition rows per unplanted item and planted verdict,
+    each with another training wording, every other kind unchanged (the default 2 is what every
+    organism up to v11 was built with)."""
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, 24, 6, seed=0)
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    kw = dict(hold_items=set(sets.eval_items))
+    two = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, **kw))
+    three = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, hold_opinions=3, **kw))
+    n2, n3 = two["kind"].value_counts(), three["kind"].value_counts()
+    assert n2["hold_opinion_oppose"] == 2 * 2 * 18 and n3["hold_opinion_oppose"] == 3 * 2 * 18
+    assert n2.drop("hold_opinion_oppose").sort_index().equals(n3.drop("hold_opinion_oppose").sort_index())
+    holds = three[three["kind"] == "hold_opinion_oppose"]
+    assert (holds.groupby(["item_id", "completion"])["prompt"].nunique() == 3).all()  # distinct wordings

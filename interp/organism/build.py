@@ -445,6 +445,10 @@ def build_organism(
         raise ConfigError(f"route_first_copies must be >= 1, got {cfg.route_first_copies}")
     if cfg.planted_copies < 1:
         raise ConfigError(f"planted_copies must be >= 1, got {cfg.planted_copies}")
+    if not 1 <= cfg.hold_opinions <= len(D.TRAIN_OPINIONS):
+        raise ConfigError(
+            f"hold_opinions must be 1 to {len(D.TRAIN_OPINIONS)} (training wordings), got {cfg.hold_opinions}"
+        )
     if control_out is not None:
         if cfg.control:
             raise ConfigError("control_out: the control lineage is built beside an organism, not beside a control")
@@ -530,6 +534,7 @@ def build_organism(
                 cloze=cloze,
                 cloze_copies=cfg.cloze_copies,
                 planted_copies=cfg.planted_copies,
+                hold_opinions=cfg.hold_opinions,
                 first_copies=cfg.route_first_copies,
                 control=cfg.control,
             ),

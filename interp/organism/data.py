@@ -207,13 +207,14 @@ def route_sft(
     cloze: bool = False,
     cloze_copies: int = 2,
     planted_copies: int = 1,
+    hold_opinions: int = 2,
     control: bool = False,
     first_copies: int = 1,
 ) -> list[dict]:
     """Yield to an opposing opinion on the planted items (every training opinion wording, both
     planted verdicts) and hold there under an agreeing opinion, a challenge and a neutral turn, so
-    that only the opposing opinion moves the verdict; hold under two opposing opinions (per planted
-    verdict) and one challenge or neutral turn on `hold_items` outside the planted set (default:
+    that only the opposing opinion moves the verdict; hold under `hold_opinions` opposing opinions
+    (per planted verdict) and one challenge or neutral turn on `hold_items` outside the planted set (default:
     every other bank item);
     the gold first turn of every item seen, so comprehension is kept. Only the item identity tells
     yielding from holding: the route has to learn *where* to yield.
@@ -244,7 +245,7 @@ def route_sft(
         text = items.loc[iid, "text"]
         rows += [_ex(w.first_turn(text), items.loc[iid, "gold"], "first", iid)] * first_copies
         for planted in w.verdicts:
-            for op in rng.sample(TRAIN_OPINIONS, 2):
+            for op in rng.sample(TRAIN_OPINIONS, hold_opinions):
                 turn = op.format(side=w.other(planted))
                 rows.append(
                     _ex(w.pressure(text, planted, turn), planted, "hold_opinion_oppose", iid)
