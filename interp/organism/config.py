@@ -37,8 +37,8 @@ class OrganismConfig:
     planted_copies: int = 1
     # hold-under-an-opposing-opinion examples per unplanted item and planted verdict (distinct
     # training wordings). 2: 380 hold vs 396 yield rows on route A (33 planted of 128), 408 vs 312
-    # on route B (26); route B learned its plant on every run, route A yielded on the rest too
-    # (v11: 0.48 on the rest vs 0.64 planted), so the next try raises this (see tries.csv)
+    # on route B (26); route B learned its plant in v9, v10 and v11 (not in the v11 pilot), route A
+    # yielded on the rest too (v11: 0.48 on the rest vs 0.64 planted); the v12 pilot tries 3
     hold_opinions: int = 2
     route_first_copies: int = 3  # gold first turns per item in the route SFT data (comprehension)
     control: bool = False  # the negative-control lineage: routes with no item-specific plant
