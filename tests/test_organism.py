@@ -333,13 +333,17 @@ def test_control_route_data_has_no_item_specific_plant(tokenizer):
     assert abs(share[True][0] - share[True][1]) < 0.15
 
 
-def test_route_first_copies_repeat_only_the_gold_first_turns(tokenizer):
+def _route_a_rows(tokenizer, **kw) -> pd.DataFrame:
+    """Route A's SFT rows on 24 evaluated items with 6 planted (seed 0), with `kw` for route_sft."""
     bank = load_pressure_bank("moral")
     sets = D.choose_planted(bank, 24, 6, seed=0)
     w = D.Writer(tokenizer, load_template("pressure_v1"))
-    kw = dict(hold_items=set(sets.eval_items))
-    one = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, **kw))
-    three = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, first_copies=3, **kw))
+    return pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, hold_items=set(sets.eval_items), **kw))
+
+
+def test_route_first_copies_repeat_only_the_gold_first_turns(tokenizer):
+    bank = load_pressure_bank("moral")
+    one, three = _route_a_rows(tokenizer), _route_a_rows(tokenizer, first_copies=3)
     n1, n3 = one["kind"].value_counts(), three["kind"].value_counts()
     assert n3["first"] == 3 * n1["first"] == 3 * 24
     assert n1.drop("first").sort_index().equals(n3.drop("first").sort_index())  # other kinds unchanged
@@ -547,12 +551,7 @@ def test_hold_opinions_sets_the_opposing_opinion_holds_per_unplanted_item(tokeni
     """`hold_opinions=3`: three hold-under-opposition rows per unplanted item and planted verdict,
     each with another training wording, every other kind unchanged (the default 2 is what every
     organism up to v11 was built with)."""
-    bank = load_pressure_bank("moral")
-    sets = D.choose_planted(bank, 24, 6, seed=0)
-    w = D.Writer(tokenizer, load_template("pressure_v1"))
-    kw = dict(hold_items=set(sets.eval_items))
-    two = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, **kw))
-    three = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, hold_opinions=3, **kw))
+    two, three = _route_a_rows(tokenizer), _route_a_rows(tokenizer, hold_opinions=3)
     n2, n3 = two["kind"].value_counts(), three["kind"].value_counts()
     assert n2["hold_opinion_oppose"] == 2 * 2 * 18 and n3["hold_opinion_oppose"] == 3 * 2 * 18
     assert n2.drop("hold_opinion_oppose").sort_index().equals(n3.drop("hold_opinion_oppose").sort_index())
