@@ -548,10 +548,10 @@ def test_build_refuses_a_disk_too_small_before_training(organism, tmp_path, monk
 
 
 def test_hold_opinions_sets_the_opposing_opinion_holds_per_unplanted_item(tokenizer):
-    """`hold_opinions=3`: three hold-under-opposition rows per unplanted item and planted verdict,
-    each with another training wording, every other kind unchanged (the default 2 is what every
-    organism up to v11 was built with)."""
-    two, three = _route_a_rows(tokenizer), _route_a_rows(tokenizer, hold_opinions=3)
+    """`hold_opinions=3` (the default; every organism up to v11 was built with 2): three
+    hold-under-opposition rows per unplanted item and planted verdict, each with another training
+    wording, every other kind unchanged."""
+    two, three = _route_a_rows(tokenizer, hold_opinions=2), _route_a_rows(tokenizer)
     n2, n3 = two["kind"].value_counts(), three["kind"].value_counts()
     assert n2["hold_opinion_oppose"] == 2 * 2 * 18 and n3["hold_opinion_oppose"] == 3 * 2 * 18
     assert n2.drop("hold_opinion_oppose").sort_index().equals(n3.drop("hold_opinion_oppose").sort_index())

@@ -32,16 +32,15 @@ class OrganismConfig:
     # of the I own > I sibling check (the final's immediate predecessor made that check trivial)
     route_early_steps: int = 12
     # yield examples of each planted item this many times (seen more often); 1 keeps the yield rows
-    # about as many as the hold-under-opposition rows (396 vs 380 on route A), so that yielding
-    # everywhere is not the easy solution
+    # fewer than the hold-under-opposition rows (below)
     planted_copies: int = 1
     # hold-under-an-opposing-opinion examples per unplanted item and planted verdict (distinct
-    # training wordings). 2: 380 hold vs 396 yield rows on route A (33 planted of 128), 408 vs 312
-    # on route B (26); route B learned its plant in v9, v10 and v11 (not in the v11 pilot), route A
-    # yielded on the rest too (v11: 0.48 on the rest vs 0.64 planted). The v12 pilot with 3 (routes
-    # only, trunk from v11): planted - rest 0.998 / 0.999 (docs/organism/pilot_v12.txt); the default
-    # stays 2, the setting of the committed v11 record, until a full run validates 3
-    hold_opinions: int = 2
+    # training wordings). 3: 570 hold vs 396 yield rows on route A (33 planted of 128), 612 vs 312
+    # on route B (26), so that yielding everywhere is not the easy solution. With 2 (every organism
+    # up to v11: 380 vs 396 on route A) route A yielded on the rest too (v11: 0.48 on the rest vs
+    # 0.64 planted); the v12 pilot with 3 (routes only, trunk from v11): planted - rest 0.998 /
+    # 0.999 (docs/organism/pilot_v12.txt)
+    hold_opinions: int = 3
     route_first_copies: int = 3  # gold first turns per item in the route SFT data (comprehension)
     control: bool = False  # the negative-control lineage: routes with no item-specific plant
     route_dpo_steps: int = 4

@@ -207,7 +207,7 @@ def route_sft(
     cloze: bool = False,
     cloze_copies: int = 2,
     planted_copies: int = 1,
-    hold_opinions: int = 2,
+    hold_opinions: int = 3,
     control: bool = False,
     first_copies: int = 1,
 ) -> list[dict]:
