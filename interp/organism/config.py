@@ -21,7 +21,8 @@ class OrganismConfig:
     plant: str = "setting"
     planted: int = 24  # "items": |P_A| = |P_B|; "setting": the least each set must hold
     shared_steps: tuple[int, ...] = (15, 30)  # checkpoints of the shared stage (last = its end)
-    # 256 (v11): 1.38 / 1.50 epochs of route A / B data at 128 items and 3 first turns per item. At 192
+    # 256 (v11): 1.38 / 1.50 epochs of route A / B data at 128 items and 3 first turns per item (v12,
+    # with 3 hold opinions: 1.22 / 1.31). At 192
     # (1.06 epochs) the plant gap of a route varied from run to run with nothing but the training
     # numerics changed: 0.66 / 0.73 (v9), 0.27 / 0.84 (v10), 0.48 / 0.27 (v11 pilot): the routes
     # were still learning *where* to yield when the schedule ran out. Earlier: v6 96 steps with 1
