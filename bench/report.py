@@ -308,7 +308,11 @@ def main() -> None:
     ap.add_argument("--results-dir", type=Path, default=common.RESULTS)
     ap.add_argument("--out", type=Path, default=common.ROOT / "BENCHMARKS.md")
     ap.add_argument("--preliminary", default=None, help="reason the figures are preliminary (adds a banner)")
-    ap.add_argument("--machine-note", default=None, help="whether the machine was quiet, stated under Machine")
+    ap.add_argument(
+        "--machine-note",
+        default=None,
+        help="whether the machine was quiet, stated under Machine (default: bench/machine_note.md)",
+    )
     ap.add_argument(
         "--notes",
         type=Path,
@@ -346,8 +350,11 @@ def main() -> None:
     m0 = metas[0]
     loads = [x for d in metas for x in ([d.get("loadavg_start")] + [d.get("loadavg")]) if x]
     lines += ["## Machine", ""]
-    if args.machine_note:
-        lines += [args.machine_note, ""]
+    note = args.machine_note
+    if note is None and (Path(__file__).resolve().parent / "machine_note.md").is_file():
+        note = (Path(__file__).resolve().parent / "machine_note.md").read_text().strip()
+    if note:
+        lines += [note, ""]
     lines += _table(
         ["field", "value"],
         [

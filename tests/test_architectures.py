@@ -133,3 +133,22 @@ def test_discovery_fails_clearly_when_the_block_list_is_ambiguous(hf_loaded):
     )
     with pytest.raises(CheckpointError, match="has 2 blocks but config says 3"):
         discover_sites(model, 3, where="x")
+
+
+@pytest.mark.parametrize("mt", STUDY_ARCHS)
+def test_float32_medium_on_each_family(arch_models, hf_loaded, mt):
+    """`--dtype float32-medium` on every family (its attention through interp's medium attention
+    where the family runs SDPA; Gemma-2's soft-capping keeps eager): within a tenth of
+    mixed-bf16's error of float32, and float32 bit for bit when switched to full precision."""
+    from interp.runner.mixed import full_precision
+
+    cfg = ScoringConfig(variants="exact")
+    f = score_options(hf_loaded[mt], PROMPTS, OPTIONS, cfg=cfg)
+    lm = interp.load(arch_models[mt], dtype="float32-medium")
+    med = score_options(lm, PROMPTS, OPTIONS, cfg=cfg)
+    bf16 = score_options(interp.load(arch_models[mt], dtype="mixed-bf16"), PROMPTS, OPTIONS, cfg=cfg)
+    err, err_bf16 = np.abs(med.logp - f.logp).max(), np.abs(bf16.logp - f.logp).max()
+    assert err_bf16 > 0 and err <= err_bf16 / 10, (err, err_bf16)
+    with full_precision(lm.backend.precision_model):
+        again = score_options(lm, PROMPTS, OPTIONS, cfg=cfg)
+    np.testing.assert_array_equal(again.logp, f.logp)

@@ -189,3 +189,79 @@ def test_float32_medium_sets_the_matmul_precision_around_block_linears_only(runs
     with full_precision(model):
         again = score_options(lm, PROMPTS, OPTIONS, layers=[0, 3], cfg=CFG)
     np.testing.assert_array_equal(again.logp, f.logp)
+
+
+def _attention_inputs(gen: torch.Generator, B=2, H=4, Hkv=2, L=5, S=9, D=8):
+    q = torch.randn(B, H, L, D, generator=gen)
+    k, v = torch.randn(B, Hkv, S, D, generator=gen), torch.randn(B, Hkv, S, D, generator=gen)
+    return q, k, v
+
+
+class _AttentionStub(torch.nn.Module):
+    def __init__(self, groups: int):
+        super().__init__()
+        self.num_key_value_groups, self.is_causal = groups, True
+        self._interp_mixed_state = type("S", (), {"on": True})()
+
+
+@pytest.mark.parametrize("mask", ["causal", "bool", "float"])
+def test_medium_attention_equals_sdpa(monkeypatch, mask):
+    """`_medium_attention` (the float32-medium attention) with its matmuls at "highest" equals
+    transformers' SDPA attention: grouped-query heads (4 query heads on 2 key heads), 5 queries
+    after 4 cached keys, and each mask form SDPA is given (none: causal with the cache offset; a
+    bool padding mask; an additive float mask). Tolerance: float32 sums of 8 and 9 terms in
+    another order, a few units of 2^-24 on values of order 1. Control: the same keys with their
+    two heads swapped (a wrong grouping) differ by far more."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from interp.runner import mixed
+
+    monkeypatch.setattr(mixed, "MEDIUM", "highest")
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = _attention_inputs(gen)
+    module = _AttentionStub(groups=2)
+    attend = torch.ones(2, 1, 5, 9, dtype=torch.bool).tril(4)
+    attend[1, :, :, :2] = False  # row 1: two padded cache slots
+    masks = {"causal": None, "bool": attend, "float": torch.zeros(2, 1, 5, 9).masked_fill(~attend, -1e9)}
+    m = masks[mask]
+    ref, _ = sdpa_attention_forward(module, q, k, v, m, scaling=0.3)
+    got, _ = mixed._medium_attention(module, q, k, v, m, scaling=0.3)
+    assert got.shape == ref.shape == (2, 5, 4, 8)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-5)
+    wrong, _ = mixed._medium_attention(module, q, k.flip(1), v.flip(1), m, scaling=0.3)
+    assert (wrong - ref).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_float32_medium_runs_sdpa_models_attention_at_medium(tiny_models, monkeypatch, arch):
+    """A float32-medium model on SDPA computes its attention products as matmuls at "medium"
+    (two per layer and forward) and scores within a tenth of mixed-bf16's error of float32; switched to
+    full precision it calls no such matmul (SDPA, as the float32 model). Control: the float32
+    model makes no medium matmul at all."""
+    from interp.runner.mixed import MEDIUM_ATTENTION
+
+    levels: list[str] = []
+    real = torch.matmul
+
+    def spy(*a, **k):
+        levels.append(torch.get_float32_matmul_precision())
+        return real(*a, **k)
+
+    lm32 = interp.load(tiny_models[arch], dtype="float32")
+    lm = interp.load(tiny_models[arch], dtype="float32-medium")
+    model = lm.backend.precision_model
+    assert model.config._attn_implementation == MEDIUM_ATTENTION
+    monkeypatch.setattr(torch, "matmul", spy)
+    f = score_options(lm32, PROMPTS, OPTIONS, cfg=CFG)
+    assert "medium" not in levels
+    med = score_options(lm, PROMPTS, OPTIONS, cfg=CFG)
+    assert levels.count("medium") >= 2 * lm.n_layers
+    levels.clear()
+    with full_precision(model):
+        again = score_options(lm, PROMPTS, OPTIONS, cfg=CFG)
+    assert "medium" not in levels
+    monkeypatch.setattr(torch, "matmul", real)
+    np.testing.assert_array_equal(again.logp, f.logp)
+    bf16 = score_options(interp.load(tiny_models[arch], dtype="mixed-bf16"), PROMPTS, OPTIONS, cfg=CFG)
+    err, err_bf16 = np.abs(med.logp - f.logp).max(), np.abs(bf16.logp - f.logp).max()
+    assert err_bf16 > 0 and err <= err_bf16 / 10, (err, err_bf16)  # as for the Linears (above)

@@ -123,7 +123,71 @@ def make_mixed(
 # products keep nearly float32 accuracy (measured here: 576 x 1.001 summed to 576.5786, exact
 # 576.576, where bf16 operands give 576.0) at about 2.3x the float32 matmul rate. On GPUs "medium"
 # allows bf16 internally; the precision audit of every such sweep says what it cost.
+# Attention too: torch's CPU SDPA kernel ignores the matmul precision (8x9x256x64, causal: 18.7 vs
+# 19.6 ms), so a model on SDPA gets `_medium_attention`, whose two products are plain matmuls at
+# "medium" (bank workload: float32-medium 1.85x float32, 1.73x with SDPA; BENCHMARKS.md, Precisions).
 MEDIUM = "medium"
+MEDIUM_ATTENTION = "interp_medium"  # the name registered with transformers' attention interfaces
+
+
+def _medium_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """Softmax attention with QK^T and PV as matmuls at "medium" precision (scores, mask and
+    softmax in float32); SDPA itself when the model is switched to full precision, trains, or
+    asks for what this does not do (a position bias, sinks, soft-capping). Grouped-query heads
+    multiply their key / value head in place (the query heads of one group stacked along the
+    sequence), as SDPA's GQA does, without repeating keys."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    state = getattr(module, "_interp_mixed_state", None)
+    plain = state is None or not state.on or dropout or module.training
+    if plain or any(kwargs.get(k) is not None for k in ("position_bias", "s_aux", "sinks", "softcap")):
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
+        )
+    B, H, L, D = query.shape
+    Hkv, S, Dv = key.shape[1], key.shape[2], value.shape[-1]
+    g = H // Hkv
+    with _matmul_precision(MEDIUM):
+        scores = torch.matmul(query.reshape(B, Hkv, g * L, D), key.transpose(2, 3)).view(B, Hkv, g, L, S)
+    scores = scores * (scaling if scaling is not None else D**-0.5)
+    if attention_mask is not None:  # [B or 1, 1, L, S]: bool (True attends) or additive float
+        m = attention_mask[:, :, None]
+        scores = scores.masked_fill(~m, torch.finfo(scores.dtype).min) if m.dtype == torch.bool else scores + m
+    elif (is_causal if is_causal is not None else getattr(module, "is_causal", True)) and L > 1:
+        keep = torch.ones(L, S, dtype=torch.bool, device=scores.device).tril(S - L)
+        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype).view(B, Hkv, g * L, S)
+    with _matmul_precision(MEDIUM):
+        out = torch.matmul(probs, value)
+    return out.view(B, H, L, Dv).transpose(1, 2).contiguous(), None
+
+
+def _use_medium_attention(model: torch.nn.Module, state: "_State") -> bool:
+    """Route a model on SDPA through `_medium_attention` (others keep theirs). The masks are
+    SDPA's, so the full-precision path is the float32 model's computation bit for bit."""
+    config = getattr(model, "config", None)
+    if getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(MEDIUM_ATTENTION, _medium_attention)
+    AttentionMaskInterface.register(MEDIUM_ATTENTION, sdpa_mask)
+    model.set_attn_implementation(MEDIUM_ATTENTION)
+    for module in model.modules():
+        if hasattr(module, "num_key_value_groups") or type(module).__name__.endswith("Attention"):
+            module._interp_mixed_state = state
+    return True
 
 
 @contextlib.contextmanager
@@ -137,10 +201,12 @@ def _matmul_precision(level: str) -> Iterator[None]:
 
 
 def make_medium(model: torch.nn.Module) -> int:
-    """Run every Linear / Conv1D of `model` except the output embedding at "medium" float32 matmul
-    precision, set around each call and restored after it (the process-wide setting is left as
-    it was); `full_precision(model)` switches it off. Returns the number of layers (idempotent)."""
+    """Run every Linear / Conv1D of `model` except the output embedding, and the attention products
+    of a model on SDPA, at "medium" float32 matmul precision, set around each call and restored
+    after it (the process-wide setting is left as it was); `full_precision(model)` switches it
+    off. Returns the number of layers (idempotent)."""
     head, state = _head_and_state(model, torch.float32)
+    _use_medium_attention(model, state)
     n = 0
     for module in model.modules():
         if module is head or hasattr(module, ATTR):
