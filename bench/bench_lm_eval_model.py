@@ -37,6 +37,9 @@ def main() -> None:
         "--items", type=int, default=8, help="items per bank (cloze: prompt ids, x6 languages); 0: every item"
     )
     p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument(
+        "--dtype", default="float32", help="the interp model's --dtype (HFLM stays float32): e.g. float32-medium"
+    )
     args = p.parse_args()
     common.setup(args.threads)
     start_load = common.loadavg()
@@ -51,7 +54,7 @@ def main() -> None:
 
     path = common.model_path(args.model)
     tasks, tm = common.local_lm_eval_tasks(args.items)
-    ours = InterpLM(pretrained=str(path), batch_size=args.batch_size, threads=args.threads)
+    ours = InterpLM(pretrained=str(path), batch_size=args.batch_size, threads=args.threads, dtype=args.dtype)
     ref = HFLM(
         pretrained=str(path),
         backend="causal",
@@ -156,15 +159,19 @@ def main() -> None:
         "lm_eval_overhead_median_s": overhead,
     }
     size = f"{args.items} items per bank" if args.items else "every item of every bank"
+    f32 = args.dtype == "float32"
+    res["dtype"] = args.dtype
     res["report"] = {
-        "order": 2.5 if args.items else 2.6,
-        "title": f"2{'b' if args.items else 'c'}. lm-eval `--model interp` vs `--model hf` ({path.name}, {size})",
-        "rerun": f"python bench/bench_lm_eval_model.py --repeats {args.repeats} --threads {args.threads} --items {args.items}",
+        "order": (2.5 if args.items else 2.6) + (0 if f32 else 0.05),
+        "title": f"2{'b' if args.items else 'c'}{'' if f32 else ' at ' + args.dtype}. lm-eval `--model interp"
+        f"{'' if f32 else ',dtype=' + args.dtype}` vs `--model hf` ({path.name}, {size})",
+        "rerun": f"python bench/bench_lm_eval_model.py --repeats {args.repeats} --threads {args.threads} "
+        f"--items {args.items}" + ("" if f32 else f" --dtype {args.dtype}"),
         "what": (
             "Whole `lm_eval.simple_evaluate` runs (model loading excluded) on local tasks built from the shipped "
             f"banks ({size}): "
             + ", ".join(f"{t} ({per_task[t]['requests']} requests)" for t in tasks)
-            + f". Both at batch size {args.batch_size}, float32; runs interleaved. Measured on whatever else the "
+            + f". Both at batch size {args.batch_size}, hf float32, interp {args.dtype}; runs interleaved. Measured on whatever else the "
             f"machine was running (1-min load average {start_load[0] if start_load else '?'} at start): the ratio, "
             "not the seconds, is the figure."
         ),
@@ -196,7 +203,7 @@ def main() -> None:
         ],
     }
     common.write_results(
-        "lm_eval_model" if args.items else "lm_eval_model_bank",
+        ("lm_eval_model" if args.items else "lm_eval_model_bank") + ("" if f32 else "_" + args.dtype.replace("-", "_")),
         res,
         threads=args.threads,
         results_dir=args.results_dir,

@@ -81,6 +81,7 @@ SUMMARIZED = (
     "tree",
     "lm_eval_model",
     "lm_eval_model_bank",
+    "lm_eval_model_bank_float32_medium",
     "probes",
     "scaling",
     "crash_suite",
@@ -155,15 +156,18 @@ def _summary(res: dict) -> list[str]:
             for f in r["report"]["findings"]:
                 if str(f).startswith("sampling"):
                     lines.append(f"Batched sampling vs HF generate: {f[len('sampling: ') :]} ({_date(r)}).")
-    for name in ("lm_eval_model", "lm_eval_model_bank"):
+    for name in ("lm_eval_model", "lm_eval_model_bank", "lm_eval_model_bank_float32_medium"):
         r = res.get(name)
         if not r or is_stale(name, r):
             continue
+        at = "" if r.get("dtype", "float32") == "float32" else f",dtype={r['dtype']}"
+        per_task = "; by task: " + ", ".join(f"{t} {v['max_abs_dll']:.1e}" for t, v in r.get("per_task", {}).items())
         lines.append(
-            f"lm-eval `--model interp` vs `--model hf` ({r['requests']} requests of {len(r['tasks'])} local "
+            f"lm-eval `--model interp{at}` vs `--model hf` ({r['requests']} requests of {len(r['tasks'])} local "
             f"tasks, {r['model']}): **{r['speedup_interp_vs_hf']['median']:.2f}x** the speed of hf (median of "
             f"{r['timing']['interp']['n']}; {r['speedup_interp_vs_hf']['min']:.2f}x on minimums); max |Δ log-likelihood| "
-            f"{r['max_abs_dll']:.1e}, is_greedy flags differing: {r['greedy_flags_different']} ({_date(r)})."
+            f"{r['max_abs_dll']:.1e}{per_task if at else ''}, is_greedy flags differing: "
+            f"{r['greedy_flags_different']} ({_date(r)})."
         )
     for name, d in res.items():
         if name.startswith("sweep_overhead_") and not is_stale(name, d):
