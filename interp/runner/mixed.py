@@ -173,10 +173,12 @@ def _medium_attention(
 
 
 def _use_medium_attention(model: torch.nn.Module, state: "_State") -> bool:
-    """Route a model on SDPA through `_medium_attention` (others keep theirs). The masks are
+    """Route a model on SDPA on the CPU through `_medium_attention` (others keep theirs: GPU SDPA
+    kernels follow the precision themselves and do not materialize the scores). The masks are
     SDPA's, so the full-precision path is the float32 model's computation bit for bit."""
     config = getattr(model, "config", None)
-    if getattr(config, "_attn_implementation", None) != "sdpa":
+    on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+    if getattr(config, "_attn_implementation", None) != "sdpa" or not on_cpu:
         return False
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
