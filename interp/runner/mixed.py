@@ -173,8 +173,9 @@ def _medium_attention(
 
 
 def _use_medium_attention(model: torch.nn.Module, state: "_State") -> bool:
-    """Route a model on SDPA on the CPU through `_medium_attention` (others keep theirs: GPU SDPA
-    kernels follow the precision themselves and do not materialize the scores). The masks are
+    """Route a model on SDPA on the CPU through `_medium_attention` (others keep theirs; on a GPU
+    the fused SDPA kernels stay, which do not materialize the scores, and each sweep's precision
+    audit measures what they cost; not measured here, no GPU). The masks are
     SDPA's, so the full-precision path is the float32 model's computation bit for bit."""
     config = getattr(model, "config", None)
     on_cpu = all(p.device.type == "cpu" for p in model.parameters())
