@@ -76,6 +76,7 @@ def summary(res: dict) -> list[str]:
         return lines + [f"- (summary incomplete: a results file lacks field {exc}; rerun its script)"]
 
 
+MACHINE_NOTE = Path(__file__).resolve().parent / "machine_note.md"  # the Machine section's prose
 SUMMARIZED = (
     "bank",
     "tree",
@@ -156,7 +157,7 @@ def _summary(res: dict) -> list[str]:
             for f in r["report"]["findings"]:
                 if str(f).startswith("sampling"):
                     lines.append(f"Batched sampling vs HF generate: {f[len('sampling: ') :]} ({_date(r)}).")
-    for name in ("lm_eval_model", "lm_eval_model_bank", "lm_eval_model_bank_float32_medium"):
+    for name in sorted(n for n in res if n.startswith("lm_eval_model")):  # per size, then per --dtype
         r = res.get(name)
         if not r or is_stale(name, r):
             continue
@@ -355,8 +356,8 @@ def main() -> None:
     loads = [x for d in metas for x in ([d.get("loadavg_start")] + [d.get("loadavg")]) if x]
     lines += ["## Machine", ""]
     note = args.machine_note
-    if note is None and (Path(__file__).resolve().parent / "machine_note.md").is_file():
-        note = (Path(__file__).resolve().parent / "machine_note.md").read_text().strip()
+    if note is None and MACHINE_NOTE.is_file():
+        note = MACHINE_NOTE.read_text().strip()
     if note:
         lines += [note, ""]
     lines += _table(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -57,3 +58,11 @@ def continuation_tokens(tok, pairs) -> int:
     from interp.runner.scoring import split_continuation
 
     return max(len(ids) - split for ids, split in (split_continuation(tok, c, o) for c, o in pairs))
+
+
+def assert_tenth_of_bf16_error(med, f32, bf16) -> None:
+    """float32-medium's largest log-prob change against float32 is at most a tenth of mixed-bf16's
+    (zero on a CPU without a reduced-precision float32 path); bf16's must be nonzero, so the
+    comparison has something to compare against. Arguments: score_options results."""
+    err, err_bf16 = np.abs(med.logp - f32.logp).max(), np.abs(bf16.logp - f32.logp).max()
+    assert err_bf16 > 0 and err <= err_bf16 / 10, (err, err_bf16)

@@ -13,7 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import interp
-from _tolerance import bounds_for, continuation_tokens
+from _tolerance import assert_tenth_of_bf16_error, bounds_for, continuation_tokens
 from interp.checkpoint import inspect_checkpoint
 from interp.errors import CheckpointError
 from interp.runner.scoring import ScoringConfig, score_options, split_continuation
@@ -147,8 +147,7 @@ def test_float32_medium_on_each_family(arch_models, hf_loaded, mt):
     lm = interp.load(arch_models[mt], dtype="float32-medium")
     med = score_options(lm, PROMPTS, OPTIONS, cfg=cfg)
     bf16 = score_options(interp.load(arch_models[mt], dtype="mixed-bf16"), PROMPTS, OPTIONS, cfg=cfg)
-    err, err_bf16 = np.abs(med.logp - f.logp).max(), np.abs(bf16.logp - f.logp).max()
-    assert err_bf16 > 0 and err <= err_bf16 / 10, (err, err_bf16)
+    assert_tenth_of_bf16_error(med, f, bf16)
     with full_precision(lm.backend.precision_model):
         again = score_options(lm, PROMPTS, OPTIONS, cfg=cfg)
     np.testing.assert_array_equal(again.logp, f.logp)

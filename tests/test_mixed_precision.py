@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import interp
+from _tolerance import assert_tenth_of_bf16_error
 from interp.runner.mixed import ATTR, full_precision, make_mixed
 from interp.runner.scoring import ScoringConfig, score_options
 
@@ -184,8 +185,7 @@ def test_float32_medium_sets_the_matmul_precision_around_block_linears_only(runs
     blocks = [mod for n, mod in named.items() if n.endswith(("q_proj", "k_proj", "down_proj"))]
     assert blocks and all(levels[id(mod.weight)] == {"medium"} for mod in blocks)
     assert levels[id(model.get_output_embeddings().weight)] == {before}  # the head: untouched
-    err, err_bf16 = np.abs(med.logp - f.logp).max(), np.abs(m.logp - f.logp).max()
-    assert err_bf16 > 0 and err <= err_bf16 / 10, (err, err_bf16)
+    assert_tenth_of_bf16_error(med, f, m)
     with full_precision(model):
         again = score_options(lm, PROMPTS, OPTIONS, layers=[0, 3], cfg=CFG)
     np.testing.assert_array_equal(again.logp, f.logp)
@@ -263,5 +263,4 @@ def test_float32_medium_runs_sdpa_models_attention_at_medium(tiny_models, monkey
     monkeypatch.setattr(torch, "matmul", real)
     np.testing.assert_array_equal(again.logp, f.logp)
     bf16 = score_options(interp.load(tiny_models[arch], dtype="mixed-bf16"), PROMPTS, OPTIONS, cfg=CFG)
-    err, err_bf16 = np.abs(med.logp - f.logp).max(), np.abs(bf16.logp - f.logp).max()
-    assert err_bf16 > 0 and err <= err_bf16 / 10, (err, err_bf16)  # as for the Linears (above)
+    assert_tenth_of_bf16_error(med, f, bf16)  # as for the Linears (above)

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 ATTR = "_interp_mixed"  # per module: the low-precision weight copy
 KEEP_FLOAT32 = ("k_proj",)  # module-name suffixes left in float32 (see the module docstring)
@@ -146,8 +147,6 @@ def _medium_attention(
     asks for what this does not do (a position bias, sinks, soft-capping). Grouped-query heads
     multiply their key / value head in place (the query heads of one group stacked along the
     sequence), as SDPA's GQA does, without repeating keys."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     state = getattr(module, "_interp_mixed_state", None)
     plain = state is None or not state.on or dropout or module.training
     if plain or any(kwargs.get(k) is not None for k in ("position_bias", "s_aux", "sinks", "softcap")):
