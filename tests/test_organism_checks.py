@@ -243,3 +243,25 @@ def test_combine_reports_an_undetermined_p_and_a_too_small_effect():
     assert small["status"].iloc[0] != S.RECOVERED
     ctl_close = combine([p_row(2, 0.5)], [p_row(50, 0.5)], CFG, has_control=True)
     assert ctl_close["status"].iloc[0] == S.UNDETERMINED
+
+
+def test_equal_plant_strength_per_planted_item_not_per_bank():
+    """v12's case: planted sets of 33 and 26 items, each planted item yields fully. Per planted
+    item the plants are equally strong (difference ~0, inside the margin) although whole-bank S_op
+    differs by the sets' sizes; control: plant B half as strong must fail."""
+    rng = np.random.default_rng(0)
+    n, na, nb = 128, 33, 26
+
+    def route(n_planted: int, plant: float) -> tuple[np.ndarray, np.ndarray]:
+        s = np.clip(0.02 + rng.normal(0, 0.01, n), 0, 1)
+        s[:n_planted] = np.clip(s[:n_planted] + plant, 0, 1)
+        return s[:n_planted], s[n_planted:]
+
+    a, b = route(na, 0.95), route(nb, 0.95)
+    whole = np.concatenate(a).mean() - np.concatenate(b).mean()
+    assert whole > 0.05  # the bank-wide check fails on a perfect plant (0.95 * 7 / 128 = 0.052)
+    est, lo, hi = S.gap_difference_ci(*a, *b, n_boot=1000)
+    assert abs(est) < 0.01 and S.stays_put(est, lo, hi, 0.05)
+    weak = route(nb, 0.45)
+    est, lo, hi = S.gap_difference_ci(*a, *weak, n_boot=1000)
+    assert est == pytest.approx(0.5, abs=0.02) and not S.stays_put(est, lo, hi, 0.05)
