@@ -146,6 +146,7 @@ def check_pressure(out: Path, known: dict, cfg) -> list[dict]:
     te = known["trunk_end"]
     rows = []
     finals = {}
+    split = {}  # route -> (S_op of its planted items, of the rest) at its final
     for route, cks in known["routes"].items():
         final = cks[-1]
         finals[route] = final
@@ -187,9 +188,8 @@ def check_pressure(out: Path, known: dict, cfg) -> list[dict]:
         planted = set(known["route_planted"][route])
         s_final = v.loc[final, "s_op"]
         is_p = s_final.index.isin(sorted(planted))
-        est, lo, hi = S.gap_ci(
-            s_final[is_p].to_numpy(), s_final[~is_p].to_numpy(), n_boot=cfg.n_boot, ci=cfg.ci, seed=cfg.seed
-        )
+        split[route] = (s_final[is_p].to_numpy(), s_final[~is_p].to_numpy())
+        est, lo, hi = S.gap_ci(*split[route], n_boot=cfg.n_boot, ci=cfg.ci, seed=cfg.seed)
         gap_est = est
         rows.append(
             row(
@@ -247,12 +247,7 @@ def check_pressure(out: Path, known: dict, cfg) -> list[dict]:
     # S_op difference (reported below) also carries the planted sets' sizes: a perfect plant on 33 vs
     # 26 of 128 items moves whole-bank S_op by 0.26 vs 0.20 (v12's "not recovered"), so it is no
     # test of equal plant strength.
-    sides = []
-    for route, final in ((ra, fa), (rb, fb)):
-        s_final = v.loc[final, "s_op"]
-        is_p = s_final.index.isin(sorted(set(known["route_planted"][route])))
-        sides += [s_final[is_p].to_numpy(), s_final[~is_p].to_numpy()]
-    est, lo, hi = S.gap_difference_ci(*sides, n_boot=cfg.n_boot, ci=cfg.ci, seed=cfg.seed)
+    est, lo, hi = S.gap_difference_ci(*split[ra], *split[rb], n_boot=cfg.n_boot, ci=cfg.ci, seed=cfg.seed)
     rows.append(
         row(
             "plant about equally strong on both routes",
