@@ -355,3 +355,88 @@ def test_levels_split_where_padding_costs_more_than_a_forward(loaded, tol):
     assert cheap.stats.padded_tokens < dear.stats.padded_tokens
     assert cheap.stats.forwards > dear.stats.forwards
     np.testing.assert_allclose([r.logp[0] for r in a], [r.logp[0] for r in b], atol=tol["llama"].logp)
+
+
+def test_workspace_never_hands_out_a_buffer_still_referenced():
+    """Known answer: while a view of a buffer lives, the next request gets a fresh buffer; once
+    the view is gone the same buffer comes back. Control: a workspace that keeps nothing always
+    allocates (the reuse seen above is the pool's, not the allocator's)."""
+    from interp.runner.engine import Workspace
+
+    like = torch.zeros(1)
+    ws = Workspace(keep=2)
+    (a,) = ws.empty([(4, 8)], like)
+    held = a[1:3]  # a node's cache would be such a view
+    (b,) = ws.empty([(4, 8)], like)
+    assert b.data_ptr() != a.data_ptr()
+    ptr = a.data_ptr()
+    del a, held, b
+    (c,) = ws.empty([(2, 8)], like)
+    assert c.data_ptr() in (ptr, ws.pool[1][0].data_ptr())  # an idle buffer, not a fresh one
+    del c
+    assert len(ws.pool) == 2
+    plain = Workspace(keep=0)
+    (x,) = plain.empty([(4, 8)], like)
+    kept = x
+    (y,) = plain.empty([(4, 8)], like)
+    assert not plain.pool and y.data_ptr() != kept.data_ptr()
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_reused_buffers_full_of_nan_change_nothing(arch, loaded, tiny_models, tol, monkeypatch):
+    """A reused KV buffer holds whatever the last forward left there. Planted: every buffer the
+    workspace hands out is first filled with NaN; rows whose parents are shorter than the
+    batch's longest leave a masked gap, which must be zeroed (a NaN key poisons the masked
+    score too), so the scores still equal a plain forward. Control: without the zeroing the
+    same run returns NaN, so this test sees the gap."""
+    from interp.runner import engine as E
+
+    orig = E.Workspace.empty
+
+    def poisoned(self, shapes, like):
+        out = orig(self, shapes, like)
+        for t in out:
+            t.fill_(float("nan"))
+        return out
+
+    monkeypatch.setattr(E.Workspace, "empty", poisoned)
+    lm = loaded[arch]
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    cfg = ScoringConfig(variants="exact", batch_size=3)
+    s = score_options(lm, PROMPTS, OPTIONS[:2], cfg=cfg)
+    want = [[plain_logprob(ref, lm.tokenizer, p, o) for o in OPTIONS[:2]] for p in PROMPTS]
+    np.testing.assert_allclose(s.logp, want, atol=tol[arch].sum_logp)
+
+    real_zero = torch.Tensor.zero_
+    monkeypatch.setattr(torch.Tensor, "zero_", lambda self: self)  # the gap keeps its NaN
+    try:
+        bad = score_options(lm, PROMPTS, OPTIONS[:2], cfg=cfg)
+    finally:
+        monkeypatch.setattr(torch.Tensor, "zero_", real_zero)
+    assert np.isnan(bad.logp).any()
+
+
+def test_a_node_cache_holds_only_its_own_tokens(loaded):
+    """Each kept node stores its own segment and points at its parent's: the chain assembles to
+    the cache a plain forward of the whole prefix builds."""
+    from interp.runner import engine as E
+
+    lm = loaded["llama"]
+    tok = lm.tokenizer
+    ids = [encode(tok, p)[0] for p in PROMPTS[:3]]
+    kept = {}
+    eng = E.Engine(lm.backend, [], EngineConfig(batch_size=64), pad_id=tok.pad_token_id or 0)
+    eng.on_state = lambda i, kv: kept.__setitem__(i, kv)
+    eng.run([Seq(ids=tuple(x), reads=[(len(x) - 1, (1,))], state=True) for x in ids])
+    model = AutoModelForCausalLM.from_pretrained(lm.info.path).eval()
+    for i, x in enumerate(ids):
+        kv = kept[i]
+        segs = kv.segments()
+        assert len(segs) >= 2 and kv.length == len(x)  # shared prefix + own tokens
+        assert sum(s.k[0].shape[2] for s in segs) == len(x) and kv.nbytes < sum(s.nbytes for s in segs)
+        with torch.no_grad():
+            cache = model(torch.tensor([x]), use_cache=True).past_key_values
+        for layer, (k, v) in enumerate(zip(kv.keys, kv.values)):
+            # float32, batched vs alone: summation order only (~1e-6 on these O(1) values)
+            torch.testing.assert_close(k, cache.layers[layer].keys[0], atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(v, cache.layers[layer].values[0], atol=1e-5, rtol=1e-4)

@@ -7,17 +7,20 @@ The sequences form a prefix tree (a radix trie over token ids): a shared instruc
 item's text, then a planted verdict, a user turn, an option form... Every node's segment is
 computed exactly once. The tree runs level by level: all nodes of one depth (below one batch
 of parents) go through one right-padded forward, each row continuing its parent's KV cache.
-Parents' caches have different lengths, so the batch cache is padded too: row b holds its
-parent's L_b cached tokens at [0, L_b), a masked gap up to the longest parent, then its own
-new tokens with explicit `position_ids` L_b, L_b+1, ... (GPT-2 reads absolute positions;
-rotary models rotate by them). Nothing is computed twice and no node needs to "pay for" a
+Parents' caches have different lengths, so the batch cache is padded too: row b holds a
+masked gap, then its parent's L_b cached tokens ending at the longest parent's length, then
+its own new tokens with explicit `position_ids` L_b, L_b+1, ... (GPT-2 reads absolute
+positions; rotary models rotate by them). Nothing is computed twice and no node needs to "pay for" a
 forward of its own, so the tree goes as deep as the prompts share.
 
 Reads can fall anywhere in a node (every sequence through it has the same tokens there), so
 logits are taken at read positions only, with the unembedding and a float32 log-softmax on
 the model's device; only the target log-probs and captured residuals come back to the CPU.
 
-Memory: a node's cumulative KV cache lives only while its children run (depth-first over
+Memory: a node keeps only its own tokens' KV cache and a link to its parent's (`_KV`), so no
+token's cache is copied into every descendant; packing a batch copies the chain into a buffer
+that a `Workspace` reuses from forward to forward (fresh memory costs more in page faults than
+the copy). A node's cache lives only while its children run (depth-first over
 batches, breadth-first within one); the rows of one forward are bounded by `batch_size`,
 `max_batch_tokens` and a byte budget taken from the device's free memory (KV cache of the
 padded parents included). An out-of-memory error halves the batch and retries; no sequence
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import math
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -296,6 +300,7 @@ class Engine:
         # sliding-window attention masks by cache index, not position: a padded gap must not
         # push real tokens out of the window (see _fits)
         self.window = self.footprint.sliding_window
+        self.workspace = Workspace()
 
     # ------------------------------------------------------------------ public
 
@@ -353,7 +358,7 @@ class Engine:
                 if n.children:
                     kv = kvs[id(n)]
                     held.extend((c, kv) for c in n.children)
-                    held_bytes += kv.length * self.footprint.kv_per_token
+                    held_bytes += kv.nbytes
             del kvs
             if held and held_bytes > cap:
                 self._run_level(held)
@@ -463,7 +468,9 @@ class Engine:
         if self.backend.supports_prefix_cache:
             kwargs["position_ids"] = positions
             if P:
-                kwargs["past"], kwargs["past_mask"] = pack_past([kv for _, kv in batch], starts, P, dev, extra=W)
+                kwargs["past"], kwargs["past_mask"] = pack_past(
+                    [kv for _, kv in batch], starts, P, dev, extra=W, workspace=self.workspace
+                )
         # steering hook point (interp.runner.steering): each row's first read position, -1 if none
         first_read = torch.tensor(
             [n.first_read - n.start if n.first_read is not None else -1 for n in nodes], dtype=torch.long, device=dev
@@ -536,42 +543,132 @@ class Engine:
                 }
 
 
+class Workspace:
+    """Reuses the batch KV buffers of earlier forwards. A fresh buffer of hundreds of MB costs
+    more in page faults than the copies into it (this CPU: ~0.3 s per 0.9 GB first touched,
+    ~0.03 s to copy into memory already touched), and every forward with cached parents needs
+    one. Node caches are copied out of the buffer after the forward (`_unpack_past`), so a
+    buffer is idle again once that forward's tensors are gone; `empty` hands out a buffer only
+    when torch's storage use count says that nothing else references it (without that internal
+    function, every buffer is fresh). At most `keep` buffers are kept."""
+
+    def __init__(self, keep: int = 2):
+        self.keep = keep
+        self.pool: list[tuple[torch.Tensor, int]] = []  # (flat buffer, its use count when idle)
+        self._count = getattr(torch._C, "_storage_Use_Count", None) if keep else None
+
+    def _idle(self, t: torch.Tensor, base: int) -> bool:
+        return self._count(t.untyped_storage()._cdata) <= base
+
+    def empty(self, shapes: list[tuple[int, ...]], like: torch.Tensor) -> list[torch.Tensor]:
+        """Uninitialised tensors of these shapes (dtype and device of `like`), one buffer behind them."""
+        sizes = [math.prod(sh) for sh in shapes]
+        need = sum(sizes)
+        buf = None
+        if self._count is not None:
+            idle = [
+                t for t, base in self.pool if t.dtype == like.dtype and t.device == like.device and self._idle(t, base)
+            ]
+            fits = [t for t in idle if t.numel() >= need]
+            if fits:
+                buf = min(fits, key=lambda t: t.numel())
+            else:  # the idle ones are too small: a larger one replaces them
+                self.pool = [(t, base) for t, base in self.pool if not any(t is i for i in idle)]
+        if buf is None:
+            buf = like.new_empty(need + need // 4)  # some room, so that slightly larger forwards reuse it
+            if self._count is not None and len(self.pool) < self.keep:
+                self.pool.append((buf, self._count(buf.untyped_storage()._cdata)))
+        out, at = [], 0
+        for sh, n in zip(shapes, sizes):
+            out.append(buf[at : at + n].view(sh))
+            at += n
+        return out
+
+
 class _KV:
-    """A node's cumulative KV cache (its ancestors' tokens and its own), per layer [H, L, hd]."""
+    """A node's cumulative KV cache: its own tokens' keys and values, and its parent's `_KV` for
+    the tokens before them (a node never copies its ancestors' caches). Layers of one shape are
+    stacked: `k[g]` / `v[g]` is [layers of group g, H, own tokens, hd], so that packing a row
+    into a batch is one copy per group and ancestor, not one per layer."""
 
-    __slots__ = ("keys", "last_logits", "values")
+    __slots__ = ("k", "last_logits", "length", "nbytes", "parent", "v")
 
-    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor]):
-        self.keys, self.values = keys, values
+    def __init__(self, k: list[torch.Tensor], v: list[torch.Tensor], parent: "_KV | None" = None):
+        self.k, self.v, self.parent = k, v, parent
+        self.length = k[0].shape[2] + (parent.length if parent is not None else 0)
+        self.nbytes = sum(t.numel() * t.element_size() for t in (*k, *v))  # its own tokens' only
         self.last_logits: torch.Tensor | None = None
 
+    def segments(self) -> list["_KV"]:
+        """The chain from the root to this node (each holding its own tokens)."""
+        chain, n = [], self
+        while n is not None:
+            chain.append(n)
+            n = n.parent
+        return chain[::-1]
+
+    def _layers(self, attr: str) -> list[torch.Tensor]:
+        chain = self.segments()
+        groups = [torch.cat([getattr(n, attr)[g] for n in chain], dim=2) for g in range(len(self.k))]
+        return [t for g in groups for t in g.unbind(0)]
+
     @property
-    def length(self) -> int:
-        return self.keys[0].shape[1]
+    def keys(self) -> list[torch.Tensor]:  # per layer [H, L, hd], assembled (a copy)
+        return self._layers("k")
+
+    @property
+    def values(self) -> list[torch.Tensor]:
+        return self._layers("v")
 
 
-def pack_past(parents: list[_KV | None], lengths: list[int], width: int, dev, extra: int = 0):
-    """A padded batch cache: row b's parent tokens at [0, L_b), a masked gap up to `width`.
+def _groups(shapes: list[tuple]) -> list[tuple[int, int]]:
+    """Runs of consecutive layers whose K and V shapes agree (one run for most models)."""
+    out: list[tuple[int, int]] = []
+    for i, sh in enumerate(shapes):
+        if out and shapes[out[-1][0]] == sh:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
 
-    The buffers have room for `extra` more tokens, written in place by the forward (no
-    per-layer concatenation of the whole cache at every forward)."""
+
+def pack_past(
+    parents: list[_KV | None], lengths: list[int], width: int, dev, extra: int = 0, workspace: Workspace | None = None
+):
+    """A padded batch cache: row b's parent tokens at [width - L_b, width), a masked gap before
+    them. The rows' new tokens go to [width, width + extra), written in place by the forward, so
+    that afterwards each row's cumulative cache is one contiguous slice of the buffer (a view:
+    `_unpack_past` copies nothing). Cached keys already carry their positions (rotary or absolute
+    embeddings are applied before caching), so where a row sits in the buffer changes nothing
+    that the mask does not already exclude; within a row the tokens keep their cache distances
+    (sliding windows)."""
     from transformers import DynamicCache
 
     ref = next(p for p in parents if p is not None)
-    layers = []
-    for layer in range(len(ref.keys)):
-        H, _, hd = ref.keys[layer].shape
-        Hv, _, hdv = ref.values[layer].shape
-        k = ref.keys[layer].new_zeros((len(parents), H, width + extra, hd))
-        v = ref.values[layer].new_zeros((len(parents), Hv, width + extra, hdv))
-        for b, p in enumerate(parents):
-            if p is not None and lengths[b]:
-                k[b, :, : lengths[b]] = p.keys[layer]
-                v[b, :, : lengths[b]] = p.values[layer]
-        layers.append(_BufferLayer(k, v, width))
+    B, T = len(parents), width + extra
+    shapes = [(g.shape[0], B, g.shape[1], T, g.shape[3]) for g in (*ref.k, *ref.v)]
+    bufs = (workspace or Workspace(keep=0)).empty(shapes, ref.k[0])
+    kbuf, vbuf = bufs[: len(ref.k)], bufs[len(ref.k) :]
+    for b, p in enumerate(parents):
+        n = lengths[b] if p is not None else 0
+        if n and n != p.length:
+            raise ValueError(f"row {b}: a cache of {p.length} tokens packed as {n}")
+        if width > n:  # the gap must hold finite numbers: masked scores still go through the matmul
+            for kb, vb in zip(kbuf, vbuf):
+                kb[:, b, :, : width - n].zero_()
+                vb[:, b, :, : width - n].zero_()
+        at = width - n
+        for seg in p.segments() if n else ():
+            m = seg.k[0].shape[2]
+            for kb, vb, k, v in zip(kbuf, vbuf, seg.k, seg.v):
+                kb[:, b, :, at : at + m] = k
+                vb[:, b, :, at : at + m] = v
+            at += m
+    layers = [_BufferLayer(kb[i], vb[i], width) for kb, vb in zip(kbuf, vbuf) for i in range(kb.shape[0])]
     cache = DynamicCache()
     cache.layers = layers
-    mask = torch.tensor([[1] * n + [0] * (width - n) for n in lengths], dtype=torch.long, device=dev)
+    cache._interp_stacked = (kbuf, vbuf)  # what _unpack_past takes its views from
+    mask = torch.tensor([[0] * (width - n) + [1] * n for n in lengths], dtype=torch.long, device=dev)
     return cache, mask
 
 
@@ -625,21 +722,28 @@ class _BufferLayer(DynamicLayer):
 
 
 def _unpack_past(cache, batch, starts: list[int], lens: list[int], width: int, keep: list[bool]) -> dict[int, _KV]:
-    """Cumulative caches of the rows that have children (or are kept): parent's part + own new tokens."""
-    out = {}
+    """Caches of the rows that have children (or are kept): each row's own new tokens, copied out
+    of the batch cache (its buffer is then free for the next forward), chained to its parent's."""
+    rows = [b for b, (node, _) in enumerate(batch) if node.children or keep[b]]
+    if not rows:
+        return {}
     layers = list(cache.layers)
-    for b, (node, parent) in enumerate(batch):
-        if not node.children and not keep[b]:
-            continue
-        ks, vs = [], []
-        for li, layer in enumerate(layers):
-            own_k = layer.keys[b, :, width : width + lens[b]]
-            own_v = layer.values[b, :, width : width + lens[b]]
-            if parent is not None and starts[b]:
-                ks.append(torch.cat([parent.keys[li], own_k], dim=1))
-                vs.append(torch.cat([parent.values[li], own_v], dim=1))
-            else:
-                ks.append(own_k.clone())
-                vs.append(own_v.clone())
-        out[id(node)] = _KV(ks, vs)
+    stacked = getattr(cache, "_interp_stacked", None)
+    if stacked is not None and not all(
+        isinstance(lay, _BufferLayer) and lay.buf_k.data_ptr() == t.data_ptr()
+        for lay, t in zip(layers, (t for g in stacked[0] for t in g.unbind(0)))
+    ):
+        stacked = None  # a layer outgrew its buffer: read the layers themselves
+    spans = _groups([(tuple(lay.keys.shape[1:]), tuple(lay.values.shape[1:])) for lay in layers])
+    out = {}
+    for b in rows:
+        node, parent = batch[b]
+        own = slice(width, width + lens[b])
+        if stacked is not None:
+            k = [g[:, b, :, own].clone() for g in stacked[0]]
+            v = [g[:, b, :, own].clone() for g in stacked[1]]
+        else:
+            k = [torch.stack([layers[i].keys[b, :, own] for i in range(s0, s1)]) for s0, s1 in spans]
+            v = [torch.stack([layers[i].values[b, :, own] for i in range(s0, s1)]) for s0, s1 in spans]
+        out[id(node)] = _KV(k, v, parent if starts[b] else None)
     return out
