@@ -507,6 +507,11 @@ def validate(
     dtype: str = typer.Option(
         _VAL.dtype, "--dtype", help="the sweeps' dtype (reduced ones re-score a sample in float32: precision.csv)"
     ),
+    checkpoints: str = typer.Option(
+        _VAL.checkpoints,
+        "--checkpoints",
+        help="pressure sweep: 'checked' (trunk end, each route's early checkpoint and final) or 'all'",
+    ),
     no_run: bool = typer.Option(False, "--no-run", help="check an existing OUT without running the sweeps"),
     no_cloze: bool = typer.Option(False, "--no-cloze", help="skip the cloze study"),
     no_generalisation: bool = typer.Option(
@@ -531,6 +536,7 @@ def validate(
         dtype=dtype,
         generalisation=not no_generalisation,
         cloze=not no_cloze,
+        checkpoints=checkpoints,
         alpha_p=alpha,
         margin=margin,
         min_rise=min_rise,

@@ -85,12 +85,16 @@ def run_sweep(
     break_lock: bool = False,
     cluster_config: str | Path | None = None,
     allow_unfingerprinted: bool = False,
+    only: Sequence[str] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Discover checkpoints, plan units, run what is missing, write OUT/results/*.csv.
 
     `checkpoints` may also hold models already in memory (`interp.wrap(...)`); their units
     carry a `wrapped:` content fingerprint instead of a directory one, and merging them with
     directory-fingerprinted units of the same study is refused unless `allow_unfingerprinted`.
+
+    `only`: sweep just these checkpoints of the tree (names as discovered, e.g.
+    "route-a/a-sft-step42"); the lineage is cut to them.
 
     Returns the results tables by name (or, with dry_run, {"plan": table}). With Dask, units
     that fail after their retries go to OUT/failures.csv, the tables are written from the
@@ -114,6 +118,8 @@ def run_sweep(
         if len(in_memory) < len(checkpoints)
         else None
     )
+    if only is not None and found is not None:
+        found = found.restricted(only)
     if not dry_run:
         make_output_dirs(out)
     units = plan_units(

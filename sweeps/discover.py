@@ -38,6 +38,27 @@ class Discovery:
     not_checkpoints: list[Path] = field(default_factory=list)
     aliases: list[str] = field(default_factory=list)  # checkpoints reached twice: which name was dropped, why
 
+    def restricted(self, names: Sequence[str]) -> "Discovery":
+        """Only the named checkpoints, the lineage cut to them (order kept; a route keeps its final
+        only if it is named). An unknown name is a ConfigError."""
+        keep = set(names)
+        unknown = sorted(keep - set(self.names.values()))
+        if unknown:
+            raise ConfigError(f"no checkpoint named {', '.join(map(repr, unknown))} in this tree")
+        lin = self.lineage
+        return Discovery(
+            checkpoints=[p for p in self.checkpoints if self.names[p] in keep],
+            names={p: n for p, n in self.names.items() if n in keep},
+            steps={n: s for n, s in self.steps.items() if n in keep},
+            lineage={
+                "base": [c for c in lin["base"] if c in keep],
+                "routes": {r: [c for c in cks if c in keep] for r, cks in lin["routes"].items()},
+                "final": {r: c for r, c in lin["final"].items() if c in keep},
+            },
+            not_checkpoints=list(self.not_checkpoints),
+            aliases=list(self.aliases),
+        )
+
     def write(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
         data = {

@@ -143,6 +143,16 @@ def test_validate_end_to_end(organism, tmp_path):
     pred = pd.read_csv(out / "results" / "organism_predictive.csv")
     assert {"own", "sibling", "base"} <= set(pred["route_relation"])
     assert set(pred["lineage"]) == {"organism", "control"}
+    # the default sweeps only what a check reads (ValidateConfig.checkpoints = "checked"), on both lineages
+    checked = {"shared/shared-step2", "route-a/a-sft-step3", "route-a/a-dpo-step6", "route-b/b-sft-step3"}
+    checked.add("route-b/b-dpo-step6")
+    from interp.organism.validate import checked_checkpoints
+
+    known = json.loads((organism / "tree" / "organism.json").read_text())
+    assert set(checked_checkpoints(known)) == checked
+    for root in (out, out / "control"):
+        assert set(pd.read_csv(root / "results" / "pressure_summary.csv")["checkpoint"]) == checked
+    assert set(pred["source"]) | set(pred["target"]) == checked
     # wall times of both builds and of the sweeps, and their sum, from build.json / validate_time.json
     times = checks[checks["check"] == "wall time (reported)"].set_index("subject")["value"]
     assert list(times.index) == ["organism build", "control build", "validation sweeps", "total"]
@@ -152,17 +162,21 @@ def test_validate_end_to_end(organism, tmp_path):
     assert list(prec.index) == ["organism sweeps", "control sweeps"]
     assert prec["reference"].str.startswith("float32-medium: ").all()
     assert prec["reference"].str.contains(", all within the bounds").all() and (prec["value"] <= 0.02).all()
-    # the control's base and trunk units are the organism's (same bytes), not swept again
+    # the control's trunk-end unit is the organism's (same bytes), not swept again
     log = (out / "control" / "sweep.log").read_text()
-    assert "plan: 9 units, 6 to run," in log
-    for ck in ("base", "shared/shared-step1", "shared/shared-step2"):
+    assert "plan: 5 units, 4 to run," in log
+    for ck in ("shared/shared-step2",):
         assert re.search(rf"verified {ck} pressure moral\S*: same weight bytes, reused", log), ck
         assert f"done {ck} pressure" not in log
     aux_log = (out / "control" / "aux" / "sweep.log").read_text()
     # and so are its cloze unit at the base and classify unit at the trunk end (the same identity)
-    assert aux_log.count("plan: 3 units, 2 to run, 1 already complete") == 2
+    # (the base's bytes are verified once, by whichever sweep reads them first)
+    plans = re.findall(
+        r"plan: 3 units, 2 to run, (?:1 already complete|0 already complete, 1 complete but checked)", aux_log
+    )
+    assert len(plans) == 2
     assert "done base cloze" not in aux_log and "done shared-step2 classify" not in aux_log
-    for ck in ("base", "shared--shared-step2"):
+    for ck in ("shared--shared-step2",):
         ((a,), (b,)) = [list((o / "cache" / "pressure" / ck).glob("*.h5")) for o in (out, out / "control")]
         assert a.name == b.name and a.read_bytes() == b.read_bytes()
     md = (out / "validation.md").read_text()
@@ -519,25 +533,42 @@ def test_compact_fused_head_scores_only_labelled_positions_with_the_same_values(
     assert tu._use_triton(torch.device("cpu")) is False  # the switch is put back
 
 
+def test_a_sweep_restricted_to_named_checkpoints_keeps_their_lineage(organism):
+    """`run_sweep(only=...)` / `Discovery.restricted`: the lineage cut to the named checkpoints in
+    order, finals kept only when named; an unknown name is a one-line error."""
+    from interp.errors import ConfigError
+    from sweeps.discover import discover
+
+    d = discover([organism / "tree"])
+    r = d.restricted(["route-a/a-dpo-step6", "shared/shared-step2", "route-b/b-sft-step3"])
+    assert r.lineage["base"] == ["shared/shared-step2"]
+    assert r.lineage["routes"] == {"route-a": ["route-a/a-dpo-step6"], "route-b": ["route-b/b-sft-step3"]}
+    assert r.lineage["final"] == {"route-a": "route-a/a-dpo-step6"}
+    assert sorted(r.names.values()) == sorted(["route-a/a-dpo-step6", "shared/shared-step2", "route-b/b-sft-step3"])
+    assert len(r.checkpoints) == 3 and len(d.checkpoints) == 9  # the discovery itself is unchanged
+    with pytest.raises(ConfigError, match="no checkpoint named 'route-c/x'"):
+        d.restricted(["route-c/x"])
+
+
 def test_build_refuses_a_disk_too_small_before_training(organism, tmp_path, monkeypatch):
     """The checkpoints' size is known from the base's header (float32; 9 per lineage, and the
     control copies the trunk, so 18 with it): with less free space the build stops before it trains
-    or writes anything. Control: with just enough space the same check passes."""
+    or writes anything. Control: with just enough space the same check passes. The estimate is
+    checked against what the fixture's build wrote: each saved checkpoint's tensor bytes (its
+    safetensors file less the header) are the estimate, within 1%."""
     import collections
-    import math
+    import struct
 
     from interp.errors import ConfigError
-    from interp.fingerprint import safetensors_header
     from interp.organism import build as B
 
     base = organism / "model"
-    per = sum(
-        4 * math.prod(t["shape"])
-        for f in base.glob("*.safetensors")
-        for k, t in safetensors_header(f).items()
-        if k != "__metadata__"
-    )
-    assert B._checkpoint_bytes(base) == per
+    per = B._checkpoint_bytes(base)
+    for ck in ("shared/shared-step2", "route-a/a-dpo-step6"):
+        f = organism / "tree" / ck / "model.safetensors"
+        with open(f, "rb") as fh:
+            header = 8 + struct.unpack("<Q", fh.read(8))[0]
+        assert abs((f.stat().st_size - header) - per) <= 0.01 * per
     usage = collections.namedtuple("usage", "total used free")
     cfg = OrganismConfig()  # 2 shared checkpoints, 3 per route: 9 per lineage
     monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 18 * per - 1))

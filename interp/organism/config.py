@@ -105,6 +105,12 @@ class ValidateConfig:
     cloze_min_rise: float = 0.05  # ABS rise on the planted cloze cell
     target_gap: float = 0.30  # the plant's target (reported): planted - rest S_op at the final ...
     target_neutral: float = 0.10  # ... with the neutral flip within this of the trunk end's
+    # which checkpoints of each lineage the pressure sweep scores. "checked": those a check reads,
+    # the trunk end and each route's early checkpoint and final (the I check's siblings are then
+    # the other route's early checkpoint and final); "all": every checkpoint (the base, the whole
+    # trunk, each route's SFT end too), as up to v14: ~72 s more per checkpoint, 6 more on 2 cores
+    # (~7 min), for reported I rows and a fuller trajectory figure only
+    checkpoints: str = "checked"
     generalisation: bool = True  # also read the finals with a TRAINING-wording template
     cloze: bool = True  # run the cloze study (base and route finals)
 

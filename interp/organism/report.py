@@ -154,7 +154,8 @@ def trajectory_figure(summary: pd.DataFrame, known: dict, trunk: list[str], path
     labels: list[str] = []
     for ax, metric, label in ((axes[0], "s_op", "S_op"), (axes[1], "delta", "δ")):
         for k, ((route, cks), color) in enumerate(zip(known["routes"].items(), ("tab:blue", "tab:orange"))):
-            path_ = trunk + list(cks)
+            cks = [c for c in cks if c in s.index]  # the checkpoints swept (ValidateConfig.checkpoints)
+            path_ = trunk + cks
             labels = [c.split("/")[-1] for c in trunk] + [c.split("/")[-1].split("-", 1)[1] for c in cks]
             x = np.arange(len(path_)) + (0.05 if k else -0.05)
             y = s.loc[path_, metric].to_numpy()

@@ -79,6 +79,7 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
     base = _run_settings(known, cfg)
     run_sweep(
         [tree],
+        only=checked_checkpoints(known) if cfg.checkpoints == "checked" else None,
         studies=["pressure"],
         out=out,
         banks=[known.get("eval_bank", "moral")],
@@ -111,6 +112,15 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
             report=False,
             **_executor(cfg),
         )
+
+
+CHECKPOINT_SETS = ("checked", "all")
+
+
+def checked_checkpoints(known: dict) -> list[str]:
+    """The checkpoints a check reads: the trunk end, each route's early checkpoint (the I check's
+    own source) and its final."""
+    return [known["trunk_end"], *(c for cks in known["routes"].values() for c in dict.fromkeys((cks[0], cks[-1])))]
 
 
 def _run_settings(known: dict, cfg: ValidateConfig) -> dict:
@@ -324,7 +334,7 @@ def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
                 "seconds",
                 v["seconds"],
                 reference=f"{v['threads']} threads, {v.get('workers', 1)} worker(s), {v.get('dtype', 'float32')}, "
-                f"load average {v['loadavg_start']:.2f} at start",
+                f"{v.get('checkpoints', 'all')} checkpoints, load average {v['loadavg_start']:.2f} at start",
             )
         )
     if len(rows) > 1:
@@ -408,6 +418,8 @@ def validate(
     tree, out = Path(tree), Path(out)
     if cfg.workers < 1:
         raise ConfigError(f"workers = {cfg.workers}: sweep at least 1 checkpoint at a time")
+    if cfg.checkpoints not in CHECKPOINT_SETS:
+        raise ConfigError(f"checkpoints = {cfg.checkpoints!r}: one of {', '.join(CHECKPOINT_SETS)}")
     known = load_known(tree)
     if known.get("control"):
         raise ConfigError(f"{tree / 'organism.json'}: this is a control lineage; validate its organism instead")
@@ -436,6 +448,7 @@ def validate(
                     "threads": cfg.threads,
                     "workers": cfg.workers,
                     "dtype": cfg.dtype,
+                    "checkpoints": cfg.checkpoints,
                     "loadavg_start": load0,
                 },
                 indent=2,
