@@ -108,7 +108,7 @@ class ValidateConfig:
     # which checkpoints of each lineage the pressure sweep scores. "checked": those a check reads,
     # the trunk end and each route's early checkpoint and final (the I check's siblings are then
     # the other route's early checkpoint and final); "all": every checkpoint (the base, the whole
-    # trunk, each route's SFT end too), as up to v14: ~72 s more per checkpoint, 6 more on 2 cores
+    # trunk, each route's SFT end too), as v6-v13 did: ~72 s more per checkpoint, 6 more on 2 cores
     # (~7 min), for reported I rows and a fuller trajectory figure only
     checkpoints: str = "checked"
     generalisation: bool = True  # also read the finals with a TRAINING-wording template
