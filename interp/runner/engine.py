@@ -575,8 +575,9 @@ class Workspace:
             else:  # the idle ones are too small: a larger one replaces them
                 self.pool = [(t, base) for t, base in self.pool if not any(t is i for i in idle)]
         if buf is None:
-            buf = like.new_empty(need + need // 4)  # some room, so that slightly larger forwards reuse it
-            if self._count is not None and len(self.pool) < self.keep:
+            pooled = self._count is not None and len(self.pool) < self.keep
+            buf = like.new_empty(need + need // 4 if pooled else need)  # room for slightly larger forwards
+            if pooled:
                 self.pool.append((buf, self._count(buf.untyped_storage()._cdata)))
         out, at = [], 0
         for sh, n in zip(shapes, sizes):
@@ -636,9 +637,8 @@ def pack_past(
     parents: list[_KV | None], lengths: list[int], width: int, dev, extra: int = 0, workspace: Workspace | None = None
 ):
     """A padded batch cache: row b's parent tokens at [width - L_b, width), a masked gap before
-    them. The rows' new tokens go to [width, width + extra), written in place by the forward, so
-    that afterwards each row's cumulative cache is one contiguous slice of the buffer (a view:
-    `_unpack_past` copies nothing). Cached keys already carry their positions (rotary or absolute
+    them. The rows' new tokens go to [width, width + extra), written in place by the forward,
+    where `_unpack_past` copies each kept row's own tokens from. Cached keys already carry their positions (rotary or absolute
     embeddings are applied before caching), so where a row sits in the buffer changes nothing
     that the mask does not already exclude; within a row the tokens keep their cache distances
     (sliding windows)."""
@@ -734,7 +734,8 @@ def _unpack_past(cache, batch, starts: list[int], lens: list[int], width: int, k
         for lay, t in zip(layers, (t for g in stacked[0] for t in g.unbind(0)))
     ):
         stacked = None  # a layer outgrew its buffer: read the layers themselves
-    spans = _groups([(tuple(lay.keys.shape[1:]), tuple(lay.values.shape[1:])) for lay in layers])
+    if stacked is None:
+        spans = _groups([(tuple(lay.keys.shape[1:]), tuple(lay.values.shape[1:])) for lay in layers])
     out = {}
     for b in rows:
         node, parent = batch[b]
