@@ -60,6 +60,7 @@ class InterpLM(TemplateLM):
         max_length: int | None = None,
         greedy: bool | str = True,
         forward_cost_tokens: int | str = FORWARD_COST_TOKENS,
+        packed: bool | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__()
@@ -83,6 +84,7 @@ class InterpLM(TemplateLM):
             max_batch_tokens=int(max_batch_tokens),
             prefix_reuse=_bool(prefix_reuse),
             forward_cost_tokens=int(forward_cost_tokens),
+            packed=None if packed is None or str(packed).lower() == "auto" else _bool(packed),
         )
         model = getattr(self.lm.backend, "model", None)
         config = getattr(model, "config", None)

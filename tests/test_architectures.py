@@ -80,6 +80,34 @@ def test_hf_backend_equals_hidden_states_and_plain_forward(mt, arch_models, hf_l
         np.testing.assert_allclose(s.logp[n], plain, atol=arch_tol[mt].sum_logp)
 
 
+# families whose attention packing cannot drive (eager attention): they keep padded forwards
+PADDED_ONLY = {"gemma2"}
+
+
+@pytest.mark.parametrize("mt", STUDY_ARCHS)
+def test_packed_forwards_equal_a_plain_forward(mt, arch_models, hf_loaded, arch_tol):
+    """Each family through packed forwards (interp.runner.packed): rows of different lengths in
+    one batch, read and captured at their last tokens, equal a plain forward of each prompt; the
+    engine really ran packed, except on the families that keep padded forwards."""
+    from interp.runner.engine import Engine, EngineConfig, Seq
+
+    lm = hf_loaded[mt]
+    ref = AutoModelForCausalLM.from_pretrained(arch_models[mt]).eval()
+    ids = [tuple(lm.tokenizer(p)["input_ids"]) for p in PROMPTS]
+    seqs = [Seq(ids=x, reads=[(len(x) - 1, (5, 6))], capture_pos=len(x) - 1) for x in ids]
+    eng = Engine(lm.backend, [1], EngineConfig(packed=True), lm.tokenizer.pad_token_id)
+    got = eng.run(seqs)
+    assert (eng.stats.packed_forwards > 0) is (mt not in PADDED_ONLY)
+    for x, r in zip(ids, got):
+        with torch.no_grad():
+            out = ref(torch.tensor([x]), output_hidden_states=True)
+        want = torch.log_softmax(out.logits[0, -1].float(), -1)[[5, 6]].numpy()
+        np.testing.assert_allclose(r.logp[0], want, atol=arch_tol[mt].logp)
+        torch.testing.assert_close(
+            torch.from_numpy(r.resid[1]), out.hidden_states[1][0, -1], atol=arch_tol[mt].resid, rtol=0
+        )
+
+
 @pytest.mark.parametrize("backend", ["transformer_lens", "nnsight"])
 @pytest.mark.parametrize("mt", STUDY_ARCHS)
 def test_hook_backends_agree_with_hf(mt, backend, arch_models, hf_loaded, arch_tol):

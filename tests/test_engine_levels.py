@@ -440,3 +440,124 @@ def test_a_node_cache_holds_only_its_own_tokens(loaded):
             # float32, batched vs alone: summation order only (~1e-6 on these O(1) values)
             torch.testing.assert_close(k, cache.layers[layer].keys[0], atol=1e-5, rtol=1e-4)
             torch.testing.assert_close(v, cache.layers[layer].values[0], atol=1e-5, rtol=1e-4)
+
+
+def _seqs(lm, prompts=PROMPTS):
+    out = []
+    for p in prompts:
+        ids = tuple(encode(lm.tokenizer, p)[0])
+        out.append(Seq(ids=ids, reads=[(len(ids) - 1, (5, 6))], capture_pos=len(ids) - 2))
+    return out
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
+def test_packed_forwards_equal_padded_ones_and_a_plain_forward(arch, loaded, tiny_models, tol):
+    """Packed forwards (interp.runner.packed): every level's rows as one sequence of their real
+    tokens. Known answer: the log-probs and residuals a plain HF forward of each sequence gives,
+    and the padded engine's. The packed run really ran packed (and computed no padding in its
+    Linears: `tokens` is the prefix tree's), the padded one did not."""
+    lm = loaded[arch]
+    layer = lm.default_layer
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
+    seqs = _seqs(lm)
+    runs = {}
+    for mode in (True, False):
+        eng = Engine(lm.backend, [layer], EngineConfig(batch_size=3, packed=mode), lm.tokenizer.pad_token_id)
+        runs[mode] = (eng.run(seqs), eng.stats)
+    (packed, st), (padded, st_pad) = runs[True], runs[False]
+    assert st.packed_forwards > 0 and st_pad.packed_forwards == 0
+    assert st.tokens == st.unique_tokens
+    for s, a, b in zip(seqs, packed, padded):
+        with torch.no_grad():
+            out = ref(torch.tensor([s.ids]), output_hidden_states=True)
+        want = torch.log_softmax(out.logits[0, -1].float(), -1)[[5, 6]].numpy()
+        np.testing.assert_allclose(a.logp[0], want, atol=tol[arch].logp)
+        np.testing.assert_allclose(a.logp[0], b.logp[0], atol=tol[arch].logp)
+        np.testing.assert_allclose(a.resid[layer], out.hidden_states[layer][0, -2].numpy(), atol=tol[arch].resid)
+
+
+def test_packed_check_refuses_a_model_it_does_not_reproduce(loaded, tiny_models, tol, monkeypatch):
+    """The self-check at first use (`HFBackend.enable_packed`) must be able to fail. Planted: a
+    packing whose mask lets each token see the tokens after it in its row. The check refuses it,
+    the engine runs padded and the numbers stay right; control: forced past the check, the same
+    packing gives wrong numbers, so what the check caught was real."""
+    from interp.runner import packed as P
+    from interp.runner.backends import HFBackend
+
+    real_plan = P.plan
+
+    def leaky(attention_mask, past_mask):
+        p = real_plan(attention_mask, past_mask)
+        m = p.mask.clone()
+        m[..., m.shape[-1] - p.W :] |= attention_mask.bool()[:, None, None, :]  # no causal order
+        return P.Packing(B=p.B, W=p.W, index=p.index, pads=p.pads, rows=p.rows, cols=p.cols, mask=m)
+
+    arch = "llama"
+    path = tiny_models[arch]
+    lm = interp.load(path)  # its own backend: the packed check runs once per backend
+    monkeypatch.setattr(P, "plan", leaky)
+    seqs = _seqs(lm)
+    ref = AutoModelForCausalLM.from_pretrained(path).eval()
+    want = []
+    for s in seqs:
+        with torch.no_grad():
+            want.append(torch.log_softmax(ref(torch.tensor([s.ids])).logits[0, -1].float(), -1)[[5, 6]].numpy())
+    eng = Engine(lm.backend, [], EngineConfig(batch_size=3), lm.tokenizer.pad_token_id)
+    got = eng.run(seqs)
+    assert lm.backend.enable_packed() is False and eng.stats.packed_forwards == 0
+    np.testing.assert_allclose([r.logp[0] for r in got], want, atol=tol[arch].logp)
+
+    monkeypatch.setattr(HFBackend, "enable_packed", lambda self: P.route(self.model))
+    forced = Engine(lm.backend, [], EngineConfig(batch_size=3), lm.tokenizer.pad_token_id)
+    bad = forced.run(seqs)
+    assert forced.stats.packed_forwards > 0
+    assert np.abs(np.array([r.logp[0] for r in bad]) - np.array(want)).max() > 100 * tol[arch].logp
+
+
+def test_packed_forwards_stay_off_under_hooks(loaded):
+    """Hooks around the forward (steering) index rows and positions: no packing under them."""
+    lm = loaded["llama"]
+    eng = Engine(lm.backend, [], EngineConfig(batch_size=3), lm.tokenizer.pad_token_id, hooks=contextlib.nullcontext)
+    eng.run(_seqs(lm))
+    assert eng.stats.packed_forwards == 0 and eng.stats.forwards > 0
+
+
+def test_attention_runs_of_rows_known_answers():
+    """`packed.attention_groups` cuts rows where a separate attention call costs less than the
+    padding it saves: three 1-token rows and a 40-token one are two calls; near-equal rows one."""
+    from interp.runner.packed import ATTENTION_CALL_PAIRS, attention_groups
+
+    assert ATTENTION_CALL_PAIRS == 2048  # the costs below are worked out for it
+    # together: 2048 + 4 x 40 x 40 = 8448 pairs; apart: (2048 + 3) + (2048 + 1600) = 5699
+    assert attention_groups([1, 1, 1, 40], 0) == ((0, 3, 1), (3, 4, 40))
+    assert attention_groups([5, 5, 6], 0) == ((0, 3, 6),)
+    # a long cached past makes every padded query dear: 2048 + 2 x 8 x 508 > 2 x 2048 + 1 x 501 + 8 x 508
+    assert attention_groups([1, 8], 500) == ((0, 1, 1), (1, 2, 8))
+
+
+def test_attention_in_runs_of_rows_changes_nothing(loaded, tiny_models, tol, monkeypatch):
+    """Every row its own attention call (a call costs nothing): the same numbers as one call per
+    forward and as a plain forward, and the runs were really cut."""
+    from interp.runner import packed as P
+
+    lm = loaded["llama"]
+    seqs = _seqs(lm)
+    whole = Engine(lm.backend, [], EngineConfig(batch_size=3), lm.tokenizer.pad_token_id).run(seqs)
+    seen = []
+    real_plan = P.plan
+
+    def spy(attention_mask, past_mask):
+        p = real_plan(attention_mask, past_mask)
+        seen.append(len(p.groups))
+        return p
+
+    monkeypatch.setattr(P, "ATTENTION_CALL_PAIRS", 0)
+    monkeypatch.setattr(P, "plan", spy)
+    cut = Engine(lm.backend, [], EngineConfig(batch_size=3), lm.tokenizer.pad_token_id).run(seqs)
+    assert max(seen) > 1
+    np.testing.assert_allclose([r.logp[0] for r in cut], [r.logp[0] for r in whole], atol=tol["llama"].logp)
+    ref = AutoModelForCausalLM.from_pretrained(tiny_models["llama"]).eval()
+    for s, r in zip(seqs, cut):
+        with torch.no_grad():
+            want = torch.log_softmax(ref(torch.tensor([s.ids])).logits[0, -1].float(), -1)[[5, 6]].numpy()
+        np.testing.assert_allclose(r.logp[0], want, atol=tol["llama"].logp)

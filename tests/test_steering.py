@@ -75,6 +75,31 @@ def test_steered_numbers_do_not_depend_on_prefix_reuse_or_batch(lm, positions):
     assert np.abs(a - base).max() > 1e-3  # it did something
 
 
+@pytest.mark.parametrize("positions", ["all", "read"])
+def test_steering_through_packed_forwards_equals_padded_ones(lm, positions):
+    """Packed forwards (interp.runner.packed) hand the block [1, N, d]: the read position of each
+    row must still be found there. Steered scores equal the padded engine's, and differ from the
+    unsteered ones (the steering acted)."""
+    from interp.runner.engine import Engine, EngineConfig, Seq
+
+    ids = [tuple(lm.tokenizer(p)["input_ids"]) for p in PROMPTS]
+    seqs = [Seq(ids=x, reads=[(len(x) - 1, (5, 6))]) for x in ids]
+    v = np.random.default_rng(4).normal(size=lm.d_model)
+    out, stats = {}, {}
+    for mode in (True, False, "plain"):
+        eng = Engine(lm.backend, [], EngineConfig(packed=mode is True), lm.tokenizer.pad_token_id)
+        if mode == "plain":
+            out[mode] = eng.run(seqs)
+            continue
+        with steering(lm, Steering(layer=1, direction=v, alpha=3.0, positions=positions)):
+            out[mode] = eng.run(seqs)
+        stats[mode] = eng.stats.packed_forwards
+    assert stats[True] > 0 and stats[False] == 0
+    a, b, plain = ([r.logp[0] for r in out[k]] for k in (True, False, "plain"))
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    assert np.abs(np.array(a) - np.array(plain)).max() > 1e-3
+
+
 def test_read_positions_steer_less_than_all(lm):
     v = np.random.default_rng(2).normal(size=lm.d_model)
     base, _ = margin(lm)

@@ -28,6 +28,7 @@ from interp.core.registry import Registry
 from interp.devices import MIXED, torch_dtype
 from interp.errors import CheckpointError
 from interp.hooksites import TL_RESID_PRE, HookSites, get_module
+from interp.runner import packed
 
 
 @dataclass
@@ -89,9 +90,11 @@ class HFBackend:
     name = "hf"
     supports_prefix_cache = True
     supports_flat_reads = True  # `read_flat`: unembed exactly the read positions, no per-row padding
+    supports_packed = True  # `packed`: see `enable_packed`
 
     def __init__(self, model: torch.nn.Module, sites: HookSites):
         self.model = model
+        self._packed_ok: bool | None = None
         self.base = get_module(model, sites.base)
         self.blocks = get_module(model, sites.layers)
         self.lm_head = model.get_output_embeddings()
@@ -118,16 +121,32 @@ class HFBackend:
         past_mask=None,
         position_ids=None,
         read_flat=None,
+        packed=False,
     ):
         """`past_mask` / `position_ids` serve rows whose cached part is padded (extensions);
         by default the cache is all real tokens and positions continue from its length.
         `read_flat` (indices into the B x T positions, row-major): logits [N, V] at exactly
         those positions instead of [B, R, V] at `read_index` (rows with fewer reads than the
-        most are not unembedded at padding)."""
+        most are not unembedded at padding). `packed` (after `enable_packed()`): the rows'
+        real tokens run as one sequence (`interp.runner.packed`); `past`, if given, must be
+        a cache of `interp.runner.engine._BufferLayer`s. Outputs are laid out as padded ones."""
         input_ids, attention_mask, past_mask, position_ids = _on(
             self.device, input_ids, attention_mask, past_mask, position_ids
         )
         past_len = 0 if past is None else past.get_seq_length()
+        if packed:
+            return self._forward_packed(
+                input_ids,
+                attention_mask,
+                read_index,
+                layers,
+                past,
+                past_len,
+                past_mask,
+                position_ids,
+                read_flat,
+                use_cache,
+            )
         if past_mask is not None:
             mask = torch.cat([past_mask, attention_mask], dim=1)
         elif past_len:
@@ -154,6 +173,65 @@ class HFBackend:
         else:
             h = _gather_positions(hidden, read_index)
         return ForwardOut(logits=self.unembed(h), resid=dict(store), past=out.cache if use_cache else None)
+
+    def _forward_packed(
+        self,
+        input_ids,
+        attention_mask,
+        read_index,
+        layers,
+        past,
+        past_len,
+        past_mask,
+        position_ids,
+        read_flat,
+        use_cache,
+    ):
+        B, W = input_ids.shape
+        if past_len and past_mask is None:
+            past_mask = attention_mask.new_ones(B, past_len)
+        p = packed.plan(attention_mask, past_mask if past_len else None)
+        if position_ids is None:
+            position_ids = torch.arange(past_len, past_len + W, device=self.device).unsqueeze(0).expand(B, -1)
+        with capture_block_inputs(self.blocks, layers) as store, packed.packing(p):
+            out = self.base(
+                input_ids=input_ids.reshape(-1)[p.index].unsqueeze(0),
+                attention_mask=p.mask,  # 4D: transformers passes it through unchanged
+                position_ids=position_ids.reshape(-1)[p.index].unsqueeze(0),
+                cache=past,
+                use_cache=use_cache,
+            )
+        hidden = out.last_hidden_state  # [1, N, d]
+        if read_flat is not None:
+            h = hidden[0][p.locate(read_flat).to(hidden.device)]
+        else:
+            h = _gather_positions(p.pad(hidden), read_index)
+        resid = {layer: p.pad(t) for layer, t in store.items()}
+        return ForwardOut(logits=self.unembed(h), resid=resid, past=out.cache if use_cache else None)
+
+    def enable_packed(self) -> bool:
+        """Route attention for packed forwards and check, once, that a packed forward of two rows
+        (3 and 1 tokens) gives the padded forward's logits at every real token: within 1% of the
+        logits' scale, far above rounding and far below what a mask or layout the model does not
+        follow would do. False (the model left as it was) where it cannot."""
+        if self._packed_ok is not None:
+            return self._packed_ok
+        before = getattr(self.model.config, "_attn_implementation", None)
+        self._packed_ok = False
+        try:
+            if packed.route(self.model):
+                ids = torch.tensor([[3, 4, 5], [6, 0, 0]], device=self.device)
+                mask = torch.tensor([[1, 1, 1], [1, 0, 0]], device=self.device)
+                flat = torch.tensor([0, 1, 2, 3], device=self.device)
+                none = torch.zeros(2, 1, dtype=torch.long, device=self.device)
+                a = self.forward(ids, mask, none, [], read_flat=flat).logits
+                b = self.forward(ids, mask, none, [], read_flat=flat, packed=True).logits
+                self._packed_ok = bool(((a - b).abs().max() <= 0.01 * (1 + a.abs().max())).item())
+        except Exception:  # an architecture whose attention packing cannot drive
+            self._packed_ok = False
+        if not self._packed_ok and before is not None and before != self.model.config._attn_implementation:
+            self.model.set_attn_implementation(before)
+        return self._packed_ok
 
 
 class TLBackend:

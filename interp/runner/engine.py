@@ -42,6 +42,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers.cache_utils import DynamicLayer
 
+from interp.runner import packed
 from interp.runner.backends import Backend
 from interp.runner.steering import read_positions
 from interp.runner.memory import (
@@ -93,6 +94,10 @@ class EngineConfig:
     # what one more forward costs, in padded tokens: a batch is split where the padding it
     # saves exceeds this (None: by device, FORWARD_COST_TOKENS). Speed only, never the numbers.
     forward_cost_tokens: int | None = None
+    # packed forwards (interp.runner.packed): a padded batch's rows as one sequence of their real
+    # tokens, so that no Linear computes padding. None: wherever the model supports it (checked at
+    # first use); False: always padded. Speed only: the same computation per real token.
+    packed: bool | None = None
 
 
 @dataclass
@@ -106,6 +111,7 @@ class EngineStats:
     plain_tokens: int = 0  # tokens of the sequences as given (no sharing)
     oom_retries: int = 0
     depth: int = 0
+    packed_forwards: int = 0  # forwards run packed (their Linears computed `tokens`, not padding)
 
 
 @dataclass(eq=False)
@@ -272,6 +278,9 @@ DEFAULT_FORWARD_COST_TOKENS = 256
 # share of the byte budget the KV caches of one level's computed parents may take while their
 # children wait, so that children of different batches run together (fuller, less padded forwards)
 HELD_KV_SHARE = 0.25
+# in a packed forward, what a padded position still costs relative to a real token (the attention
+# product and the scatter / gather around it run padded; the Linears do not). Speed only.
+PACKED_PAD_COST = 0.1
 
 
 class Engine:
@@ -301,6 +310,12 @@ class Engine:
         # push real tokens out of the window (see _fits)
         self.window = self.footprint.sliding_window
         self.workspace = Workspace()
+        # packed forwards: asked for (or left to the engine), no hooks around the forward (steering
+        # indexes rows); the backend's own check decides at the first use. Sliding windows too: a
+        # batch of several rows always fits the window (`_fits`), where its mask is the full one.
+        self._packed: bool | None = (
+            None if cfg.packed is not False and hooks is None and getattr(backend, "supports_packed", False) else False
+        )
 
     # ------------------------------------------------------------------ public
 
@@ -366,6 +381,11 @@ class Engine:
         if held:
             self._run_level(held)
 
+    def _use_packed(self) -> bool:
+        if self._packed is None:
+            self._packed = bool(self.backend.enable_packed())
+        return self._packed
+
     def _forward_cost(self) -> float:
         if self.cfg.forward_cost_tokens is not None:
             return float(self.cfg.forward_cost_tokens)
@@ -381,6 +401,8 @@ class Engine:
         t0 = self._forward_cost()
         n = len(items)
         lens = [it[0].end - it[0].start for it in items]
+        pad_cost = PACKED_PAD_COST if self._use_packed() else 1.0
+        cum = np.cumsum([0] + lens).tolist()
         best = [0.0] + [float("inf")] * n
         cut = [0] * (n + 1)
         for i in range(1, n + 1):  # the batch items[j:i]; sorted, so its width is lens[i - 1]
@@ -396,7 +418,8 @@ class Engine:
                     or not self._fits(past, w)
                 ):
                     break  # more rows only make it bigger
-                c = best[j] + t0 + rows * w
+                real = cum[i] - cum[j]
+                c = best[j] + t0 + real + pad_cost * (rows * w - real)
                 if c < best[i]:
                     best[i], cut[i] = c, j
         out, i = [], n
@@ -472,6 +495,11 @@ class Engine:
                     [kv for _, kv in batch], starts, P, dev, extra=W, workspace=self.workspace
                 )
         # steering hook point (interp.runner.steering): each row's first read position, -1 if none
+        use_packed = B > 1 and sum(lens) < B * W and self._fits(P, W) and self._use_packed()
+        if use_packed:
+            kwargs["packed"] = True
+            if use_cache and not P:  # the rows' new keys go to buffers the cache layers allocate
+                kwargs["past"] = _root_cache(len(self.backend.blocks))
         first_read = torch.tensor(
             [n.first_read - n.start if n.first_read is not None else -1 for n in nodes], dtype=torch.long, device=dev
         )
@@ -516,6 +544,7 @@ class Engine:
         self.stats.forwards += 1
         self.stats.tokens += sum(lens)
         self.stats.padded_tokens += B * W
+        self.stats.packed_forwards += int(use_packed)
         for v, (i, k, j) in zip(vals, where):
             self._results[i].logp[k][j] = v
         for b, slot, i, k in tops:
@@ -672,23 +701,37 @@ def pack_past(
     return cache, mask
 
 
+def _root_cache(n_layers: int):
+    """A cache for a packed forward without cached parents: buffer layers that allocate at their
+    first update (`_unpack_past` reads them layer by layer)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    cache.layers = [_BufferLayer(None, None, 0) for _ in range(n_layers)]
+    return cache
+
+
 class _BufferLayer(DynamicLayer):
     """A cache layer over preallocated buffers: `update` writes the new keys/values in place
-    and returns views (DynamicLayer concatenates, copying the whole cache every forward)."""
+    and returns views (DynamicLayer concatenates, copying the whole cache every forward).
+    In a packed forward (`interp.runner.packed`) the new keys come as [1, H, N, hd]: they go to
+    their rows' slots, the padding slots zeroed (masked, but they still enter the products).
+    Without buffers (`keys=None`: a packed forward without cached parents) the first packed
+    update allocates them."""
 
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, filled: int):
+    def __init__(self, keys: torch.Tensor | None, values: torch.Tensor | None, filled: int):
         super().__init__()
         self.buf_k, self.buf_v, self.filled = keys, values, filled
-        self.device = keys.device
         self.is_initialized = True
-        self._views()
+        if keys is not None:
+            self.device = keys.device
+            self._views()
 
     def _views(self) -> None:
         self.keys = self.buf_k[:, :, : self.filled]
         self.values = self.buf_v[:, :, : self.filled]
 
-    def update(self, key_states, value_states, *args, **kwargs):
-        n = key_states.shape[-2]
+    def _grow(self, n: int) -> None:
         if self.filled + n > self.buf_k.shape[2]:  # out of room: grow (doubling)
             grow = max(n, self.buf_k.shape[2])
             self.buf_k = torch.cat(
@@ -697,6 +740,26 @@ class _BufferLayer(DynamicLayer):
             self.buf_v = torch.cat(
                 [self.buf_v, self.buf_v.new_zeros(*self.buf_v.shape[:2], grow, self.buf_v.shape[3])], 2
             )
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        p = packed.active()
+        if p is not None and key_states.shape[0] == 1 and p.B > 1:
+            if self.buf_k is None:
+                shape = (p.B, key_states.shape[1], p.W, key_states.shape[3])
+                self.buf_k, self.buf_v = key_states.new_zeros(shape), value_states.new_zeros(shape)
+                self.device = key_states.device
+            else:
+                self._grow(p.W)
+                self.buf_k[:, :, self.filled : self.filled + p.W].zero_()
+                self.buf_v[:, :, self.filled : self.filled + p.W].zero_()
+            cols = p.cols + self.filled
+            self.buf_k[p.rows, :, cols] = key_states[0].transpose(0, 1)
+            self.buf_v[p.rows, :, cols] = value_states[0].transpose(0, 1)
+            self.filled += p.W
+            self._views()
+            return self.keys, self.values
+        n = key_states.shape[-2]
+        self._grow(n)
         self.buf_k[:, :, self.filled : self.filled + n] = key_states
         self.buf_v[:, :, self.filled : self.filled + n] = value_states
         self.filled += n

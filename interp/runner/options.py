@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from interp.core.options import opt
+
 if TYPE_CHECKING:
     from interp.runner.engine import EngineConfig
 
@@ -31,6 +33,12 @@ class ScoringConfig:
     variants: VariantMode = "space_case"
     capture_all_positions: bool = False
     progress: bool = False
+    # speed only, like batch_size: not in the unit identity
+    packed: bool = opt(
+        True,
+        "packed forwards where the model supports them (no Linear computes padding); --no-packed: always padded",
+        flag="--packed/--no-packed",
+    )
 
     def engine(self) -> "EngineConfig":
         from interp.runner.engine import EngineConfig  # torch: only when scoring actually runs
@@ -44,4 +52,5 @@ class ScoringConfig:
             memory_fraction=self.memory_fraction,
             capture_all_positions=self.capture_all_positions,
             progress=self.progress,
+            packed=None if self.packed else False,
         )

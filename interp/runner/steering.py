@@ -36,6 +36,7 @@ import torch
 
 from interp.core.errors import ConfigError
 from interp.hooksites import discover_sites, get_module
+from interp.runner import packed
 
 Positions = Literal["all", "read"]
 
@@ -137,11 +138,16 @@ def steering(lm, steer: Steering) -> Iterator[Steering]:
             hidden = hidden + v
         else:
             pos = _READ_POSITIONS.get()
-            if pos is None or pos.shape[0] != hidden.shape[0] or not bool((pos >= 0).any()):
+            p = packed.active()  # a packed forward: the rows' tokens as one sequence [1, N, d]
+            rows_in = p.B if p is not None and hidden.shape[:2] == (1, p.n) else hidden.shape[0]
+            if pos is None or pos.shape[0] != rows_in or not bool((pos >= 0).any()):
                 return None
             hidden = hidden.clone()
             rows = torch.nonzero(pos >= 0).squeeze(-1)
-            hidden[rows, pos[rows]] += v
+            if rows_in != hidden.shape[0]:
+                hidden[0, p.locate(rows * p.W + pos[rows])] += v
+            else:
+                hidden[rows, pos[rows]] += v
         if args:
             return (hidden, *args[1:]), kwargs
         return args, {**kwargs, "hidden_states": hidden}
