@@ -121,14 +121,27 @@ def main() -> None:
     sp = common.ratio(timing["hf"], timing["interp"])
     st = ours.engine_stats.get("loglikelihood")
     engine = (
-        {k: getattr(st, k) for k in ("plain_tokens", "unique_tokens", "tokens", "padded_tokens", "forwards", "depth")}
+        {
+            k: getattr(st, k, 0)
+            for k in (
+                "plain_tokens",
+                "unique_tokens",
+                "tokens",
+                "padded_tokens",
+                "forwards",
+                "depth",
+                "packed_forwards",
+            )
+        }
         if st
         else {}
     )
     engine_line = (
         f"Engine work for the loglikelihood requests (one call, last run): {engine['plain_tokens']:,} tokens as "
-        f"requested, {engine['unique_tokens']:,} in the prefix tree, {engine['tokens']:,} computed "
-        f"({engine['padded_tokens']:,} with padding) in {engine['forwards']} forwards."
+        f"requested, {engine['unique_tokens']:,} in the prefix tree, {engine['tokens']:,} computed in "
+        f"{engine['forwards']} forwards, {engine['packed_forwards']} of them packed (their projections and MLPs "
+        f"compute the real tokens only; rows x width, what padded forwards compute and packed attention sees: "
+        f"{engine['padded_tokens']:,})."
         if engine
         else "Engine work: not recorded."
     )
@@ -197,8 +210,9 @@ def main() -> None:
             "Where the difference comes from: HFLM runs each request's full sequence (its logits cache spares "
             "only one-token choices of a shared context) and log-softmaxes the whole vocabulary at every "
             "position; the interp model sends all requests of a call through the engine as one prefix tree "
-            "(a question's choices share its context's forward) and unembeds only the continuation positions, "
-            "where is_greedy is an argmax on the device. lm-eval's own per-evaluation work (building the tasks, "
+            "(a question's choices share its context's forward), runs a batch whose rows differ in length "
+            "packed (interp.runner.packed: no Linear computes padding) and unembeds only the continuation "
+            "positions, where is_greedy is an argmax on the device. lm-eval's own per-evaluation work (building the tasks, "
             "collecting environment information) is in both timings, so the few-request tasks dilute the ratio.",
         ],
     }
