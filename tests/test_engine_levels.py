@@ -454,19 +454,30 @@ def _seqs(lm, prompts=PROMPTS):
 def test_packed_forwards_equal_padded_ones_and_a_plain_forward(arch, loaded, tiny_models, tol):
     """Packed forwards (interp.runner.packed): every level's rows as one sequence of their real
     tokens. Known answer: the log-probs and residuals a plain HF forward of each sequence gives,
-    and the padded engine's. The packed run really ran packed (and computed no padding in its
-    Linears: `tokens` is the prefix tree's), the padded one did not."""
+    and the padded engine's. The packed run really ran packed: the first block's first Linear saw
+    exactly the prefix tree's tokens, where the padded run's saw rows x width, padding included."""
     lm = loaded[arch]
     layer = lm.default_layer
     ref = AutoModelForCausalLM.from_pretrained(tiny_models[arch]).eval()
     seqs = _seqs(lm)
+    assert lm.backend.enable_packed()  # its own check's forwards happen before the count
+    linear = next(
+        m for m in lm.backend.blocks[0].modules() if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"
+    )
+    seen = []
+    handle = linear.register_forward_hook(lambda m, args, out: seen.append(args[0].shape[:-1].numel()))
     runs = {}
-    for mode in (True, False):
-        eng = Engine(lm.backend, [layer], EngineConfig(batch_size=3, packed=mode), lm.tokenizer.pad_token_id)
-        runs[mode] = (eng.run(seqs), eng.stats)
-    (packed, st), (padded, st_pad) = runs[True], runs[False]
+    try:
+        for mode in (True, False):
+            seen.clear()
+            eng = Engine(lm.backend, [layer], EngineConfig(batch_size=3, packed=mode), lm.tokenizer.pad_token_id)
+            runs[mode] = (eng.run(seqs), eng.stats, sum(seen))
+    finally:
+        handle.remove()
+    (packed, st, rows), (padded, st_pad, rows_pad) = runs[True], runs[False]
     assert st.packed_forwards > 0 and st_pad.packed_forwards == 0
-    assert st.tokens == st.unique_tokens
+    assert rows == st.tokens == st.unique_tokens < st.padded_tokens
+    assert rows_pad == st_pad.padded_tokens  # padded forwards: rows x width, padding included
     for s, a, b in zip(seqs, packed, padded):
         with torch.no_grad():
             out = ref(torch.tensor([s.ids]), output_hidden_states=True)

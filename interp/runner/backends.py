@@ -16,6 +16,7 @@ another device are moved once here; read indices follow the tensor they index.
 
 from __future__ import annotations
 
+import logging
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -227,7 +228,8 @@ class HFBackend:
                 a = self.forward(ids, mask, none, [], read_flat=flat).logits
                 b = self.forward(ids, mask, none, [], read_flat=flat, packed=True).logits
                 self._packed_ok = bool(((a - b).abs().max() <= 0.01 * (1 + a.abs().max())).item())
-        except Exception:  # an architecture whose attention packing cannot drive
+        except Exception as exc:  # an architecture whose attention packing cannot drive
+            logging.getLogger(__name__).info("packed forwards off (%s: %s)", type(exc).__name__, exc)
             self._packed_ok = False
         if not self._packed_ok and before is not None and before != self.model.config._attn_implementation:
             self.model.set_attn_implementation(before)

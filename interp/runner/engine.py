@@ -310,9 +310,10 @@ class Engine:
         # push real tokens out of the window (see _fits)
         self.window = self.footprint.sliding_window
         self.workspace = Workspace()
-        # packed forwards: asked for (or left to the engine), no hooks around the forward (steering
-        # indexes rows); the backend's own check decides at the first use. Sliding windows too: a
-        # batch of several rows always fits the window (`_fits`), where its mask is the full one.
+        # packed forwards: asked for (or left to the engine) and no `hooks` (a caller's own hooks may
+        # index rows; interp's steering finds its read positions in a packed forward); the backend's
+        # own check decides at the first use. Sliding windows too: a batch of several rows always
+        # fits the window (`_fits`), where its mask is the full one.
         self._packed: bool | None = (
             None if cfg.packed is not False and hooks is None and getattr(backend, "supports_packed", False) else False
         )
@@ -494,12 +495,12 @@ class Engine:
                 kwargs["past"], kwargs["past_mask"] = pack_past(
                     [kv for _, kv in batch], starts, P, dev, extra=W, workspace=self.workspace
                 )
-        # steering hook point (interp.runner.steering): each row's first read position, -1 if none
         use_packed = B > 1 and sum(lens) < B * W and self._fits(P, W) and self._use_packed()
         if use_packed:
             kwargs["packed"] = True
             if use_cache and not P:  # the rows' new keys go to buffers the cache layers allocate
                 kwargs["past"] = _root_cache(len(self.backend.blocks))
+        # steering hook point (interp.runner.steering): each row's first read position, -1 if none
         first_read = torch.tensor(
             [n.first_read - n.start if n.first_read is not None else -1 for n in nodes], dtype=torch.long, device=dev
         )
