@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 PACKED_ATTENTION = "interp_packed"  # the name registered with transformers' attention interfaces
 INNER_ATTR = "_interp_inner_attention"  # on each attention module: the function packing wraps
@@ -146,8 +148,6 @@ def _sdpa_grouped(module, query, key, value, attention_mask, dropout=0.0, scalin
     there, keeping `enable_gqa` for the cases its CUDA kernels support). The same kernel on the
     same numbers: bit-identical here, at about half the time (8x9x24x320x64, 3 key heads:
     7.6 vs 13.2 ms); tests hold it to transformers' own within float rounding."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     special = any(kwargs.get(k) is not None for k in ("position_bias", "softcap", "s_aux", "sinks"))
     if (
         getattr(module, "num_key_value_groups", 1) <= 1
@@ -167,8 +167,6 @@ def _sdpa_grouped(module, query, key, value, attention_mask, dropout=0.0, scalin
 
 
 def _inner(module) -> Callable:
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
     name = getattr(module, INNER_ATTR, "sdpa")
     return _sdpa_grouped if name == "sdpa" else ALL_ATTENTION_FUNCTIONS[name]
 
