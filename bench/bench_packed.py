@@ -1,16 +1,17 @@
 """Packed forwards (interp.runner.packed) vs padded ones, in one interleaved run (issue 25).
 
-    python bench/bench_packed.py --threads 2 --repeats 3 --items 40
+    python bench/bench_packed.py --threads 2 --repeats 3 --items 40 [--dtype mixed-bf16]
 
 Workload: BENCHMARKS §1's (every trial plus each item's first turn of a gold-balanced subset of
 the moral pressure bank, 31 prompts per item, continuations " wrong" / " acceptable", variants
-exact), float32, SmolLM2-135M-Instruct. Two instances of the model, each scored by
+exact), float32 unless `--dtype` says otherwise, SmolLM2-135M-Instruct. Two instances of the model, each scored by
 `interp.score_options`: "padded" with `ScoringConfig(packed=False)`, which is the engine as it was
 before packing (its model never leaves transformers' SDPA attention, batches cut where padding
 costs more than a forward), and "packed" with the default (rows packed wherever a batch has
 padding, attention in runs of rows of similar width, grouped-query keys not copied per head).
 Timed: `score_options`, interleaved, the first rotating; the engine's counts of the last run;
-max |delta log-prob| between the two. Writes bench/results/packed.json (BENCHMARKS.md).
+max |delta log-prob| between the two. Writes bench/results/packed.json (packed_<dtype>.json for
+another dtype; BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def main() -> None:
     p = common.parser(__doc__, repeats=3)
     p.add_argument("--model", default="smollm2")
     p.add_argument("--items", type=int, default=40, help="moral items (31 prompts each)")
+    p.add_argument("--dtype", default="float32", help="the --dtype both instances load in")
     args = p.parse_args()
     common.setup(args.threads)
     start_load = common.loadavg()
@@ -37,7 +39,7 @@ def main() -> None:
     from interp.runner.scoring import ScoringConfig, score_options
 
     path = common.model_path(args.model)
-    lms = {k: interp.load(path, dtype="float32", threads=args.threads) for k in ("padded", "packed")}
+    lms = {k: interp.load(path, dtype=args.dtype, threads=args.threads) for k in ("padded", "packed")}
     common.setup(args.threads)
     tok = lms["padded"].tokenizer
     bank = common.pressure_subset(args.items)
@@ -71,6 +73,7 @@ def main() -> None:
     }
     res = {
         "model": path.name,
+        "dtype": args.dtype,
         "items": len(bank),
         "prompts": len(prompts),
         "timing": timing,
@@ -84,22 +87,24 @@ def main() -> None:
         e = eng[k]
         return f"{e['forwards']} ({e['packed_forwards']} packed)", f"{e['tokens']:,}", f"{e['padded_tokens']:,}"
 
+    suffix = "" if args.dtype == "float32" else f", {args.dtype}"
     res["report"] = {
-        "order": 0.65,
-        "title": "Packed forwards vs padded ones at bank size (one interleaved run)",
+        "order": 0.65 if args.dtype == "float32" else 0.66,
+        "title": f"Packed forwards vs padded ones at bank size{suffix} (one interleaved run)",
         "what": f"BENCHMARKS §1's workload ({len(prompts)} pressure prompts: {len(bank)} moral items x 31 conditions, "
-        f"float32) on {path.name}, {args.repeats} runs each, interleaved; two instances of the model. 'padded': "
+        f"{args.dtype}) on {path.name}, {args.repeats} runs each, interleaved; two instances of the model. 'padded': "
         "`ScoringConfig(packed=False)`, the engine as it was before packing (transformers' SDPA attention, which "
         "copies grouped-query keys per head when a mask is given; batches cut where padding costs more than a "
         "forward). 'packed': the default (interp.runner.packed: the rows of a padded batch as one sequence of their "
         "real tokens, attention in runs of rows of similar width, grouped keys not copied). Max |delta log-prob| "
-        f"between the two: {dmax:.1e} (float32 summation order).",
+        f"between the two: {dmax:.1e} (summation order, amplified by the rounding of the dtype that ran).",
         "summary": [
-            f"Packed forwards vs padded ones ({len(prompts)} pressure prompts, {path.name}, float32): "
+            f"Packed forwards vs padded ones ({len(prompts)} pressure prompts, {path.name}, {args.dtype}): "
             f"**{sp['median']:.2f}x** (median of {args.repeats} interleaved runs; min/min {sp['min']:.2f}x); max "
             f"|Δ log-prob| {dmax:.1e}."
         ],
-        "rerun": f"python bench/bench_packed.py --threads {args.threads} --repeats {args.repeats} --items {args.items}",
+        "rerun": f"python bench/bench_packed.py --threads {args.threads} --repeats {args.repeats} --items {args.items}"
+        + ("" if args.dtype == "float32" else f" --dtype {args.dtype}"),
         "tables": [
             {
                 "columns": [
@@ -117,7 +122,8 @@ def main() -> None:
             }
         ],
     }
-    common.write_results("packed", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)
+    name = "packed" if args.dtype == "float32" else f"packed_{args.dtype.replace('-', '_')}"
+    common.write_results(name, res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)
 
 
 if __name__ == "__main__":

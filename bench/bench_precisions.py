@@ -1,11 +1,13 @@
-"""float32 vs `float32-medium` vs `mixed-bf16` on the bank-size pressure workload, interleaved in
+"""float32 vs `float32-medium` vs `mixed-bf16-medium` vs `mixed-bf16` on the bank-size pressure workload, interleaved in
 one process (issue 25): speed of each against float32 and each one's error against float32.
 
     python bench/bench_precisions.py --threads 2 --repeats 3 --items 40
 
 `float32-medium` runs the blocks' Linears at torch's "medium" float32 matmul precision (on this
 CPU's AVX512-BF16 a oneDNN path with nearly float32 products); `mixed-bf16` gives them bf16
-operands. Writes bench/results/precisions.json (section of BENCHMARKS.md via bench/report.py).
+operands (the key projection excepted); `mixed-bf16-medium` only the MLP's gate / up projections,
+the rest at "medium". Also per dtype: the float32 margin (|P(first) - P(second)|) of each prompt
+whose argmax flipped, and how many prompts lie closer to a tie than the dtype's largest |dP|. Writes bench/results/precisions.json (section of BENCHMARKS.md via bench/report.py).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 from bench_bank import precision  # noqa: E402
 
-DTYPES = ("float32", "float32-medium", "mixed-bf16")
+DTYPES = ("float32", "float32-medium", "mixed-bf16-medium", "mixed-bf16")
 
 
 def main() -> None:
@@ -54,7 +56,7 @@ def main() -> None:
         "precision": {d: precision(outs[d], f32) for d in DTYPES[1:]},
     }
     w = f"pressure, {args.items} items x 31 conditions ({len(prompts)} prompts)"
-    rows = [[w, "float32", common.fmt_time(timing["float32"]), "1.00x", "", "", "", ""]]
+    rows = [[w, "float32", common.fmt_time(timing["float32"]), "1.00x", "", "", "", "", ""]]
     for d in DTYPES[1:]:
         pr = res["precision"][d]
         rows.append(
@@ -67,13 +69,17 @@ def main() -> None:
                 f"{pr['mean_abs_dp']:.2g}",
                 f"{pr['max_abs_dp']:.2g}",
                 f"{pr['argmax_flips']} of {pr['prompts']}",
+                ", ".join(f"{m:.1g}" for m in pr["flip_margins"]) or "-",
             ]
         )
     res["report"] = {
         "order": 2,
-        "title": "Precisions at bank size: float32, float32-medium, mixed-bf16 (one interleaved run)",
+        "title": "Precisions at bank size: float32, float32-medium, mixed-bf16-medium, mixed-bf16 (one interleaved run)",
         "what": "SmolLM2-135M-Instruct, `interp.score_options`, every dtype loaded once in the same process; "
-        "errors are against the float32 run of the same prompts.",
+        "errors are against the float32 run of the same prompts. A prompt's argmax flips when its verdict "
+        "probability moves by more than half of float32's margin |P(verdict) - P(other)|; the smallest margins "
+        f"on this workload: {', '.join(f'{m:.1g}' for m in res['precision'][DTYPES[1]]['smallest_margins'])}, so "
+        "'no flip' asks any reduced precision to move those prompts by less than that.",
         "rerun": f"python bench/bench_precisions.py --threads {args.threads} --repeats {args.repeats} --items {args.items}",
         "tables": [
             {
@@ -86,6 +92,7 @@ def main() -> None:
                     "verdict P: mean |d|",
                     "max |d|",
                     "argmax flips",
+                    "float32 margin of each flipped prompt",
                 ],
                 "rows": rows,
             }

@@ -124,12 +124,14 @@ def _summary(res: dict) -> list[str]:
                     f"**{p['argmax_flips']} of {p['prompts']}**; max |Δ log-prob| {p['max_abs_dlogp']:.2g} ({_date(b)})."
                 )
     pr = res.get("precisions")
-    if pr:
-        p, sp = pr["precision"]["float32-medium"], pr["speedup"]["float32-medium vs float32"]
+    for d, p in (pr or {}).get("precision", {}).items():
+        sp = pr["speedup"][f"{d} vs float32"]
+        margins = p.get("flip_margins")
+        at = f" (float32 margins of the flipped: {', '.join(f'{m:.1g}' for m in margins)})" if margins else ""
         lines.append(
-            f"`--dtype float32-medium` vs float32, {pr['prompts']} pressure prompts: **{sp['median']:.2f}x** the speed "
-            f"(runs {sp['low']:.2f}x-{sp['high']:.2f}x); verdict probability |ΔP| mean **{p['mean_abs_dp']:.1e}**, "
-            f"max **{p['max_abs_dp']:.1e}**, argmax flips **{p['argmax_flips']} of {p['prompts']}** ({_date(pr)})."
+            f"`--dtype {d}` vs float32, {pr['prompts']} pressure prompts (precisions run): **{sp['median']:.2f}x** the "
+            f"speed (runs {sp['low']:.2f}x-{sp['high']:.2f}x); verdict probability |ΔP| mean **{p['mean_abs_dp']:.1e}**, "
+            f"max **{p['max_abs_dp']:.1e}**, argmax flips **{p['argmax_flips']} of {p['prompts']}**{at} ({_date(pr)})."
         )
     if b:
         fl = b.get("flops", {})

@@ -9,15 +9,17 @@ from interp.core.errors import ConfigError
 # name -> the dtype the weights are loaded in. `mixed-bf16` keeps float32 weights and runs the
 # dense matmuls on bf16 copies (interp.runner.mixed); everything else stays float32.
 # `float32-medium`: all float32, the blocks' matmuls at torch's "medium" float32 precision.
+# `mixed-bf16-medium`: float32-medium with bf16 operands in the MLP's gate / up projections.
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
     "mixed-bf16": torch.float32,
     "float32-medium": torch.float32,
+    "mixed-bf16-medium": torch.float32,
 }
 # mixed names -> the dtype of their matmul operands
-MIXED: dict[str, torch.dtype] = {"mixed-bf16": torch.bfloat16}
+MIXED: dict[str, torch.dtype] = {"mixed-bf16": torch.bfloat16, "mixed-bf16-medium": torch.bfloat16}
 
 
 def torch_dtype(name: str) -> torch.dtype:

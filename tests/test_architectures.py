@@ -179,3 +179,25 @@ def test_float32_medium_on_each_family(arch_models, hf_loaded, mt):
     with full_precision(lm.backend.precision_model):
         again = score_options(lm, PROMPTS, OPTIONS, cfg=cfg)
     np.testing.assert_array_equal(again.logp, f.logp)
+
+
+@pytest.mark.parametrize("mt", STUDY_ARCHS)
+def test_mixed_bf16_medium_selects_each_familys_mlp_inputs(arch_models, hf_loaded, mt):
+    """`--dtype mixed-bf16-medium` gives bf16 operands to each family's MLP input projections
+    (named here per family: the known answer), one or two per block, nothing else; it moves the
+    log-probs (the copies are used) and is float32 bit for bit when switched to full precision."""
+    from interp.runner.mixed import ATTR, full_precision
+
+    expected = {"gpt_neox": ("dense_h_to_4h",), "phi3": ("gate_up_proj",)}.get(mt, ("gate_proj", "up_proj"))
+    lm = interp.load(arch_models[mt], dtype="mixed-bf16-medium")
+    model = lm.backend.precision_model
+    rounded = sorted(n for n, m in model.named_modules() if isinstance(getattr(m, ATTR, None), torch.Tensor))
+    assert rounded and all(n.rsplit(".", 1)[-1] in expected for n in rounded), rounded
+    assert len(rounded) == len(expected) * lm.n_layers
+    cfg = ScoringConfig(variants="exact")
+    f = score_options(hf_loaded[mt], PROMPTS, OPTIONS, cfg=cfg)
+    got = score_options(lm, PROMPTS, OPTIONS, cfg=cfg)
+    assert np.abs(got.logp - f.logp).max() > 0
+    with full_precision(model):
+        again = score_options(lm, PROMPTS, OPTIONS, cfg=cfg)
+    np.testing.assert_array_equal(again.logp, f.logp)

@@ -152,8 +152,8 @@ def test_mixed_is_a_dtype_name_with_its_own_unit_identity(tiny_models):
         (u,) = plan_units([tiny_models["llama"]], ["pressure"], banks=["moral"], cfg=RunConfig(max_items=2, **kw))
         return u.identity.hash
 
-    hashes = {ident(dtype=d) for d in ("float32", "bfloat16", "mixed-bf16", "float32-medium")}
-    assert len(hashes) == 4
+    hashes = {ident(dtype=d) for d in ("float32", "bfloat16", "mixed-bf16", "float32-medium", "mixed-bf16-medium")}
+    assert len(hashes) == 5
     assert is_reduced("float32-medium") and matmul_dtype("float32-medium") == torch.float32
 
 
@@ -264,3 +264,53 @@ def test_float32_medium_runs_sdpa_models_attention_at_medium(tiny_models, monkey
     np.testing.assert_array_equal(again.logp, f.logp)
     bf16 = score_options(interp.load(tiny_models[arch], dtype="mixed-bf16"), PROMPTS, OPTIONS, cfg=CFG)
     assert_tenth_of_bf16_error(med, f, bf16)  # as for the Linears (above)
+
+
+# the MLP's widening projections by family: what `mixed-bf16-medium` gives bf16 operands
+MLP_INPUTS = {"llama": ("gate_proj", "up_proj"), "qwen2": ("gate_proj", "up_proj"), "gpt2": ("c_fc",)}
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_mixed_bf16_medium_rounds_only_the_mlp_input_projections(runs, tiny_models, arch):
+    """`mixed-bf16-medium`: bf16 copies on exactly the MLP's widening projections (llama: gate and
+    up; GPT-2: the Conv1D c_fc), every other block matmul at "medium", the head untouched. Its
+    log-probs move (> 0) but within the bound `_bound` derives for bf16 operands, counted for the
+    2 rounded products per block it has instead of mixed-bf16's 6 (medium's own error is a tenth
+    of bf16's or less, tests above); switched to full precision it is float32 bit for bit."""
+    lm32 = runs["float32"][0] if arch == "llama" else interp.load(tiny_models[arch], dtype="float32")
+    f = score_options(lm32, PROMPTS, OPTIONS, cfg=CFG)
+    lm = interp.load(tiny_models[arch], dtype="mixed-bf16-medium")
+    model = lm.backend.precision_model
+    rounded = {n for n, m in model.named_modules() if isinstance(getattr(m, ATTR, None), torch.Tensor)}
+    assert rounded == {n for n, _ in model.named_modules() if n.endswith(MLP_INPUTS[arch]) and ".mlp." in n}, sorted(
+        rounded
+    )
+    assert len(rounded) == len(MLP_INPUTS[arch]) * lm.n_layers
+    others = [m for n, m in model.named_modules() if n.endswith(("c_attn", "q_proj", "k_proj", "o_proj", "down_proj"))]
+    assert others and all(getattr(m, ATTR) == "medium" for m in others)
+    assert model.get_output_embeddings().forward.__func__ is torch.nn.Linear.forward
+    got = score_options(lm, PROMPTS, OPTIONS, cfg=CFG)
+    _max = _max_abs_logit(lm32)
+    bound = 2 * 2 * math.sqrt(2 * lm.n_layers) * U_BF16 * _max
+    err = np.abs(got.logp - f.logp).max()
+    assert 0 < err <= bound, (err, bound)
+    with full_precision(model):
+        again = score_options(lm, PROMPTS, OPTIONS, cfg=CFG)
+    np.testing.assert_array_equal(again.logp, f.logp)
+
+
+def test_mlp_input_projection_picks_the_widening_mlp_layers_only():
+    """Known answers for the selection: widening layers under an MLP (gate, up, fused gate_up,
+    GPT-2's Conv1D c_fc, GPT-NeoX's dense_h_to_4h) are picked; the down projection, and a widening
+    query projection outside the MLP (Gemma's heads x head_dim > hidden), are not."""
+    from transformers.pytorch_utils import Conv1D
+
+    from interp.runner.mixed import mlp_input_projection
+
+    wide, narrow = torch.nn.Linear(8, 32), torch.nn.Linear(32, 8)
+    assert mlp_input_projection("model.layers.0.mlp.gate_proj", wide)
+    assert mlp_input_projection("gpt_neox.layers.1.mlp.dense_h_to_4h", wide)
+    assert mlp_input_projection("transformer.h.0.mlp.c_fc", Conv1D(32, 8))  # Conv1D(nf=out, nx=in)
+    assert not mlp_input_projection("transformer.h.0.mlp.c_proj", Conv1D(8, 32))
+    assert not mlp_input_projection("model.layers.0.mlp.down_proj", narrow)
+    assert not mlp_input_projection("model.layers.0.self_attn.q_proj", wide)

@@ -352,7 +352,11 @@ def register_backend(spec: BackendSpec) -> BackendSpec:
 def with_precision(backend, model: torch.nn.Module, dtype: str):
     """Apply a mixed precision (`interp.runner.mixed`) to the module the backend runs; the
     backend keeps the model to switch it back to float32 (`full_precision_model`)."""
-    if dtype in MIXED:
+    if dtype == "mixed-bf16-medium":
+        from interp.runner.mixed import make_mixed_medium
+
+        make_mixed_medium(model)
+    elif dtype in MIXED:
         from interp.runner.mixed import make_mixed
 
         make_mixed(model, MIXED[dtype])

@@ -54,8 +54,9 @@ class RunConfig:
     dtype: str = opt(
         "float32",
         "weights and activations (log-softmax stays float32); mixed-bf16: matmuls in bf16, the rest float32; "
-        "float32-medium: float32 at torch's medium matmul precision",
-        choices=("float32", "bfloat16", "float16", "mixed-bf16", "float32-medium"),
+        "float32-medium: float32 at torch's medium matmul precision; mixed-bf16-medium: float32-medium with the "
+        "MLP's gate/up projections in bf16",
+        choices=("float32", "bfloat16", "float16", "mixed-bf16", "float32-medium", "mixed-bf16-medium"),
     )
     device_map: str | None = opt(None, "accelerate device map, e.g. auto (a model larger than one device)")
     scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"cli": False})
