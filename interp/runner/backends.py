@@ -26,7 +26,7 @@ import torch
 
 from interp.checkpoint import CheckpointInfo
 from interp.core.registry import Registry
-from interp.devices import MIXED, torch_dtype
+from interp.devices import torch_dtype
 from interp.errors import CheckpointError
 from interp.hooksites import TL_RESID_PRE, HookSites, get_module
 from interp.runner import packed
@@ -352,18 +352,10 @@ def register_backend(spec: BackendSpec) -> BackendSpec:
 def with_precision(backend, model: torch.nn.Module, dtype: str):
     """Apply a mixed precision (`interp.runner.mixed`) to the module the backend runs; the
     backend keeps the model to switch it back to float32 (`full_precision_model`)."""
-    if dtype == "mixed-bf16-medium":
-        from interp.runner.mixed import make_mixed_medium
+    from interp.runner.mixed import PRECISIONS
 
-        make_mixed_medium(model)
-    elif dtype in MIXED:
-        from interp.runner.mixed import make_mixed
-
-        make_mixed(model, MIXED[dtype])
-    elif dtype == "float32-medium":
-        from interp.runner.mixed import make_medium
-
-        make_medium(model)
+    if dtype in PRECISIONS:
+        PRECISIONS[dtype](model)
     backend.precision_model = model
     return backend
 

@@ -236,11 +236,12 @@ def make_medium(model: torch.nn.Module) -> int:
 # `--dtype mixed-bf16-medium`: float32-medium, except that the MLP's input projections (gate and
 # up, or their fused / single form: gate_up_proj, c_fc, dense_h_to_4h) take bf16 operands. They
 # are half of a block's FLOPs; their outputs pass through the activation and the gate's product
-# before the down projection, and rounding them moved verdicts least of the splits measured on
-# SmolLM2-135M-Instruct (1240 bank prompts against float32, one run each): these two in bf16
-# 1.85x float32, verdict |dP| mean 0.0017 / max 0.019, 1 flip (a prompt 0.0007 from a tie); the
-# whole MLP in bf16 max 0.022, 4 flips; every matmul but the keys (mixed-bf16) max 0.037, 2 flips;
-# float32-medium 1.48x that evening (1.85x one morning), max 1e-5. BENCHMARKS.md, Precisions.
+# before the down projection, and rounding them moved verdicts least of the splits tried in one
+# ad-hoc run on SmolLM2-135M-Instruct (1240 bank prompts against float32, one run each, script not
+# kept): these two in bf16 1.85x float32, verdict |dP| mean 0.0017 / max 0.019, 1 flip (a prompt
+# 0.0007 from a tie); the whole MLP in bf16 max 0.022, 4 flips; every matmul but the keys
+# (mixed-bf16) max 0.037, 2 flips; float32-medium 1.48x, max 1e-5. Not yet in BENCHMARKS.md:
+# `python bench/bench_precisions.py` measures it.
 MLP_PARENTS = ("mlp", "feed_forward", "ffn")
 
 
@@ -258,6 +259,14 @@ def make_mixed_medium(model: torch.nn.Module) -> int:
     """`mixed-bf16-medium` (see above): bf16 copies for the MLP's input projections, every other
     block matmul (and a model on SDPA's attention products) at "medium". Returns the layers."""
     return make_mixed(model, torch.bfloat16, keep=(), only=mlp_input_projection) + make_medium(model)
+
+
+# `--dtype` name -> what makes a float32 model that precision (the other names load as they are)
+PRECISIONS: dict[str, Callable[[torch.nn.Module], int]] = {
+    "mixed-bf16": make_mixed,
+    "float32-medium": make_medium,
+    "mixed-bf16-medium": make_mixed_medium,
+}
 
 
 def is_mixed(model: torch.nn.Module) -> bool:

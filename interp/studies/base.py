@@ -25,6 +25,7 @@ from interp.banks import Bank
 from interp.core.errors import BankError, ConfigError
 from interp.core.hashing import sha256_json
 from interp.core.options import build, opt, option_fields
+from interp.devices import DTYPES
 from interp.runner.options import ScoringConfig
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class RunConfig:
         "weights and activations (log-softmax stays float32); mixed-bf16: matmuls in bf16, the rest float32; "
         "float32-medium: float32 at torch's medium matmul precision; mixed-bf16-medium: float32-medium with the "
         "MLP's gate/up projections in bf16",
-        choices=("float32", "bfloat16", "float16", "mixed-bf16", "float32-medium", "mixed-bf16-medium"),
+        choices=tuple(DTYPES),
     )
     device_map: str | None = opt(None, "accelerate device map, e.g. auto (a model larger than one device)")
     scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"cli": False})
