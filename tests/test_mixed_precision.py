@@ -314,3 +314,15 @@ def test_mlp_input_projection_picks_the_widening_mlp_layers_only():
     assert not mlp_input_projection("transformer.h.0.mlp.c_proj", Conv1D(8, 32))
     assert not mlp_input_projection("model.layers.0.mlp.down_proj", narrow)
     assert not mlp_input_projection("model.layers.0.self_attn.q_proj", wide)
+
+
+def test_run_config_dtype_choices_are_the_registered_dtypes():
+    """RunConfig spells the dtype names out (interp.devices imports torch; the cache readers must
+    not): they must stay the registered ones, so a new dtype cannot be loadable yet unselectable."""
+    from dataclasses import fields
+
+    from interp.devices import DTYPES
+    from interp.studies.base import RunConfig
+
+    (dtype,) = [f for f in fields(RunConfig) if f.name == "dtype"]
+    assert tuple(dtype.metadata["choices"]) == tuple(DTYPES)

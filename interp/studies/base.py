@@ -25,7 +25,6 @@ from interp.banks import Bank
 from interp.core.errors import BankError, ConfigError
 from interp.core.hashing import sha256_json
 from interp.core.options import build, opt, option_fields
-from interp.devices import DTYPES
 from interp.runner.options import ScoringConfig
 
 if TYPE_CHECKING:
@@ -57,7 +56,9 @@ class RunConfig:
         "weights and activations (log-softmax stays float32); mixed-bf16: matmuls in bf16, the rest float32; "
         "float32-medium: float32 at torch's medium matmul precision; mixed-bf16-medium: float32-medium with the "
         "MLP's gate/up projections in bf16",
-        choices=tuple(DTYPES),
+        # interp.devices.DTYPES' names, spelled out: importing it would pull torch into the torch-free
+        # cache readers (tests/test_layers.py); tests/test_mixed_precision.py holds the two equal
+        choices=("float32", "bfloat16", "float16", "mixed-bf16", "float32-medium", "mixed-bf16-medium"),
     )
     device_map: str | None = opt(None, "accelerate device map, e.g. auto (a model larger than one device)")
     scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"cli": False})
