@@ -27,6 +27,8 @@ PRECISION_COLUMNS = (
     "max_abs_dp",
     "argmax_flips",
     "within_bounds",
+    "tie_guard",  # the unit's ScoringConfig.tie_guard (0: none; plain bfloat16 / float16 are never guarded)
+    "tie_guarded",  # prompts the guard re-scored in float32 (all of the unit's, not only the sample's)
 )
 # The issue-25 targets for a precision a researcher may use without comment: verdict
 # probabilities within 0.005 on average and 0.02 at worst of float32's, no verdict flipped.

@@ -1,5 +1,6 @@
 """float32 vs `float32-medium` vs `mixed-bf16-medium` vs `mixed-bf16` on the bank-size pressure workload, interleaved in
-one process (issue 25): speed of each against float32 and each one's error against float32.
+one process (issue 25): speed of each against float32 and each one's error against float32, the
+mixed precisions with their default tie guard (near-ties re-scored in float32) and without it.
 
     python bench/bench_precisions.py --threads 2 --repeats 3 --items 40
 
@@ -7,13 +8,14 @@ one process (issue 25): speed of each against float32 and each one's error again
 CPU's AVX512-BF16 a oneDNN path with nearly float32 products); `mixed-bf16` gives them bf16
 operands (the key projection excepted); `mixed-bf16-medium` only the MLP's gate / up projections,
 the rest at "medium". Also per dtype: the float32 margin (|P(first) - P(second)|) of each prompt
-whose argmax flipped, and how many prompts lie closer to a tie than the dtype's largest |dP|. Writes bench/results/precisions.json (section of BENCHMARKS.md via bench/report.py).
+whose argmax flipped, and how many prompts the tie guard re-scored. Writes bench/results/precisions.json (section of BENCHMARKS.md via bench/report.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -21,6 +23,8 @@ import common  # noqa: E402
 from bench_bank import precision  # noqa: E402
 
 DTYPES = ("float32", "float32-medium", "mixed-bf16-medium", "mixed-bf16")
+UNGUARDED = ("mixed-bf16-medium", "mixed-bf16")  # also run with tie_guard=0: the precision's own error
+NO_GUARD = ", no guard"
 
 
 def main() -> None:
@@ -34,35 +38,47 @@ def main() -> None:
     start_load = common.loadavg()
 
     import interp
+    from interp.devices import SWITCHABLE
     from interp.runner.scoring import ScoringConfig, score_options
 
     path = common.model_path(args.model)
     lms = {d: interp.load(path, dtype=d, threads=args.threads) for d in DTYPES}
     common.setup(args.threads)
     tok = lms["float32"].tokenizer
-    cfg = ScoringConfig(variants="exact")
+    cfg = ScoringConfig(variants="exact")  # the default tie guard
+    runs = {d: (d, cfg) for d in DTYPES} | {d + NO_GUARD: (d, replace(cfg, tie_guard=0.0)) for d in UNGUARDED}
     prompts, verdicts, _ = common.pressure_prompts(common.pressure_subset(args.items), tok)
     options = common.option_words(verdicts, "exact")
     for d in DTYPES:  # warm-up
         score_options(lms[d], prompts[:4], options, cfg=cfg)
-    fns = {d: (lambda d=d: score_options(lms[d], prompts, options, cfg=cfg)) for d in DTYPES}
+    fns = {k: (lambda d=d, c=c: score_options(lms[d], prompts, options, cfg=c)) for k, (d, c) in runs.items()}
     timing, outs = common.time_interleaved(fns, args.repeats)
     f32 = outs["float32"]
+    labels = list(runs)[1:]
     res = {
         "items": args.items,
         "prompts": len(prompts),
         "timing": timing,
-        "speedup": {f"{d} vs float32": common.ratio(timing["float32"], timing[d]) for d in DTYPES[1:]},
-        "precision": {d: precision(outs[d], f32) for d in DTYPES[1:]},
+        "speedup": {f"{k} vs float32": common.ratio(timing["float32"], timing[k]) for k in labels},
+        "precision": {
+            k: {
+                **precision(outs[k], f32),
+                "dtype": runs[k][0],
+                "tie_guard": runs[k][1].tie_guard if runs[k][0] in SWITCHABLE else 0.0,
+                "tie_guarded": int(len(outs[k].tie_guarded)),
+            }
+            for k in labels
+        },
     }
     w = f"pressure, {args.items} items x 31 conditions ({len(prompts)} prompts)"
-    rows = [[w, "float32", common.fmt_time(timing["float32"]), "1.00x", "", "", "", "", ""]]
-    for d in DTYPES[1:]:
+    rows = [[w, "float32", "", common.fmt_time(timing["float32"]), "1.00x", "", "", "", "", ""]]
+    for d in labels:
         pr = res["precision"][d]
         rows.append(
             [
                 w,
-                d,
+                pr["dtype"],
+                f"{pr['tie_guard']:g} ({pr['tie_guarded']} re-scored)" if pr["tie_guard"] else "off",
                 common.fmt_time(timing[d]),
                 common.fmt_ratio(res["speedup"][f"{d} vs float32"]),
                 f"{pr['max_abs_dlogp']:.2g}",
@@ -79,13 +95,16 @@ def main() -> None:
         "errors are against the float32 run of the same prompts. A prompt's argmax flips when its verdict "
         "probability moves by more than half of float32's margin |P(verdict) - P(other)|; the smallest margins "
         f"on this workload: {', '.join(f'{m:.1g}' for m in res['precision'][DTYPES[1]]['smallest_margins'])}, so "
-        "'no flip' asks any reduced precision to move those prompts by less than that.",
+        "unguarded, 'no flip' asks a reduced precision to move those prompts by less than that. The tie guard "
+        "(`--tie-guard`, default 0.1) re-scores in float32 every prompt whose reduced-precision margin is below "
+        "it; its time is in the row's time.",
         "rerun": f"python bench/bench_precisions.py --threads {args.threads} --repeats {args.repeats} --items {args.items}",
         "tables": [
             {
                 "columns": [
                     "workload",
                     "dtype",
+                    "tie guard",
                     "time",
                     "speed vs float32",
                     "max |d log-prob|",

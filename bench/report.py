@@ -128,8 +128,16 @@ def _summary(res: dict) -> list[str]:
         sp = pr["speedup"][f"{d} vs float32"]
         margins = p.get("flip_margins")
         at = f" (float32 margins of the flipped: {', '.join(f'{m:.1g}' for m in margins)})" if margins else ""
+        guard = p.get("tie_guard")
+        name = f"`--dtype {p.get('dtype', d)}`" + (
+            f" (tie guard {guard:g}: {p['tie_guarded']} re-scored in float32)"
+            if guard
+            else ", no tie guard"
+            if guard == 0
+            else ""
+        )
         lines.append(
-            f"`--dtype {d}` vs float32, {pr['prompts']} pressure prompts (precisions run): **{sp['median']:.2f}x** the "
+            f"{name} vs float32, {pr['prompts']} pressure prompts (precisions run): **{sp['median']:.2f}x** the "
             f"speed (runs {sp['low']:.2f}x-{sp['high']:.2f}x); verdict probability |ΔP| mean **{p['mean_abs_dp']:.1e}**, "
             f"max **{p['max_abs_dp']:.1e}**, argmax flips **{p['argmax_flips']} of {p['prompts']}**{at} ({_date(pr)})."
         )

@@ -18,6 +18,9 @@ DTYPES: dict[str, torch.dtype] = {
     "float32-medium": torch.float32,
     "mixed-bf16-medium": torch.float32,
 }
+# reduced precisions whose model keeps float32 weights and switches to float32 in place: the
+# precision audit's reference is the same model, and the tie guard (ScoringConfig.tie_guard) applies
+SWITCHABLE: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d == torch.float32 and n != "float32")
 # mixed names -> the dtype of their matmul operands
 MIXED: dict[str, torch.dtype] = {"mixed-bf16": torch.bfloat16, "mixed-bf16-medium": torch.bfloat16}
 

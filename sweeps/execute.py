@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 from tqdm.auto import tqdm
 
 from cache.store import CONTENT_ATTR, MODE_ATTR, Store
+from interp.devices import SWITCHABLE
 from interp.core.errors import CheckpointError, ConfigError, InterpError
 from interp.core.registry import Registry
 from interp.studies import get_study
@@ -105,8 +106,14 @@ def run_checkpoint_units(
                     payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
             else:
                 payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
+        guard = {}
         if audit is not None:
             payload.tables[PRECISION_TABLE] = audit.table()
+            # the tie guard in force and how many prompts it re-scored in float32 (precision.csv)
+            guard = {
+                "tie_guard": cfg.scoring.tie_guard if lm.dtype in SWITCHABLE else 0.0,
+                "tie_guarded": audit.guarded,
+            }
         for df in payload.tables.values():
             if "bank" not in df:
                 df.insert(0, "bank", u.bank.name)
@@ -129,6 +136,7 @@ def run_checkpoint_units(
                 "device": lm.device,
                 CONTENT_ATTR: lm.content,
                 MODE_ATTR: "wrapped" if u.model is not None else "full" if cfg.full_hash else "sampled",
+                **guard,
             },
         )
         done.append(u.identity.hash)

@@ -17,7 +17,7 @@ from interp.banks import Bank
 from interp.checkpoint import CheckpointInfo, content_fingerprint, fingerprint_parts, inspect_checkpoint
 from interp.core.hashing import sha256_json
 from cache.layers import layer_key, parse_layers
-from interp.devices import device_class
+from interp.devices import SWITCHABLE, device_class
 from interp.loading import LoadedModel, shared_tokenizer
 from interp.studies import get_study
 from interp.studies.base import RunConfig, Template, load_template
@@ -147,8 +147,11 @@ def plan_units(
 
 def settings_hash(study_settings: dict, cfg: RunConfig) -> str:
     """A study's numbers-changing settings plus the precision they were computed in: the weight
-    dtype and the device class (cpu / cuda: kernels differ; the device index does not matter)."""
+    dtype and the device class (cpu / cuda: kernels differ; the device index does not matter),
+    and in a switchable reduced precision the tie guard (float32 identities stay as they were)."""
     precision = {"dtype": cfg.dtype, "device": device_class("auto" if cfg.device_map else cfg.device)}
+    if cfg.dtype in SWITCHABLE:
+        precision["tie_guard"] = cfg.scoring.tie_guard
     return sha256_json({**study_settings, "precision": precision})
 
 

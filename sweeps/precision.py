@@ -34,6 +34,8 @@ def precision_rows(units: Sequence) -> pd.DataFrame:
             "bank": unit.attrs.get("bank"),
             "dtype": dtype,
             "device": unit.attrs.get("device"),
+            "tie_guard": float(unit.attrs.get("tie_guard", 0.0)),
+            "tie_guarded": int(unit.attrs.get("tie_guarded", 0)),
         }
         sample = unit.tables.get(PRECISION_TABLE)
         if sample is None:  # written before units measured their precision

@@ -333,7 +333,9 @@ def _precision_lines(results: Path) -> list[str]:
         "",
         "A seeded sample of each reduced-precision unit's prompts (2%, at least 32) re-scored in float32 on the same "
         "device; P is a choice's probability renormalized over the choices scored together, a flip a sampled prompt "
-        f"whose most probable choice differs. Bounds: {describe_bounds()}.",
+        f"whose most probable choice differs. Bounds: {describe_bounds()}. `tie_guarded`: the unit's prompts whose "
+        "choices lay within `tie_guard` of a tie in the reduced precision, scored again in float32 (their numbers "
+        "are float32's; `--tie-guard 0` turns this off).",
         "",
     ]
     bad = df[~df["within_bounds"].astype(str).str.lower().isin(("true", "1"))]

@@ -26,7 +26,9 @@ PROMPTS = [
     "The committee met on Tuesday and voted. FINAL:",
 ]
 OPTIONS = ["wrong", "acceptable"]
-CFG = ScoringConfig(variants="exact")
+# unguarded: these tests measure the reduced precisions' own error (the tie guard would re-score
+# the tiny random model's near-ties in float32; tests/test_tie_guard.py)
+CFG = ScoringConfig(variants="exact", tie_guard=0.0)
 U_BF16 = 2.0**-8  # bf16: 8 significant bits, unit roundoff 2^-8 (as in tests/test_devices.py)
 U_FP32 = 2.0**-24
 

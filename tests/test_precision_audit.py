@@ -15,6 +15,7 @@ import pytest
 
 from _tolerance import bounds_for, continuation_tokens
 from analyses.precision import BOUNDS, summarize_sample, within_bounds
+from interp.runner.options import ScoringConfig
 from interp.studies.base import RunConfig
 from sweeps.api import run_sweep
 
@@ -45,10 +46,11 @@ def test_summary_of_a_planted_sample():
     assert not within_bounds({**clean, "max_abs_dp": BOUNDS["max_abs_dp"] * 1.01})
 
 
-def _sweep(model, out, dtype):
-    return run_sweep(
-        [model], studies=["pressure"], out=out, banks=["moral"], cfg=RunConfig(max_items=2, dtype=dtype), progress=False
-    )
+def _sweep(model, out, dtype, tie_guard=0.0):
+    # the audit's own tests run unguarded: on a tiny random model nearly every verdict is a near-tie,
+    # which the tie guard (default 0.1) would re-score in float32, leaving nothing to measure
+    cfg = RunConfig(max_items=2, dtype=dtype, scoring=ScoringConfig(tie_guard=tie_guard))
+    return run_sweep([model], studies=["pressure"], out=out, banks=["moral"], cfg=cfg, progress=False)
 
 
 def test_clean_mixed_sweep_measures_itself_without_warning(tiny_models, tmp_path, caplog):
@@ -62,6 +64,7 @@ def test_clean_mixed_sweep_measures_itself_without_warning(tiny_models, tmp_path
     )
     assert prec["n"].item() >= 32  # 2 items: 60 trials (32 sampled) + 2 first turns (both)
     assert 0 < prec["max_abs_dlogp"].item() < 0.1 and bool(prec["within_bounds"].item())
+    assert prec["tie_guard"].item() == 0 and prec["tie_guarded"].item() == 0  # this sweep ran unguarded
     assert "precision:" not in caplog.text
     report = (tmp_path / "mixed" / "report.md").read_text()
     assert "Precision of this run against float32" in report and "Warning" not in report
@@ -70,16 +73,23 @@ def test_clean_mixed_sweep_measures_itself_without_warning(tiny_models, tmp_path
     assert not (tmp_path / "fp32" / "results" / "precision.csv").exists()
 
 
+def test_guarded_sweep_reports_its_guard(tiny_models, tmp_path):
+    _sweep(tiny_models["llama"], tmp_path / "g", "mixed-bf16", tie_guard=0.5)
+    prec = pd.read_csv(tmp_path / "g" / "results" / "precision.csv")
+    # 2 items: 60 trials + 2 first turns scored; this random model's verdicts lie within 0.5 of a tie
+    assert prec["tie_guard"].item() == 0.5 and 0 < prec["tie_guarded"].item() <= 62
+
+
 def test_planted_deviation_warns_in_log_and_report(tiny_models, tmp_path, caplog, monkeypatch):
     import interp.runner.scoring as scoring
 
     real = scoring.score_options
 
-    def noisy(lm, *args, **kw):  # the float32 reference (busy audit) gets noise of ~0.5 nats
+    def noisy(lm, *args, **kw):  # the float32 reference (a model re-scoring) gets noise of ~0.5 nats
         out = real(lm, *args, **kw)
-        from interp.runner.precision import _active
+        from interp.runner.precision import _busy
 
-        if any(a.busy for a in _active.values()):
+        if _busy:
             rng = np.random.default_rng(0)
             out.logp = out.logp + rng.normal(0, 0.5, out.logp.shape)
         return out

@@ -236,12 +236,9 @@ def make_medium(model: torch.nn.Module) -> int:
 # `--dtype mixed-bf16-medium`: float32-medium, except that the MLP's input projections (gate and
 # up, or their fused / single form: gate_up_proj, c_fc, dense_h_to_4h) take bf16 operands. They
 # are half of a block's FLOPs; their outputs pass through the activation and the gate's product
-# before the down projection, and rounding them moved verdicts least of the splits tried in one
-# ad-hoc run on SmolLM2-135M-Instruct (1240 bank prompts against float32, one run each, script not
-# kept): these two in bf16 1.85x float32, verdict |dP| mean 0.0017 / max 0.019, 1 flip (a prompt
-# 0.0007 from a tie); the whole MLP in bf16 max 0.022, 4 flips; every matmul but the keys
-# (mixed-bf16) max 0.037, 2 flips; float32-medium 1.48x, max 1e-5. Not yet in BENCHMARKS.md:
-# `python bench/bench_precisions.py` measures it.
+# before the down projection, and rounding them moved verdicts least of the splits tried (ad-hoc,
+# one run each: the whole MLP in bf16 max |dP| 0.022, 4 flips; every matmul but the keys max 0.037).
+# Measured at bank size: BENCHMARKS.md, "Precisions" (`python bench/bench_precisions.py`).
 MLP_PARENTS = ("mlp", "feed_forward", "ffn")
 
 

@@ -16,6 +16,9 @@ VariantMode = Literal["exact", "space", "space_case"]
 # (interp.runner.generate)
 SAMPLER = "tree-batched-v2"
 
+# ScoringConfig.tie_guard's default; why 0.1 and what it guarantees: interp.runner.precision
+TIE_GUARD = 0.1
+
 
 @dataclass(frozen=True, kw_only=True)
 class ScoringConfig:
@@ -33,12 +36,25 @@ class ScoringConfig:
     variants: VariantMode = "space_case"
     capture_all_positions: bool = False
     progress: bool = False
+    # numbers-changing in a switchable reduced precision only (then part of the unit identity,
+    # sweeps.plan.settings_hash); float32 ignores it. Why 0.1: interp.runner.precision.TIE_GUARD
+    tie_guard: float = opt(
+        TIE_GUARD,
+        "mixed-bf16, float32-medium, mixed-bf16-medium: re-score in float32 every prompt whose top two choices "
+        "lie closer than this in probability, so that no verdict flips (0: off)",
+    )
     # speed only, like batch_size: not in the unit identity
     packed: bool = opt(
         True,
         "packed forwards where the model supports them (no Linear computes padding); --no-packed: always padded",
         flag="--packed/--no-packed",
     )
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.tie_guard < 1:
+            from interp.core.errors import ConfigError
+
+            raise ConfigError(f"--tie-guard must be in [0, 1) (a probability margin; got {self.tie_guard!r})")
 
     def engine(self) -> "EngineConfig":
         from interp.runner.engine import EngineConfig  # torch: only when scoring actually runs

@@ -21,11 +21,26 @@ import pandas as pd
 
 from analyses.precision import SAMPLE_COLUMNS
 from interp.loading import LoadedModel
+from interp.runner.options import TIE_GUARD  # the guard's default, kept torch-free there
 
 FRACTION = 0.02
 MIN_N = 32
+# The tie guard (`ScoringConfig.tie_guard`, default TIE_GUARD = 0.1): in a precision whose model
+# can switch to float32 in place (mixed-bf16, float32-medium, mixed-bf16-medium), every prompt
+# whose choices lie closer than this in probability (top choice minus runner-up, after the
+# reduced-precision pass) is scored again in float32, and those numbers are kept. Why it removes
+# the flips: if the reduced argmax i differs from float32's j, then
+# P_i - P_j <= (P_i - P32_i) + (P32_j - P_j) <= 2 max|dP|, so a prompt whose reduced margin is at
+# least 2 max|dP| cannot have flipped: 0.1 covers every prompt while max|dP| < 0.05. Bank workload
+# (BENCHMARKS.md "Precisions", 1240 prompts): unguarded max|dP| mixed-bf16-medium 0.019,
+# mixed-bf16 0.037, each with flips on prompts 0.0004-0.0007 from a tie; guarded at 0.1 no flip,
+# 18 prompts re-scored, mixed-bf16-medium 25.0 s against 22.2 s unguarded (median of 3; float32
+# 50.8 s). The precision audit shows whether the premise held: its max |dP| (guarded prompts are
+# float32 there) is held to the bound 0.02 < 0.05. Plain bfloat16 / float16 are not guarded (they
+# would need a second, float32 copy of the checkpoint in memory).
 
 _active: dict[int, "PrecisionAudit"] = {}  # id(lm.backend) -> audit
+_busy: set[int] = set()  # id(lm.backend) of models re-scoring in float32 right now
 
 
 @dataclass
@@ -36,7 +51,8 @@ class PrecisionAudit:
     min_n: int = MIN_N
     calls: int = 0
     rows: list[tuple] = field(default_factory=list)
-    busy: bool = False  # re-scoring: the reference's own calls are not sampled
+    guarded: int = 0  # prompts the tie guard re-scored in float32 (scoring.score_options)
+    option_prompts: int = 0  # prompts scored by score_options in all
 
     def sample(self, n: int) -> np.ndarray:
         k = min(n, max(self.min_n, math.ceil(self.fraction * n)))
@@ -47,26 +63,19 @@ class PrecisionAudit:
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=list(SAMPLE_COLUMNS))
 
-    @contextlib.contextmanager
-    def reference(self) -> Iterator[tuple[LoadedModel, bool]]:
-        """(float32 model, whether it is this very model: hooks such as steering apply too)."""
-        model = getattr(self.lm.backend, "precision_model", None)
-        if model is not None and getattr(model, "_interp_mixed_state", None) is not None:
-            from interp.runner.mixed import full_precision
-
-            with full_precision(model):
-                yield self.lm, True
-            return
-        yield _float32_copy(self.lm), False
+    def reference(self) -> contextlib.AbstractContextManager[tuple[LoadedModel, bool]]:
+        return float32_reference(self.lm)
 
     # `score` is the scoring function that called (scoring.score_options / score_continuations):
     # passed in so that this module never imports scoring, which imports it (no import circle)
-    def options(self, prompts, options, logp: np.ndarray, cfg, hooks, score) -> None:
+    def options(self, prompts, options, logp: np.ndarray, cfg, hooks, score, guarded: int = 0) -> None:
+        self.guarded += int(guarded)
+        self.option_prompts += len(prompts)
         idx = self.sample(len(prompts))
         call = self.calls - 1
         if not len(idx):
             return
-        with self._rescoring(), self.reference() as (ref, same):
+        with rescoring(self.lm), self.reference() as (ref, same):
             if hooks is not None and not same:
                 return  # a steered run against an unsteered copy would measure the steering
             ref_logp = score(
@@ -82,7 +91,7 @@ class PrecisionAudit:
         if not len(idx):
             return
         starts = np.cumsum([0] + [len(c) for _, c in items])
-        with self._rescoring(), self.reference() as (ref, same):
+        with rescoring(self.lm), self.reference() as (ref, same):
             if hooks is not None and not same:
                 return
             ref_sum = score(ref, [items[i] for i in idx], cfg=_plain(cfg), hooks=hooks if same else None).sum_logp
@@ -92,18 +101,36 @@ class PrecisionAudit:
                 self.rows.append((call, "continuations", int(i), k, float(sum_logp[starts[i] + k]), float(ref_sum[j])))
                 j += 1
 
-    @contextlib.contextmanager
-    def _rescoring(self):
-        self.busy = True
-        try:
-            yield
-        finally:
-            self.busy = False
-
 
 def _plain(cfg):
     """The same scoring, without residual capture or a progress bar (speed only, never numbers)."""
     return replace(cfg, capture_all_positions=False, progress=False)
+
+
+@contextlib.contextmanager
+def rescoring(lm: LoadedModel) -> Iterator[None]:
+    """While `lm` re-scores in float32 (audit or tie guard), its calls are neither sampled nor guarded."""
+    key = id(lm.backend)
+    _busy.add(key)
+    try:
+        yield
+    finally:
+        _busy.discard(key)
+
+
+@contextlib.contextmanager
+def float32_reference(lm: LoadedModel) -> Iterator[tuple[LoadedModel, bool]]:
+    """(float32 model, whether it is this very model: hooks such as steering apply too). A model
+    with switchable copies (mixed-bf16*, float32-medium) is switched to float32 for the block; a
+    plain bfloat16 / float16 model gets its checkpoint loaded again in float32 (kept)."""
+    model = getattr(lm.backend, "precision_model", None)
+    if model is not None and getattr(model, "_interp_mixed_state", None) is not None:
+        from interp.runner.mixed import full_precision
+
+        with full_precision(model):
+            yield lm, True
+        return
+    yield _float32_copy(lm), False
 
 
 def _float32_copy(lm: LoadedModel) -> LoadedModel:
@@ -143,9 +170,38 @@ def precision_audit(
             _active[key] = before
 
 
+def guard_ties(
+    lm: LoadedModel, prompts, options, logp: np.ndarray, resid: dict, layers, cfg, hooks, score
+) -> np.ndarray:
+    """Re-score in float32 the prompts within `cfg.tie_guard` of a tie (see TIE_GUARD), writing
+    their log-probs into `logp` and their residuals into `resid` in place; returns their indices
+    (empty where the precision is float32, not switchable, or the guard is 0)."""
+    none = np.zeros(0, dtype=int)
+    model = getattr(lm.backend, "precision_model", None)
+    if not cfg.tie_guard or model is None or getattr(model, "_interp_mixed_state", None) is None:
+        return none
+    if id(lm.backend) in _busy or not len(logp):
+        return none
+    p = np.exp(logp - logp.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    top2 = np.sort(p, axis=1)[:, -2:]
+    idx = np.flatnonzero(top2[:, 1] - top2[:, 0] < cfg.tie_guard)
+    if not len(idx):
+        return idx
+    with rescoring(lm), float32_reference(lm) as (ref, _):
+        out = score(
+            ref, [prompts[i] for i in idx], options, layers=layers, cfg=replace(cfg, progress=False), hooks=hooks
+        )
+    logp[idx] = out.logp
+    for layer, values in resid.items():
+        for r, i in enumerate(idx):
+            values[i] = out.resid[layer][r]
+    return idx
+
+
 def active_audit(lm: LoadedModel) -> PrecisionAudit | None:
     audit = _active.get(id(lm.backend))
-    return None if audit is None or audit.busy else audit
+    return None if audit is None or id(lm.backend) in _busy else audit
 
 
 def audited(lm: LoadedModel, dtype: str | None = None, **kw) -> contextlib.AbstractContextManager:
@@ -155,4 +211,14 @@ def audited(lm: LoadedModel, dtype: str | None = None, **kw) -> contextlib.Abstr
     return precision_audit(lm, **kw) if is_reduced(dtype or lm.dtype) else contextlib.nullcontext()
 
 
-__all__: Sequence[str] = ("PrecisionAudit", "precision_audit", "active_audit", "audited", "FRACTION", "MIN_N")
+__all__: Sequence[str] = (
+    "PrecisionAudit",
+    "precision_audit",
+    "active_audit",
+    "audited",
+    "float32_reference",
+    "guard_ties",
+    "FRACTION",
+    "MIN_N",
+    "TIE_GUARD",
+)

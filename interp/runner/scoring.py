@@ -18,7 +18,7 @@ from scipy.special import logsumexp
 from interp.errors import ConfigError
 from interp.loading import LoadedModel
 from interp.runner.engine import Engine, HookContext, Seq
-from interp.runner.precision import active_audit
+from interp.runner.precision import active_audit, guard_ties
 from interp.runner.options import ScoringConfig, VariantMode  # noqa: F401  (re-exported)
 
 
@@ -99,6 +99,9 @@ class OptionScores:
     probs: np.ndarray  # [N, K], sums to 1 over the options
     resid: dict[int, np.ndarray] = field(default_factory=dict)  # layer -> [N, d] (or list of [T, d])
     n_tokens: np.ndarray | None = None  # prompt length in tokens
+    # prompts whose numbers (log-probs, residuals) are float32's: a reduced precision's near-ties
+    # re-scored by the tie guard (interp.runner.precision.TIE_GUARD); empty otherwise
+    tie_guarded: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
 
 
 @dataclass
@@ -232,14 +235,16 @@ def score_options(
                 else:
                     vals.append(float(res.logp[read][target_pos]))
             logp[n, k] = logsumexp(vals)
-    probs = np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
     resid = _stack(results, layers, base_of) if layers and not cfg.capture_all_positions else {}
     if layers and cfg.capture_all_positions:
         resid = {layer: [results[i].resid[layer] for i in base_of] for layer in layers}
+    # a switchable reduced precision: near-ties scored again in float32 (interp.runner.precision.TIE_GUARD)
+    guarded = guard_ties(lm, prompts, options, logp, resid, layers, cfg, hooks, score_options)
+    probs = np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
     audit = active_audit(lm)
     if audit is not None:  # a reduced-precision run: re-score a sample in float32 (interp.runner.precision)
-        audit.options(prompts, options, logp, cfg, hooks, score_options)
-    return OptionScores(logp=logp, probs=probs, resid=resid, n_tokens=n_tokens)
+        audit.options(prompts, options, logp, cfg, hooks, score_options, guarded=len(guarded))
+    return OptionScores(logp=logp, probs=probs, resid=resid, n_tokens=n_tokens, tie_guarded=guarded)
 
 
 def score_continuations(
