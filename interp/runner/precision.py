@@ -123,14 +123,19 @@ def float32_reference(lm: LoadedModel) -> Iterator[tuple[LoadedModel, bool]]:
     """(float32 model, whether it is this very model: hooks such as steering apply too). A model
     with switchable copies (mixed-bf16*, float32-medium) is switched to float32 for the block; a
     plain bfloat16 / float16 model gets its checkpoint loaded again in float32 (kept)."""
-    model = getattr(lm.backend, "precision_model", None)
-    if model is not None and getattr(model, "_interp_mixed_state", None) is not None:
+    if _switchable(lm):
         from interp.runner.mixed import full_precision
 
-        with full_precision(model):
+        with full_precision(lm.backend.precision_model):
             yield lm, True
         return
     yield _float32_copy(lm), False
+
+
+def _switchable(lm: LoadedModel) -> bool:
+    """The model has reduced-precision copies that `full_precision` switches off (interp.runner.mixed)."""
+    model = getattr(lm.backend, "precision_model", None)
+    return model is not None and getattr(model, "_interp_mixed_state", None) is not None
 
 
 def _float32_copy(lm: LoadedModel) -> LoadedModel:
@@ -176,12 +181,8 @@ def guard_ties(
     """Re-score in float32 the prompts within `cfg.tie_guard` of a tie (see TIE_GUARD), writing
     their log-probs into `logp` and their residuals into `resid` in place; returns their indices
     (empty where the precision is float32, not switchable, or the guard is 0)."""
-    none = np.zeros(0, dtype=int)
-    model = getattr(lm.backend, "precision_model", None)
-    if not cfg.tie_guard or model is None or getattr(model, "_interp_mixed_state", None) is None:
-        return none
-    if id(lm.backend) in _busy or not len(logp):
-        return none
+    if not cfg.tie_guard or not len(logp) or id(lm.backend) in _busy or not _switchable(lm):
+        return np.zeros(0, dtype=int)
     p = np.exp(logp - logp.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
     top2 = np.sort(p, axis=1)[:, -2:]
