@@ -96,7 +96,7 @@ def main() -> None:
         "probability moves by more than half of float32's margin |P(verdict) - P(other)|; the smallest margins "
         f"on this workload: {', '.join(f'{m:.1g}' for m in res['precision'][DTYPES[1]]['smallest_margins'])}, so "
         "unguarded, 'no flip' asks a reduced precision to move those prompts by less than that. The tie guard "
-        "(`--tie-guard`, default 0.1) re-scores in float32 every prompt whose reduced-precision margin is below "
+        "(`--tie-guard`, default 0.05) re-scores in float32 every prompt whose reduced-precision margin is below "
         "it; its time is in the row's time.",
         "rerun": f"python bench/bench_precisions.py --threads {args.threads} --repeats {args.repeats} --items {args.items}",
         "tables": [

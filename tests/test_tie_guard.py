@@ -131,7 +131,10 @@ def test_tie_guard_is_validated_and_in_the_identity_of_switchable_precisions_onl
     from interp.studies.base import RunConfig
     from sweeps.plan import plan_units
 
-    assert TIE_GUARD == ScoringConfig().tie_guard == 0.1
+    from analyses.precision import BOUNDS
+
+    # a unit within the audit's bound (max |dP| <= 0.02) cannot have a flip outside the guard
+    assert TIE_GUARD == ScoringConfig().tie_guard > 2 * BOUNDS["max_abs_dp"]
     for bad in (-0.1, 1.0):
         with pytest.raises(ConfigError, match="tie-guard"):
             ScoringConfig(tie_guard=bad)

@@ -16,8 +16,8 @@ VariantMode = Literal["exact", "space", "space_case"]
 # (interp.runner.generate)
 SAMPLER = "tree-batched-v2"
 
-# ScoringConfig.tie_guard's default; why 0.1 and what it guarantees: interp.runner.precision
-TIE_GUARD = 0.1
+# ScoringConfig.tie_guard's default; why 0.05 and what it guarantees: interp.runner.precision
+TIE_GUARD = 0.05
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,7 +37,7 @@ class ScoringConfig:
     capture_all_positions: bool = False
     progress: bool = False
     # numbers-changing in a switchable reduced precision only (then part of the unit identity,
-    # sweeps.plan.settings_hash); float32 ignores it. Why 0.1: interp.runner.precision.TIE_GUARD
+    # sweeps.plan.settings_hash); float32 ignores it. Why 0.05: interp.runner.precision.TIE_GUARD
     tie_guard: float = opt(
         TIE_GUARD,
         "mixed-bf16, float32-medium, mixed-bf16-medium: re-score in float32 every prompt whose top two choices "

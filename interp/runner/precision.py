@@ -25,19 +25,21 @@ from interp.runner.options import TIE_GUARD  # the guard's default, kept torch-f
 
 FRACTION = 0.02
 MIN_N = 32
-# The tie guard (`ScoringConfig.tie_guard`, default TIE_GUARD = 0.1): in a precision whose model
+# The tie guard (`ScoringConfig.tie_guard`, default TIE_GUARD = 0.05): in a precision whose model
 # can switch to float32 in place (mixed-bf16, float32-medium, mixed-bf16-medium), every prompt
 # whose choices lie closer than this in probability (top choice minus runner-up, after the
 # reduced-precision pass) is scored again in float32, and those numbers are kept. Why it removes
 # the flips: if the reduced argmax i differs from float32's j, then
 # P_i - P_j <= (P_i - P32_i) + (P32_j - P_j) <= 2 max|dP|, so a prompt whose reduced margin is at
-# least 2 max|dP| cannot have flipped: 0.1 covers every prompt while max|dP| < 0.05. Bank workload
-# (BENCHMARKS.md "Precisions", 1240 prompts): unguarded max|dP| mixed-bf16-medium 0.019,
-# mixed-bf16 0.037, each with flips on prompts 0.0004-0.0007 from a tie; guarded at 0.1 no flip,
-# 18 prompts re-scored, mixed-bf16-medium 25.0 s against 22.2 s unguarded (median of 3; float32
-# 50.8 s). The precision audit shows whether the premise held: its max |dP| (guarded prompts are
-# float32 there) is held to the bound 0.02 < 0.05. Plain bfloat16 / float16 are not guarded (they
-# would need a second, float32 copy of the checkpoint in memory).
+# least 2 max|dP| cannot have flipped. 0.05 covers every prompt while max|dP| < 0.025, which the
+# precision audit's bound (max |dP| <= 0.02, analyses.precision.BOUNDS) implies: a unit within
+# the bounds has no flipped verdict, sampled or not, as far as the sample's max stands for all.
+# The guard's cost is a float32 pass over its prompts without the tree's sharing of other
+# prompts' prefixes (bank workload, mixed-bf16-medium: 9 prompts of 1240, about 2 s against 29 s
+# for the whole call; at 0.1, 18 prompts and 3 s). Unguarded on the bank workload (BENCHMARKS.md
+# "Precisions"): max|dP| mixed-bf16-medium 0.019, mixed-bf16 0.037, each with flips on prompts
+# 0.0004-0.0007 from a tie. Plain bfloat16 / float16 are not guarded (they would need a second,
+# float32 copy of the checkpoint in memory).
 
 _active: dict[int, "PrecisionAudit"] = {}  # id(lm.backend) -> audit
 _busy: set[int] = set()  # id(lm.backend) of models re-scoring in float32 right now
