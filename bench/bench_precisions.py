@@ -38,7 +38,7 @@ def main() -> None:
     start_load = common.loadavg()
 
     import interp
-    from interp.devices import SWITCHABLE
+    from interp.devices import tie_guard_in_force
     from interp.runner.scoring import ScoringConfig, score_options
 
     path = common.model_path(args.model)
@@ -64,7 +64,7 @@ def main() -> None:
             k: {
                 **precision(outs[k], f32),
                 "dtype": runs[k][0],
-                "tie_guard": runs[k][1].tie_guard if runs[k][0] in SWITCHABLE else 0.0,
+                "tie_guard": tie_guard_in_force(runs[k][0], runs[k][1].tie_guard),
                 "tie_guarded": int(len(outs[k].tie_guarded)),
             }
             for k in labels

@@ -21,6 +21,13 @@ DTYPES: dict[str, torch.dtype] = {
 # reduced precisions whose model keeps float32 weights and switches to float32 in place: the
 # precision audit's reference is the same model, and the tie guard (ScoringConfig.tie_guard) applies
 SWITCHABLE: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d == torch.float32 and n != "float32")
+
+
+def tie_guard_in_force(dtype: str, tie_guard: float) -> float:
+    """The tie guard a run at `dtype` applies: `tie_guard` where the precision is switchable, else 0."""
+    return tie_guard if dtype in SWITCHABLE else 0.0
+
+
 # mixed names -> the dtype of their matmul operands
 MIXED: dict[str, torch.dtype] = {"mixed-bf16": torch.bfloat16, "mixed-bf16-medium": torch.bfloat16}
 

@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 from tqdm.auto import tqdm
 
 from cache.store import CONTENT_ATTR, MODE_ATTR, Store
-from interp.devices import SWITCHABLE
+from interp.devices import tie_guard_in_force
 from interp.core.errors import CheckpointError, ConfigError, InterpError
 from interp.core.registry import Registry
 from interp.studies import get_study
@@ -111,7 +111,7 @@ def run_checkpoint_units(
             payload.tables[PRECISION_TABLE] = audit.table()
             # the tie guard in force and how many prompts it re-scored in float32 (precision.csv)
             guard = {
-                "tie_guard": cfg.scoring.tie_guard if lm.dtype in SWITCHABLE else 0.0,
+                "tie_guard": tie_guard_in_force(lm.dtype, cfg.scoring.tie_guard),
                 "tie_guarded": audit.guarded,
             }
         for df in payload.tables.values():

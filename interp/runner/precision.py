@@ -65,9 +65,6 @@ class PrecisionAudit:
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=list(SAMPLE_COLUMNS))
 
-    def reference(self) -> contextlib.AbstractContextManager[tuple[LoadedModel, bool]]:
-        return float32_reference(self.lm)
-
     # `score` is the scoring function that called (scoring.score_options / score_continuations):
     # passed in so that this module never imports scoring, which imports it (no import circle)
     def options(self, prompts, options, logp: np.ndarray, cfg, hooks, score, guarded: int = 0) -> None:
@@ -77,7 +74,7 @@ class PrecisionAudit:
         call = self.calls - 1
         if not len(idx):
             return
-        with rescoring(self.lm), self.reference() as (ref, same):
+        with rescoring(self.lm), float32_reference(self.lm) as (ref, same):
             if hooks is not None and not same:
                 return  # a steered run against an unsteered copy would measure the steering
             ref_logp = score(
@@ -93,7 +90,7 @@ class PrecisionAudit:
         if not len(idx):
             return
         starts = np.cumsum([0] + [len(c) for _, c in items])
-        with rescoring(self.lm), self.reference() as (ref, same):
+        with rescoring(self.lm), float32_reference(self.lm) as (ref, same):
             if hooks is not None and not same:
                 return
             ref_sum = score(ref, [items[i] for i in idx], cfg=_plain(cfg), hooks=hooks if same else None).sum_logp
