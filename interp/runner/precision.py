@@ -35,8 +35,8 @@ MIN_N = 32
 # precision audit's bound (max |dP| <= 0.02, analyses.precision.BOUNDS) implies: a unit within
 # the bounds has no flipped verdict, sampled or not, as far as the sample's max stands for all.
 # The guard's cost is a float32 pass over its prompts without the tree's sharing of other
-# prompts' prefixes (bank workload, mixed-bf16-medium: 9 prompts of 1240, about 2 s against 29 s
-# for the whole call; at 0.1, 18 prompts and 3 s). Unguarded on the bank workload (BENCHMARKS.md
+# prompts' prefixes (bank workload, mixed-bf16-medium, timed ad hoc inside score_options: 9 prompts
+# of 1240, 1.6-1.8 s of a 26-33 s call; at 0.1, 18 prompts and 3 s). Unguarded on the bank workload (BENCHMARKS.md
 # "Precisions"): max|dP| mixed-bf16-medium 0.019, mixed-bf16 0.037, each with flips on prompts
 # 0.0004-0.0007 from a tie. Plain bfloat16 / float16 are not guarded (they would need a second,
 # float32 copy of the checkpoint in memory).
