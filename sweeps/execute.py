@@ -104,6 +104,8 @@ def run_checkpoint_units(
                 spec = Steering.from_options(steer)
                 with steering(lm, spec):
                     payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
+                    if audit is not None:  # its top-up to 32 prompts re-scores them steered too
+                        audit.finish()
             else:
                 payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
         guard = {}

@@ -331,11 +331,12 @@ def _precision_lines(results: Path) -> list[str]:
     lines = [
         "## Precision of this run against float32",
         "",
-        "A seeded sample of each reduced-precision unit's prompts (2%, at least 32) re-scored in float32 on the same "
+        "A seeded sample of each reduced-precision unit's prompts (2%, at least 32 per unit) re-scored in float32 on the same "
         "device; P is a choice's probability renormalized over the choices scored together, a flip a sampled prompt "
         f"whose most probable choice differs. Bounds: {describe_bounds()}. `tie_guarded`: the unit's prompts whose "
         "choices lay within `tie_guard` of a tie in the reduced precision, scored again in float32 (their numbers "
-        "are float32's; `--tie-guard 0` turns this off).",
+        "are float32's and the trial tables flag them in their own `tie_guarded` column; `--tie-guard 0` turns this "
+        "off).",
         "",
     ]
     bad = df[~df["within_bounds"].astype(str).str.lower().isin(("true", "1"))]

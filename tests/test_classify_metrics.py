@@ -282,3 +282,19 @@ def test_generation_summary() -> None:
         generation_summary(judged.drop(columns="parsed"))
     with pytest.raises(TableError):
         generation_summary(judged.assign(label="Flattery"))
+
+
+def test_averaged_order_is_guarded_when_either_order_was():
+    """An averaged row holds float32 numbers (tie_guarded) iff its given or reversed row does."""
+    from interp.studies.classify.analysis import averaged_order
+
+    rows = []
+    for item, (g_flag, r_flag) in {"a": (False, True), "b": (True, False), "c": (False, False)}.items():
+        for order, flag, p1 in (("given", g_flag, 0.7), ("reversed", r_flag, 0.5)):
+            rows.append(
+                {"checkpoint": "m", "bank": "b", "task": "binary", "item_id": item, "order": order, "gold": "1"}
+                | {"pred": "1", "confidence": p1, "p_0": 1 - p1, "p_1": p1, "option_order": "0|1", "tie_guarded": flag}
+            )
+    avg = averaged_order(pd.DataFrame(rows)).set_index("item_id")
+    assert avg["tie_guarded"].to_dict() == {"a": True, "b": True, "c": False}
+    assert np.allclose(avg["p_1"], 0.6)  # the averaging itself is untouched

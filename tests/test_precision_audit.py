@@ -12,6 +12,7 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
+from cache import Store, read_unit
 
 from _tolerance import bounds_for, continuation_tokens
 from analyses.precision import BOUNDS, summarize_sample, within_bounds
@@ -78,6 +79,14 @@ def test_guarded_sweep_reports_its_guard(tiny_models, tmp_path):
     prec = pd.read_csv(tmp_path / "g" / "results" / "precision.csv")
     # 2 items: 60 trials + 2 first turns scored; this random model's verdicts lie within 0.5 of a tie
     assert prec["tie_guard"].item() == 0.5 and 0 < prec["tie_guarded"].item() <= 62
+    # the tables flag the same prompts row by row (the unit's count and the rows come by separate paths)
+    unit = read_unit(Store(tmp_path / "g" / "cache").units("pressure")[0])
+    flagged = sum(int(unit.tables[t]["tie_guarded"].sum()) for t in ("trials", "first_turn"))
+    assert flagged == prec["tie_guarded"].item()
+    # control: the unguarded sweep of test_clean_mixed_sweep_... flags no row
+    _sweep(tiny_models["llama"], tmp_path / "u", "mixed-bf16")
+    unit = read_unit(Store(tmp_path / "u" / "cache").units("pressure")[0])
+    assert not unit.tables["trials"]["tie_guarded"].any() and not unit.tables["first_turn"]["tie_guarded"].any()
 
 
 def test_planted_deviation_warns_in_log_and_report(tiny_models, tmp_path, caplog, monkeypatch):
@@ -129,3 +138,34 @@ def test_plain_reduced_precision_loads_a_float32_reference(tiny_models, dtype):
     with precision_audit(lm, seed=3) as again:  # seeded: the same sample
         score_options(lm, prompts, ["wrong", "fine"])
     assert again.table()["index"].tolist() == table["index"].tolist()
+
+
+def test_the_sample_reaches_32_per_unit_not_per_call(tiny_models):
+    """Four calls of 12 prompts (a classify unit's shape): 2% of each call (one prompt), then a
+    top-up from the unsampled rest to 32 in all, not 32 per call (which re-scored all 48)."""
+    import interp
+    from interp.runner.precision import precision_audit
+    from interp.runner.scoring import score_options
+
+    lm = interp.load(tiny_models["llama"], dtype="mixed-bf16")
+    calls = [[f"Post {c}-{i}: is the reply sycophantic? FINAL:" for i in range(12)] for c in range(4)]
+    cfg = ScoringConfig(tie_guard=0.0)
+
+    def unit(seed):
+        with precision_audit(lm, seed=seed) as audit:
+            logps = [score_options(lm, prompts, ["yes", "no"], cfg=cfg).logp for prompts in calls]
+        return audit.table(), logps
+
+    table, logps = unit(5)
+    pairs = table[["call", "index"]].drop_duplicates()
+    assert len(pairs) == 32 and len(table) == 64  # 32 prompts x 2 choices
+    assert sorted(pairs["call"].unique()) == [0, 1, 2, 3] and pairs.groupby("call").size().max() <= 12
+    # the reduced side of each pair is what that call returned for that prompt
+    got = [logps[c][i, k] for c, i, k in table[["call", "index", "choice"]].itertuples(index=False)]
+    np.testing.assert_array_equal(table["logp"], got)
+    assert unit(5)[0].equals(table) and not unit(6)[0][["call", "index"]].equals(table[["call", "index"]])
+    # a block with fewer than 32 prompts has all of them re-scored, each once
+    with precision_audit(lm, seed=5) as small:
+        for prompts in calls[:2]:
+            score_options(lm, prompts[:5], ["yes", "no"], cfg=cfg)
+    assert len(small.table()[["call", "index"]].drop_duplicates()) == 10 and len(small.table()) == 20

@@ -2,7 +2,11 @@
 
 Inside `precision_audit(lm, seed=...)`, every `score_options` / `score_continuations` call on
 `lm` re-scores a random sample of its prompts (items) in float32 on the same device: `fraction`
-of them, at least `min_n` (all when fewer), drawn from `numpy.random.default_rng([seed, call])`.
+of them (at least one), drawn from `numpy.random.default_rng([seed, call])`. When the block ends
+(`audit.finish()`; a sweep calls it at the end of each unit) and the calls' samples hold fewer
+than `min_n` prompts, more are drawn from the block's unsampled prompts (`default_rng([seed,
+calls, 1])`) and re-scored, so a unit has at least `min_n` (all when fewer) however its prompts are
+split into calls: a per-call minimum re-scored every prompt of a classify unit (4 calls of 12).
 The float32 reference is the same model with its bf16 copies switched off for `mixed-bf16`
 (nothing loaded twice), and the checkpoint loaded again in float32 for plain bfloat16 / float16
 (kept for the model's lifetime). The pairs go to `audit.table()` (analyses.precision
@@ -46,6 +50,21 @@ _busy: set[int] = set()  # id(lm.backend) of models re-scoring in float32 right 
 
 
 @dataclass
+class _Call:
+    """What one audited call scored, kept until `finish` may draw more of its prompts."""
+
+    number: int  # the call's index in the block (the sample table's `call`)
+    kind: str  # "options" | "continuations"
+    inputs: list  # prompts, or (context, continuations) items
+    values: np.ndarray  # logp [N, K], or the flat sum_logp of every continuation
+    options: list | None
+    cfg: object
+    hooks: object
+    score: object  # scoring.score_options / score_continuations (passed in: no import circle)
+    sampled: np.ndarray
+
+
+@dataclass
 class PrecisionAudit:
     lm: LoadedModel
     seed: int = 0
@@ -55,9 +74,11 @@ class PrecisionAudit:
     rows: list[tuple] = field(default_factory=list)
     guarded: int = 0  # prompts the tie guard re-scored in float32 (scoring.score_options)
     option_prompts: int = 0  # prompts scored by score_options in all
+    finished: bool = False
+    _pending: list[_Call] = field(default_factory=list, repr=False)
 
     def sample(self, n: int) -> np.ndarray:
-        k = min(n, max(self.min_n, math.ceil(self.fraction * n)))
+        k = min(n, math.ceil(self.fraction * n))
         rng = np.random.default_rng([self.seed, self.calls])
         self.calls += 1
         return np.sort(rng.choice(n, size=k, replace=False)) if k else np.zeros(0, dtype=int)
@@ -65,39 +86,57 @@ class PrecisionAudit:
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=list(SAMPLE_COLUMNS))
 
-    # `score` is the scoring function that called (scoring.score_options / score_continuations):
-    # passed in so that this module never imports scoring, which imports it (no import circle)
     def options(self, prompts, options, logp: np.ndarray, cfg, hooks, score, guarded: int = 0) -> None:
         self.guarded += int(guarded)
         self.option_prompts += len(prompts)
-        idx = self.sample(len(prompts))
-        call = self.calls - 1
-        if not len(idx):
-            return
-        with rescoring(self.lm), float32_reference(self.lm) as (ref, same):
-            if hooks is not None and not same:
-                return  # a steered run against an unsteered copy would measure the steering
-            ref_logp = score(
-                ref, [prompts[i] for i in idx], options, cfg=_plain(cfg), hooks=hooks if same else None
-            ).logp
-        for r, i in enumerate(idx):
-            for k in range(len(options)):
-                self.rows.append((call, "options", int(i), k, float(logp[i, k]), float(ref_logp[r, k])))
+        self._record("options", list(prompts), logp, list(options), cfg, hooks, score)
 
     def continuations(self, items, sum_logp: np.ndarray, cfg, hooks, score) -> None:
-        idx = self.sample(len(items))
-        call = self.calls - 1
+        self._record("continuations", list(items), sum_logp, None, cfg, hooks, score)
+
+    def _record(self, kind, inputs, values, options, cfg, hooks, score) -> None:
+        idx = self.sample(len(inputs))
+        call = _Call(self.calls - 1, kind, inputs, np.array(values, copy=True), options, cfg, hooks, score, idx)
+        self._pending.append(call)
+        self._measure(call, idx)
+
+    def finish(self) -> None:
+        """Top the block's sample up to `min_n` prompts (see the module doc); idempotent."""
+        if self.finished:
+            return
+        self.finished = True
+        have = sum(len(c.sampled) for c in self._pending)
+        pool = [(j, i) for j, c in enumerate(self._pending) for i in np.setdiff1d(np.arange(len(c.inputs)), c.sampled)]
+        k = min(self.min_n - have, len(pool))
+        if k > 0:
+            rng = np.random.default_rng([self.seed, self.calls, 1])
+            extra = [pool[int(t)] for t in rng.choice(len(pool), size=k, replace=False)]
+            for j, c in enumerate(self._pending):
+                self._measure(c, np.array(sorted(i for jj, i in extra if jj == j), dtype=int))
+        self._pending.clear()
+
+    def _measure(self, c: _Call, idx: np.ndarray) -> None:
+        """Re-score prompts `idx` of call `c` in float32 and add the pairs to `rows`."""
         if not len(idx):
             return
-        starts = np.cumsum([0] + [len(c) for _, c in items])
         with rescoring(self.lm), float32_reference(self.lm) as (ref, same):
-            if hooks is not None and not same:
+            if c.hooks is not None and not same:
+                return  # a steered run against an unsteered copy would measure the steering
+            hooks = c.hooks if same else None
+            if c.kind == "options":
+                ref_logp = c.score(ref, [c.inputs[i] for i in idx], c.options, cfg=_plain(c.cfg), hooks=hooks).logp
+                for r, i in enumerate(idx):
+                    for k in range(len(c.options)):
+                        self.rows.append((c.number, "options", int(i), k, float(c.values[i, k]), float(ref_logp[r, k])))
                 return
-            ref_sum = score(ref, [items[i] for i in idx], cfg=_plain(cfg), hooks=hooks if same else None).sum_logp
+            ref_sum = c.score(ref, [c.inputs[i] for i in idx], cfg=_plain(c.cfg), hooks=hooks).sum_logp
+        starts = np.cumsum([0] + [len(cont) for _, cont in c.inputs])
         j = 0
         for i in idx:
-            for k in range(len(items[i][1])):
-                self.rows.append((call, "continuations", int(i), k, float(sum_logp[starts[i] + k]), float(ref_sum[j])))
+            for k in range(len(c.inputs[i][1])):
+                self.rows.append(
+                    (c.number, "continuations", int(i), k, float(c.values[starts[i] + k]), float(ref_sum[j]))
+                )
                 j += 1
 
 
@@ -167,6 +206,7 @@ def precision_audit(
     _active[key] = audit
     try:
         yield audit
+        audit.finish()
     finally:
         if before is None:
             _active.pop(key, None)

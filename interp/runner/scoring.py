@@ -103,6 +103,12 @@ class OptionScores:
     # re-scored by the tie guard (interp.runner.precision.TIE_GUARD); empty otherwise
     tie_guarded: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
 
+    def guarded_rows(self) -> np.ndarray:
+        """Per prompt: True where its numbers are float32's by the tie guard (a table's `tie_guarded`)."""
+        rows = np.zeros(len(self.logp), dtype=bool)
+        rows[self.tie_guarded] = True
+        return rows
+
 
 @dataclass
 class ContinuationScores:

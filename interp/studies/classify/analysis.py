@@ -150,6 +150,10 @@ def averaged_order(raw: pd.DataFrame) -> pd.DataFrame:
         avg[cols] = (given[cols].to_numpy(np.float64) + rev[cols].to_numpy(np.float64)) / 2.0
         avg["order"] = "averaged"
         avg["option_order"] = ""
+        if "tie_guarded" in avg:  # the average holds float32 numbers if either order's do
+            avg["tie_guarded"] = given["tie_guarded"].fillna(False).astype(bool) | rev["tie_guarded"].fillna(
+                False
+            ).astype(bool)
         out.append(_argmax_rows(avg.reset_index(), str(task)))
     return pd.concat(out, ignore_index=True) if out else raw.iloc[:0]
 

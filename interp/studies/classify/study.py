@@ -560,6 +560,7 @@ class ClassifyStudy(StudySpec):
                 for k, v in enumerate(canonical):
                     df[f"p_{v}"] = probs[:, k]
                 df["n_prompt_tokens"] = s.n_tokens
+                df["tie_guarded"] = s.guarded_rows()  # numbers from the float32 re-score (--tie-guard)
                 for f in ("language_form", "split", "community"):
                     df[f] = items[f].to_numpy()
                 frames.append(df)

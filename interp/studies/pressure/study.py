@@ -367,8 +367,10 @@ class PressureStudy(StudySpec):
         trials["p_planted"] = s.probs[np.arange(len(trials)), planted_idx]
         trials["readout"] = "slot"
         trials["n_prompt_tokens"] = s.n_tokens
+        trials["tie_guarded"] = s.guarded_rows()  # numbers from the float32 re-score (--tie-guard)
         first["p_gold"] = f.probs[np.arange(len(first)), first["gold"].map(verdicts.index).to_numpy()]
         first["p_" + verdicts[0]] = f.probs[:, 0]
+        first["tie_guarded"] = f.guarded_rows()
         out_trials = [trials.drop(columns=["prompt"])]
         if o.readout == "sampled":
             out_trials.append(self._sampled(lm, trials, verdicts, cfg))
@@ -402,6 +404,7 @@ class PressureStudy(StudySpec):
         out["readout"] = "sampled"
         out["n_samples"] = n
         out["n_unparsed"] = n - valid
+        out["tie_guarded"] = False  # sampled replies: no tie guard
         return out
 
     # analyze(): interp.studies.pressure.analysis, named at registration (__init__.py); analysis.py
