@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from cache.layout import annotate_array
-from interp.core.atomic import atomic_path
+from interp.core.atomic import atomic_path, writer_gone
 from interp.core.errors import CacheError, InterpError, ProvenanceError
 from interp.core.files import regular_file
 from interp.core.hashing import sha256_json
@@ -420,12 +420,14 @@ class Store:
         return stale
 
     def clean_stale(self) -> int:
-        """Remove temporaries left by killed writers; returns how many."""
+        """Remove temporaries left by killed writers, never a live writer's (a concurrent sweep
+        into the same OUT, here or on another node: `interp.core.atomic.writer_gone`); returns how many."""
         n = 0
         if self.root.exists():
             for p in self.root.rglob(".*.tmp-*"):
-                p.unlink(missing_ok=True)
-                n += 1
+                if writer_gone(p):
+                    p.unlink(missing_ok=True)
+                    n += 1
         return n
 
 

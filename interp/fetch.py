@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from interp.core.atomic import fsync_file as _fsync_path
+from interp.core.atomic import pid_alive as _pid_alive
 from interp.errors import InterpError
 from interp.hashing import sha256_file
 
@@ -262,16 +263,6 @@ def ensure_packages(
 
 def _tmp_dir(dest: Path, name: str) -> Path:
     return dest / f".{name}.tmp-{os.getpid()}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
 
 
 def clean_stale_temp_dirs(dest: Path, name: str, log: Callable[[str], None] = print) -> list[Path]:

@@ -95,6 +95,46 @@ def test_sigkill_mid_write_leaves_no_incomplete_unit(tmp_path):
         assert not list(root.rglob(".*.tmp-*"))
 
 
+def test_clean_stale_keeps_live_writers_temporaries(tmp_path):
+    """A second sweep into the same OUT must not delete the first one's temporaries: a live
+    writer's (this host, pid running; another host, recently touched) stay, a dead one's go."""
+    import os
+
+    from interp.core.atomic import STALE_AGE_S, atomic_path, host_tag, pid_alive, tmp_path_for
+
+    root = tmp_path / "cache"
+    (root / "pressure").mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(done.stdout)
+    assert not pid_alive(dead)
+    here = host_tag()
+    parent = os.getppid()  # a live process on this host: another sweep still writing
+    files = {
+        "live_here": root / "pressure" / f".a.h5.tmp-{parent}-{here}-0a1b2c3d",
+        "dead_here": root / "pressure" / f".b.h5.tmp-{dead}-{here}-0a1b2c3d",
+        "fresh_elsewhere": root / "pressure" / f".c.h5.tmp-{dead}-othernode.cluster-0a1b2c3d",
+        "old_elsewhere": root / "pressure" / f".d.h5.tmp-{dead}-othernode.cluster-0a1b2c3d",
+        "old_format_fresh": root / "pressure" / f".e.h5.tmp-{dead}-0a1b2c3d",
+        "old_format_old": root / "pressure" / f".f.h5.tmp-{dead}-0a1b2c3d",
+    }
+    for p in files.values():
+        p.write_bytes(b"partial")
+    past = time.time() - STALE_AGE_S - 60
+    for k in ("old_elsewhere", "old_format_old"):
+        os.utime(files[k], (past, past))
+    assert Store(root).clean_stale() == 3
+    left = {k for k, p in files.items() if p.exists()}
+    assert left == {"live_here", "fresh_elsewhere", "old_format_fresh"}
+    # this process's own write in progress survives a clean and still lands under its final name
+    target = root / "pressure" / "g.h5"
+    assert tmp_path_for(target).name.startswith(f".g.h5.tmp-{os.getpid()}-{here}-")
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(b"whole")
+        Store(root).clean_stale()
+        assert tmp.exists()
+    assert target.read_bytes() == b"whole"
+
+
 def test_unwritable_destination(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
