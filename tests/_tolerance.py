@@ -27,9 +27,12 @@ class Bounds:
         return self.tokens * self.logp
 
 
-def bounds_for(model_dir: Path, texts: list[str], *, tokens: int = 1, eps: float = EPS["float32"]) -> Bounds:
-    """K = max(width, MLP width, longest text); M = logit range + log V; residual scale = the
-    largest |hidden state| entry; all over `texts` (prompt + continuation as scored)."""
+def bounds_for(
+    model_dir: Path, texts: list[str], *, tokens: int = 1, eps: float = EPS["float32"], min_length: int = 1
+) -> Bounds:
+    """K = max(width, MLP width, longest text, `min_length`); M = logit range + log V; residual
+    scale = the largest |hidden state| entry; all over `texts` (prompt + continuation as scored;
+    `min_length`: the longest scored sequence when `texts` only sample the model's range)."""
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     tok = AutoTokenizer.from_pretrained(model_dir)
     cfg = model.config
@@ -44,7 +47,7 @@ def bounds_for(model_dir: Path, texts: list[str], *, tokens: int = 1, eps: float
         longest = max(longest, ids.shape[1])
     width = cfg.hidden_size
     mlp = getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or 4 * width
-    k = max(width, mlp, longest)
+    k = max(width, mlp, longest, min_length)
     m = logprob_scale_bound(spread, cfg.vocab_size)
     return Bounds(
         logp=logprob_atol(eps, logprob_scale=m, n_layers=cfg.num_hidden_layers, reduction_length=k),
