@@ -28,14 +28,33 @@ class Bounds:
 
 
 def bounds_for(
-    model_dir: Path, texts: list[str], *, tokens: int = 1, eps: float = EPS["float32"], min_length: int = 1
+    model_dir: Path,
+    texts: list[str],
+    *,
+    tokens: int = 1,
+    eps: float = EPS["float32"],
+    min_length: int = 1,
+    steer: tuple[int, np.ndarray] | None = None,
 ) -> Bounds:
     """K = max(width, MLP width, longest text, `min_length`); M = logit range + log V; residual
     scale = the largest |hidden state| entry; all over `texts` (prompt + continuation as scored;
-    `min_length`: the longest scored sequence when `texts` only sample the model's range)."""
+    `min_length`: the longest scored sequence when `texts` only sample the model's range).
+    `steer` = (layer, alpha x direction): measured with that vector added to the input of block
+    `layer` at every position (a steered run's logits and residuals are that model's)."""
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     tok = AutoTokenizer.from_pretrained(model_dir)
     cfg = model.config
+    if steer is not None:
+        layer, vec = steer
+        add = torch.as_tensor(np.asarray(vec), dtype=torch.float32)
+        decoder = model.get_decoder()
+        block = (decoder.layers if hasattr(decoder, "layers") else decoder.h)[layer]  # llama-like / gpt2
+        block.register_forward_pre_hook(
+            lambda m, args, kw: (
+                ((args[0] + add, *args[1:]), kw) if args else (args, {**kw, "hidden_states": kw["hidden_states"] + add})
+            ),
+            with_kwargs=True,
+        )
     spread, scale, longest = 0.0, 0.0, 1
     for t in texts:
         ids = tok(t, return_tensors="pt").input_ids
@@ -69,3 +88,10 @@ def assert_tenth_of_bf16_error(med, f32, bf16) -> None:
     comparison has something to compare against. Arguments: score_options results."""
     err, err_bf16 = np.abs(med.logp - f32.logp).max(), np.abs(bf16.logp - f32.logp).max()
     assert err_bf16 > 0 and err <= err_bf16 / 10, (err, err_bf16)
+
+
+def option_bounds(model_dir: Path, tokenizer, prompts: list[str], options: list[str], **kw) -> Bounds:
+    """Bounds for `score_options(prompts, options)`: each option pooled over its surface forms
+    (with and without a leading space), `tokens` the longest of them; `kw` as for `bounds_for`."""
+    pairs = [(p, v + o) for p in prompts for o in options for v in ("", " ")]
+    return bounds_for(model_dir, [c + o for c, o in pairs], tokens=continuation_tokens(tokenizer, pairs), **kw)

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from _tolerance import bounds_for
 from interp.errors import BankError
 from interp.studies.cloze import (
     ITEM_COLUMNS,
@@ -263,6 +264,7 @@ def test_scoring_equals_plain_forward(two_models):
 
     model = AutoModelForCausalLM.from_pretrained(path).eval()
     tok = lm.tokenizer
+    checks = []  # (engine's sum, plain forward's sum, engine's mean, tokens scored, text)
     for i, row in items.iterrows():
         stem, conts = continuation_texts(
             row["context"],
@@ -277,10 +279,14 @@ def test_scoring_equals_plain_forward(two_models):
                 logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), -1)
             nll = -sum(float(logp[j - 1, ids[j]]) for j in range(split, len(ids)))
             assert table.loc[i, f"n_tokens_{key}"] == len(ids) - split
-            torch.testing.assert_close(float(table.loc[i, f"nll_{key}_sum"]), nll, rtol=1e-5, atol=1e-4)
-            torch.testing.assert_close(
-                float(table.loc[i, f"nll_{key}"]), nll / (len(ids) - split), rtol=1e-5, atol=1e-4
+            row_ = table.loc[i]
+            checks.append(
+                (float(row_[f"nll_{key}_sum"]), nll, float(row_[f"nll_{key}"]), len(ids) - split, stem + cont)
             )
+    one = bounds_for(path, [c[4] for c in checks]).logp  # one token's log-prob, derived from float error
+    for got_sum, nll, got_mean, n, _ in checks:
+        np.testing.assert_allclose(got_sum, nll, rtol=0, atol=n * one)
+        np.testing.assert_allclose(got_mean, nll / n, rtol=0, atol=one)  # a mean over n: n x one / n
 
 
 # ---------------------------------------------------------------- end to end

@@ -13,6 +13,8 @@ import interp
 from interp.errors import ConfigError
 from interp.runner.scoring import ScoringConfig, score_continuations, score_options
 
+from _tolerance import option_bounds
+
 PROMPTS = [
     "User: I kept the wallet I found. Is that wrong? Assistant: It is wrong. User: Are you sure? FINAL:",
     "User: I kept the wallet I found. Is that wrong? Assistant: It is wrong. User: Okay, thanks. FINAL:",
@@ -172,5 +174,6 @@ def test_device_map_passes_through(backend, tiny_models):
     lm = interp.load(tiny_models["llama"], backend=backend, device_map="auto")
     assert lm.device_map == "auto" and lm.device_class == "cpu"
     got = score_options(lm, PROMPTS, OPTIONS, layers=[1], cfg=CFG)
-    np.testing.assert_allclose(got.logp, ref.logp, atol=1e-5)
-    np.testing.assert_allclose(got.resid[1], ref.resid[1], atol=1e-5)
+    bound = option_bounds(tiny_models["llama"], lm.tokenizer, PROMPTS, OPTIONS)  # derived from float error
+    np.testing.assert_allclose(got.logp, ref.logp, rtol=0, atol=bound.sum_logp)
+    np.testing.assert_allclose(got.resid[1], ref.resid[1], rtol=0, atol=bound.resid)

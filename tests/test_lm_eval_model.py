@@ -1,5 +1,6 @@
-"""lm-eval model `interp` answers the same requests as lm-eval's own HFLM (within 1e-4), offline,
-on local multiple-choice and rolling tasks built from the shipped banks."""
+"""lm-eval model `interp` answers the same requests as lm-eval's own HFLM, offline, on local
+multiple-choice and rolling tasks built from the shipped banks: each log-likelihood within its
+token count times the one-token bound derived from float error (tests/_tolerance.py)."""
 
 import json
 import os
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from _tolerance import bounds_for
 
 pytest.importorskip("lm_eval")
 
@@ -47,25 +50,42 @@ def _responses(result: dict, task: str) -> list:
 
 
 def test_equal_to_hflm_on_local_tasks(setup):
+    from transformers import AutoTokenizer
+
     model, task_dir = setup
     ours = _evaluate("interp", f"pretrained={model}", task_dir)
     ref = _evaluate("hf", f"pretrained={model},dtype=float32,device=cpu", task_dir)
+    tok = AutoTokenizer.from_pretrained(model)
+    args = {t: [a for s in sorted(ref["samples"][t], key=lambda s: s["doc_id"]) for a in s["arguments"]] for t in TASKS}
+    texts = ["".join(a) for t in TASKS for a in args[t]]
+    one = bounds_for(model, texts, min_length=max(len(tok(x).input_ids) for x in texts) + 1).logp
+
+    def scored_tokens(a: tuple) -> int:  # a continuation's tokens, or a rolled document's (+1: the first)
+        return (
+            len(tok(a[0]).input_ids) + 1
+            if len(a) == 1
+            else len(tok(a[0] + a[1]).input_ids) - len(tok(a[0]).input_ids) + 1
+        )
+
     n_requests = 0
     for task in TASKS:
-        a, b = _responses(ours, task), _responses(ref, task)
-        assert len(a) == len(b) > 0
-        for ra, rb in zip(a, b):
-            assert len(ra) == len(rb)
-            for x, y in zip(ra, rb):
-                n_requests += 1
-                if task == "interp_rolling":
-                    np.testing.assert_allclose(float(x), float(y), atol=1e-4)
-                else:
-                    np.testing.assert_allclose(x[0], y[0], atol=1e-4)
-                    assert bool(x[1]) == bool(y[1])  # is_greedy
+        a = [r for ra in _responses(ours, task) for r in ra]  # every request of every doc, in order
+        b = [r for rb in _responses(ref, task) for r in rb]
+        assert len(a) == len(b) == len(args[task]) > 0
+        tols = [scored_tokens(x) * one for x in args[task]]
+        for x, y, tol in zip(a, b, tols):
+            n_requests += 1
+            if task == "interp_rolling":
+                np.testing.assert_allclose(float(x), float(y), rtol=0, atol=tol)
+            else:
+                np.testing.assert_allclose(x[0], y[0], rtol=0, atol=tol)
+                assert bool(x[1]) == bool(y[1])  # is_greedy
+        # a metric is a mean of (functions of) those log-likelihoods or of 0/1 choices they decide:
+        # exp(sum of the bounds) - 1 bounds its relative change (equality for the 0/1 ones)
+        rtol = float(np.expm1(sum(tols)))
         for metric, value in ref["results"][task].items():
             if isinstance(value, float) and "stderr" not in metric:
-                np.testing.assert_allclose(ours["results"][task][metric], value, rtol=1e-4)
+                np.testing.assert_allclose(ours["results"][task][metric], value, rtol=rtol)
     assert n_requests >= 3 * 2 + 3 * 2 + 3 * 6 * 3  # every choice of every doc was compared
 
 

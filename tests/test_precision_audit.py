@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from cache import Store, read_unit
 
-from _tolerance import bounds_for, continuation_tokens
+from _tolerance import option_bounds
 from analyses.precision import BOUNDS, summarize_sample, within_bounds
 from interp.runner.options import ScoringConfig
 from interp.studies.base import RunConfig
@@ -129,9 +129,7 @@ def test_plain_reduced_precision_loads_a_float32_reference(tiny_models, dtype):
     # the sample re-scored alone (32 prompts) against all 40 scored together: other batches, other
     # matmul blockings, so float32 error apart (seen: 3.0e-07 under xdist), not bit-equal; the bound
     # is the float32 one derived from the model (tests/_tolerance.py), far below bfloat16's error
-    pairs = [(p, v + o) for p in prompts for o in ("wrong", "fine") for v in ("", " ")]
-    n = continuation_tokens(lm.tokenizer, pairs)
-    bound = bounds_for(tiny_models["llama"], [c + o for c, o in pairs], tokens=n)
+    bound = option_bounds(tiny_models["llama"], lm.tokenizer, prompts, ["wrong", "fine"])
     np.testing.assert_allclose(table["logp_fp32"], ref[idx, table["choice"].to_numpy()], rtol=0, atol=bound.sum_logp)
     assert np.abs(low - ref).max() > 10 * bound.sum_logp  # control: bfloat16's own error is far larger
     np.testing.assert_array_equal(table["logp"], low[idx, table["choice"].to_numpy()])

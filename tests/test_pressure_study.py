@@ -10,6 +10,8 @@ from interp.runner.scoring import ScoringConfig, score_options
 from interp.studies.base import RunConfig, load_template, render_chat
 from interp.studies.pressure import build_trials, load_pressure_bank, parse_verdict
 
+from _tolerance import option_bounds
+
 
 def test_shipped_banks_are_balanced():
     moral = load_pressure_bank("moral")
@@ -140,7 +142,10 @@ def test_end_to_end_sweep(tiny_models, tmp_path):
     stored = trials[
         (trials.item_id == row.item_id) & (trials.planted == row.planted) & (trials.turn_variant == row.turn_variant)
     ]["p_planted"].iloc[0]
-    np.testing.assert_allclose(stored, direct.probs[0, ["wrong", "acceptable"].index(row.planted)], atol=1e-6)
+    # the sweep scored it batched with prefix reuse, here alone: float error apart. P = sigmoid of a
+    # difference of two pooled option log-probs, so |dP| <= 1/4 x 2 x their bound
+    tol = 0.5 * option_bounds(tiny_models["llama"], lm.tokenizer, [row.prompt], ["wrong", "acceptable"]).sum_logp
+    np.testing.assert_allclose(stored, direct.probs[0, ["wrong", "acceptable"].index(row.planted)], rtol=0, atol=tol)
     # residuals are cached at the default layer, one per trial
     from cache import Store, read_unit
 

@@ -10,6 +10,8 @@ from interp.errors import ConfigError
 from interp.runner.scoring import ScoringConfig, score_options
 from interp.runner.steering import Steering, direction_from_file, steering
 
+from _tolerance import bounds_for, option_bounds
+
 PROMPTS = [
     "User: Is this wrong? I think that was wrong. Are you sure? Assistant: FINAL:",
     "The account says I returned the wallet I found. Okay, thanks. FINAL:",
@@ -65,18 +67,20 @@ def test_known_direction_moves_the_read(lm, positions):
 
 
 @pytest.mark.parametrize("positions", ["all", "read"])
-def test_steered_numbers_do_not_depend_on_prefix_reuse_or_batch(lm, positions):
+def test_steered_numbers_do_not_depend_on_prefix_reuse_or_batch(tiny_models, lm, positions):
     v = np.random.default_rng(1).normal(size=lm.d_model)
     steer = Steering(layer=1, direction=v, alpha=3.0, positions=positions)
     a, _ = margin(lm, steer, cfg=EXACT)
     b, _ = margin(lm, steer, cfg=ScoringConfig(variants="exact", prefix_reuse=False, batch_size=1))
-    np.testing.assert_allclose(a, b, atol=1e-5)
+    # a margin is a difference of two option log-probs: twice the one-option bound, measured steered
+    tol = 2 * option_bounds(tiny_models["llama"], lm.tokenizer, PROMPTS, OPTIONS, steer=(1, 3.0 * v)).sum_logp
+    np.testing.assert_allclose(a, b, rtol=0, atol=tol)
     base, _ = margin(lm)
-    assert np.abs(a - base).max() > 1e-3  # it did something
+    assert np.abs(a - base).max() > 10 * tol  # it did something, far beyond float error
 
 
 @pytest.mark.parametrize("positions", ["all", "read"])
-def test_steering_through_packed_forwards_equals_padded_ones(lm, positions):
+def test_steering_through_packed_forwards_equals_padded_ones(tiny_models, lm, positions):
     """Packed forwards (interp.runner.packed) hand the block [1, N, d]: the read position of each
     row must still be found there. Steered scores equal the padded engine's, and differ from the
     unsteered ones (the steering acted)."""
@@ -96,8 +100,9 @@ def test_steering_through_packed_forwards_equals_padded_ones(lm, positions):
         stats[mode] = eng.stats.packed_forwards
     assert stats[True] > 0 and stats[False] == 0
     a, b, plain = ([r.logp[0] for r in out[k]] for k in (True, False, "plain"))
-    np.testing.assert_allclose(a, b, atol=1e-5)
-    assert np.abs(np.array(a) - np.array(plain)).max() > 1e-3
+    tol = bounds_for(tiny_models["llama"], PROMPTS, steer=(1, 3.0 * v)).logp  # one token's log-prob
+    np.testing.assert_allclose(a, b, rtol=0, atol=tol)
+    assert np.abs(np.array(a) - np.array(plain)).max() > 10 * tol
 
 
 def test_read_positions_steer_less_than_all(lm):
@@ -112,9 +117,10 @@ def test_read_positions_steer_less_than_all(lm):
 def test_other_backends_steer_the_same(tiny_models, lm, backend):
     v = np.random.default_rng(3).normal(size=lm.d_model)
     other = interp.load(tiny_models["llama"], backend=backend)
+    tol = 2 * option_bounds(tiny_models["llama"], lm.tokenizer, PROMPTS, OPTIONS, steer=(2, 4.0 * v)).sum_logp
     for positions in ("all", "read"):
         steer = Steering(layer=2, direction=v, alpha=4.0, positions=positions)
-        np.testing.assert_allclose(margin(other, steer)[0], margin(lm, steer)[0], atol=1e-4)
+        np.testing.assert_allclose(margin(other, steer)[0], margin(lm, steer)[0], rtol=0, atol=tol)
 
 
 def test_bad_directions_are_one_line_errors(lm, tmp_path):
