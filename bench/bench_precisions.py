@@ -55,9 +55,14 @@ def main() -> None:
     timing, outs = common.time_interleaved(fns, args.repeats)
     f32 = outs["float32"]
     labels = list(runs)[1:]
+    from interp.runner.mixed import medium_operand_error
+
     res = {
         "items": args.items,
         "prompts": len(prompts),
+        # how exact "medium" is on this CPU: 1.001 x 1 summed over 576 terms, relative error
+        # (~1e-6 near float32, 1e-3 with operands rounded to bf16; interp selftest prints it too)
+        "medium_operand_error": medium_operand_error("cpu"),
         "timing": timing,
         "speedup": {f"{k} vs float32": common.ratio(timing["float32"], timing[k]) for k in labels},
         "precision": {
@@ -97,7 +102,9 @@ def main() -> None:
         f"on this workload: {', '.join(f'{m:.1g}' for m in res['precision'][DTYPES[1]]['smallest_margins'])}, so "
         "unguarded, 'no flip' asks a reduced precision to move those prompts by less than that. The tie guard "
         "(`--tie-guard`, default 0.05) re-scores in float32 every prompt whose reduced-precision margin is below "
-        "it; its time is in the row's time.",
+        'it; its time is in the row\'s time. How exact "medium" is on this CPU: a planted product '
+        f'(1.001 x 1 over 576 terms) off by {res["medium_operand_error"]:.1e} relative at "medium" (bf16 '
+        "operands would give 1e-3).",
         "rerun": f"python bench/bench_precisions.py --threads {args.threads} --repeats {args.repeats} --items {args.items}",
         "tables": [
             {

@@ -28,6 +28,10 @@ def tie_guard_in_force(dtype: str, tie_guard: float) -> float:
     return tie_guard if dtype in SWITCHABLE else 0.0
 
 
+# names whose float32 matmuls run at torch's "medium" precision (interp.runner.mixed: how exact that
+# is depends on the machine's kernel, `medium_operand_error` probes it)
+MEDIUM: tuple[str, ...] = ("float32-medium", "mixed-bf16-medium")
+
 # mixed names -> the dtype of their matmul operands
 MIXED: dict[str, torch.dtype] = {"mixed-bf16": torch.bfloat16, "mixed-bf16-medium": torch.bfloat16}
 

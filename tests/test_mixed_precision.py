@@ -328,3 +328,27 @@ def test_run_config_dtype_choices_are_the_registered_dtypes():
 
     (dtype,) = [f for f in fields(RunConfig) if f.name == "dtype"]
     assert tuple(dtype.metadata["choices"]) == tuple(DTYPES)
+
+
+def test_medium_probe_tells_bf16_operands_from_float32(monkeypatch):
+    """The probe behind `interp selftest`'s "medium" line and its tolerance: a kernel that rounds
+    the operands to bf16 (as oneDNN's bf16 math mode allows, e.g. on other CPUs) misses the planted
+    product by 1.001 -> 1.0, i.e. 1e-3 relative, and gets bf16's epsilon; a float32 kernel (the
+    control) stays near float32 error. This machine's own answer is one of the two."""
+    from interp.runner import mixed
+    from interp.tools.selftest import medium_eps
+
+    mixed.medium_operand_error.cache_clear()
+    try:
+        real = mixed.medium_operand_error("cpu")
+        assert real < mixed.BF16_OPERANDS or 5e-4 < real < 2e-3
+        mixed.medium_operand_error.cache_clear()
+        monkeypatch.setattr(mixed, "_medium_matmul", lambda a, b: a.bfloat16().float() @ b.bfloat16().float())
+        one = float(torch.tensor(1.001, dtype=torch.float32))
+        np.testing.assert_allclose(mixed.medium_operand_error("cpu"), (one - 1) / one, rtol=1e-3)
+        assert medium_eps("cpu") == torch.finfo(torch.bfloat16).eps
+        mixed.medium_operand_error.cache_clear()
+        monkeypatch.setattr(mixed, "_medium_matmul", lambda a, b: a @ b)  # float32 kernel
+        assert mixed.medium_operand_error("cpu") < 1e-5 and medium_eps("cpu") < 1e-5
+    finally:
+        mixed.medium_operand_error.cache_clear()

@@ -23,6 +23,7 @@ how a sweep re-scores its sample in float32 without loading the checkpoint twice
 from __future__ import annotations
 
 import contextlib
+import functools
 import types
 from collections.abc import Callable, Iterator
 
@@ -123,15 +124,40 @@ def make_mixed(
 
 
 # `--dtype float32-medium`: float32 weights and activations everywhere; the blocks' Linears run
-# at torch's "medium" float32 matmul precision, on CPUs with AVX512-BF16 / AMX a oneDNN path whose
-# products keep nearly float32 accuracy (measured here: 576 x 1.001 summed to 576.5786, exact
-# 576.576, where bf16 operands give 576.0) at about 2.3x the float32 matmul rate. On GPUs "medium"
-# allows bf16 internally; the precision audit of every such sweep says what it cost.
+# at torch's "medium" float32 matmul precision: on CPUs oneDNN's bf16 math mode, which *allows*
+# rounding the operands to bf16 and leaves the kernel to decide. Measured on this project's AMD
+# EPYC (AVX512-BF16, no AMX): products keep nearly float32 accuracy (576 x 1.001 summed to
+# 576.5786, exact 576.576, where bf16 operands give 576.0) at about 2.3x the float32 matmul rate.
+# Other CPUs (AMX ones included) and GPUs may round the operands to bf16: `medium_operand_error`
+# probes what this machine does (`interp selftest` prints it), and the precision audit of every
+# such sweep says what it cost.
 # Attention too: torch's CPU SDPA kernel ignores the matmul precision (8x9x256x64, causal: 18.7 vs
 # 19.6 ms), so a model on SDPA gets `_medium_attention`, whose two products are plain matmuls at
 # "medium" (bank workload: float32-medium 1.85x float32, 1.73x with SDPA; BENCHMARKS.md, Precisions).
 MEDIUM = "medium"
 MEDIUM_ATTENTION = "interp_medium"  # the name registered with transformers' attention interfaces
+# the probe's product: rows of 1.001 times ones over K = 576 (a block's width in the bank model);
+# bf16 rounds 1.001 to 1.0, so bf16 operands miss the exact 576.576 by 1e-3 relative, float32 by ~1e-6
+_PROBE_SHAPE = (64, 576, 576)
+BF16_OPERANDS = 1e-4  # a probe error above this: the operands were rounded to bf16 (or coarser)
+
+
+@functools.cache
+def medium_operand_error(device: str = "cpu") -> float:
+    """Relative error of a planted float32 product (1.001 x 1 summed over 576 terms) computed at
+    torch's "medium" matmul precision on `device`: ~1e-6 where the kernel keeps float32 accuracy,
+    1e-3 where it rounds operands to bf16 (above `BF16_OPERANDS`). Cached per device."""
+    m, k, n = _PROBE_SHAPE
+    a = torch.full((m, k), 1.001, device=device)
+    b = torch.ones(k, n, device=device)
+    exact = k * float(torch.tensor(1.001, dtype=torch.float32))  # the operand as float32 holds it
+    got = _medium_matmul(a, b).double()
+    return float((got - exact).abs().max()) / exact
+
+
+def _medium_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    with _matmul_precision(MEDIUM):
+        return a @ b
 
 
 def _medium_attention(

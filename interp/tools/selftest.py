@@ -93,6 +93,8 @@ def precision(dtype_name: str, device: str) -> Precision:
         torch.bfloat16: torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
         torch.float16: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
     }
+    if dtype_name in devices.MEDIUM:  # the float32 matmuls' operands: what "medium" does here
+        eps = max(eps, medium_eps(device))
     acc = eps if (on_cuda and reduced.get(compute, False)) else min(eps, f32)
     return Precision(
         weights=weights,
@@ -100,6 +102,28 @@ def precision(dtype_name: str, device: str) -> Precision:
         accumulate_eps=acc,
         operands=compute != weights or (weights == torch.float32 and eps > f32),
     )
+
+
+def medium_eps(device: str) -> float:
+    """The operand epsilon of a float32 matmul at "medium" on `device`, from the planted probe
+    (interp.runner.mixed.medium_operand_error): bf16's where it rounds operands to bf16, else
+    the probe's own relative error (at least float32's)."""
+    import torch
+
+    from interp.runner.mixed import BF16_OPERANDS, medium_operand_error
+
+    err = medium_operand_error(device)
+    if err > BF16_OPERANDS:
+        return float(torch.finfo(torch.bfloat16).eps)
+    return max(err, float(torch.finfo(torch.float32).eps))
+
+
+def describe_medium(device: str) -> str:
+    from interp.runner.mixed import BF16_OPERANDS, medium_operand_error
+
+    err = medium_operand_error(device)
+    kind = "operands rounded to bfloat16" if err > BF16_OPERANDS else "near float32"
+    return f'"medium" float32 matmul on {device}: a planted product off by {err:.1e} relative ({kind})'
 
 
 def _reference(path: Path, device: str, dt) -> tuple[object, object]:
@@ -267,6 +291,10 @@ def run_selftest(
     prec = precision(dtype, device)
     for line in environment():
         echo(line)
+    from interp.devices import MEDIUM
+
+    if dtype in MEDIUM:
+        echo(describe_medium(device))
     echo(f"selftest on {device}, {dtype} ({prec.describe()})")
     checks: list[Check] = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
