@@ -30,7 +30,7 @@ def tie_guard_in_force(dtype: str, tie_guard: float) -> float:
 
 # names whose float32 matmuls run at torch's "medium" precision (interp.runner.mixed: how exact that
 # is depends on the machine's kernel, `medium_operand_error` probes it)
-MEDIUM: tuple[str, ...] = ("float32-medium", "mixed-bf16-medium")
+MEDIUM_DTYPES: tuple[str, ...] = ("float32-medium", "mixed-bf16-medium")
 
 # mixed names -> the dtype of their matmul operands
 MIXED: dict[str, torch.dtype] = {"mixed-bf16": torch.bfloat16, "mixed-bf16-medium": torch.bfloat16}

@@ -50,7 +50,7 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def writer_gone(tmp: Path, *, max_age: float = STALE_AGE_S, now: float | None = None) -> bool:
+def writer_gone(tmp: Path, *, max_age: float = STALE_AGE_S) -> bool:
     """Whether the writer of temporary `tmp` has certainly stopped: on this host, its pid no longer
     runs (this process's own temporaries are live: a write that fails removes its own); written
     elsewhere or under the older `PID-RAND` name, the file is untouched for `max_age` seconds."""
@@ -59,7 +59,7 @@ def writer_gone(tmp: Path, *, max_age: float = STALE_AGE_S, now: float | None = 
         pid = int(fields[0])
         return pid != os.getpid() and not pid_alive(pid)
     try:
-        age = (time.time() if now is None else now) - tmp.stat().st_mtime
+        age = time.time() - tmp.stat().st_mtime
     except FileNotFoundError:
         return False
     return age > max_age

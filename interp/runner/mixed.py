@@ -146,7 +146,9 @@ BF16_OPERANDS = 1e-4  # a probe error above this: the operands were rounded to b
 def medium_operand_error(device: str = "cpu") -> float:
     """Relative error of a planted float32 product (1.001 x 1 summed over 576 terms) computed at
     torch's "medium" matmul precision on `device`: ~1e-6 where the kernel keeps float32 accuracy,
-    1e-3 where it rounds operands to bf16 (above `BF16_OPERANDS`). Cached per device."""
+    1e-3 where it rounds operands to bf16 (above `BF16_OPERANDS`). Cached per device. One shape
+    (a block's): a library may pick other kernels for other shapes (here the smallest ones stay
+    float32), which the precision audit of a sweep covers and this does not."""
     m, k, n = _PROBE_SHAPE
     a = torch.full((m, k), 1.001, device=device)
     b = torch.ones(k, n, device=device)

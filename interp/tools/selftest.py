@@ -93,7 +93,7 @@ def precision(dtype_name: str, device: str) -> Precision:
         torch.bfloat16: torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
         torch.float16: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
     }
-    if dtype_name in devices.MEDIUM:  # the float32 matmuls' operands: what "medium" does here
+    if dtype_name in devices.MEDIUM_DTYPES:  # the float32 matmuls' operands: what "medium" does here
         eps = max(eps, medium_eps(device))
     acc = eps if (on_cuda and reduced.get(compute, False)) else min(eps, f32)
     return Precision(
@@ -291,9 +291,9 @@ def run_selftest(
     prec = precision(dtype, device)
     for line in environment():
         echo(line)
-    from interp.devices import MEDIUM
+    from interp.devices import MEDIUM_DTYPES
 
-    if dtype in MEDIUM:
+    if dtype in MEDIUM_DTYPES:
         echo(describe_medium(device))
     echo(f"selftest on {device}, {dtype} ({prec.describe()})")
     checks: list[Check] = []
