@@ -352,3 +352,31 @@ def test_medium_probe_tells_bf16_operands_from_float32(monkeypatch):
         assert mixed.medium_operand_error("cpu") < 1e-5 and medium_eps("cpu") < 1e-5
     finally:
         mixed.medium_operand_error.cache_clear()
+
+
+def test_medium_warns_at_load_where_operands_are_rounded(tiny_models, monkeypatch):
+    """Loading at float32-medium on a machine whose "medium" kernel rounds operands to bf16 warns
+    once (the benchmarked accuracy does not carry over); a float32-accurate kernel does not."""
+    import warnings
+
+    from interp.runner import mixed
+
+    monkeypatch.setattr(mixed, "_warned", set())
+    mixed.medium_operand_error.cache_clear()
+    try:
+        monkeypatch.setattr(mixed, "_medium_matmul", lambda a, b: a.bfloat16().float() @ b.bfloat16().float())
+        with pytest.warns(UserWarning, match="round their operands to bfloat16"):
+            interp.load(tiny_models["llama"], dtype="float32-medium")
+        with warnings.catch_warnings(record=True) as again:  # once per device and process
+            warnings.simplefilter("always")
+            interp.load(tiny_models["llama"], dtype="mixed-bf16-medium")
+        assert not [w for w in again if "round their operands" in str(w.message)]
+        mixed.medium_operand_error.cache_clear()
+        monkeypatch.setattr(mixed, "_warned", set())
+        monkeypatch.setattr(mixed, "_medium_matmul", lambda a, b: a @ b)  # control: float32 kernel
+        with warnings.catch_warnings(record=True) as quiet:
+            warnings.simplefilter("always")
+            interp.load(tiny_models["llama"], dtype="float32-medium")
+        assert not [w for w in quiet if "round their operands" in str(w.message)]
+    finally:
+        mixed.medium_operand_error.cache_clear()

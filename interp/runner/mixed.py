@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import types
+import warnings
 from collections.abc import Callable, Iterator
 
 import torch
@@ -162,6 +163,25 @@ def _medium_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a @ b
 
 
+def warn_if_bf16_operands(device: str) -> bool:
+    """Warn (once per device and process) where "medium" rounds matmul operands to bf16: the
+    numbers measured for float32-medium / mixed-bf16-medium (BENCHMARKS.md) do not carry over."""
+    err = medium_operand_error(device)
+    if err <= BF16_OPERANDS or device in _warned:
+        return err > BF16_OPERANDS
+    _warned.add(device)
+    warnings.warn(
+        f'"medium" float32 matmuls on {device} round their operands to bfloat16 (a planted product off by '
+        f"{err:.1e} relative): float32-medium and mixed-bf16-medium carry bf16-level error here, more than "
+        "measured on the CPU of BENCHMARKS.md; read results/precision.csv (or use float32 / mixed-bf16)",
+        stacklevel=3,
+    )
+    return True
+
+
+_warned: set[str] = set()
+
+
 def _medium_attention(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -239,6 +259,9 @@ def make_medium(model: torch.nn.Module) -> int:
     after it (the process-wide setting is left as it was); `full_precision(model)` switches it
     off. Returns the number of layers (idempotent)."""
     head, state = _head_and_state(model, torch.float32)
+    device = next(model.parameters()).device.type
+    if device in ("cpu", "cuda"):  # where the probe can run (not meta / offloaded weights)
+        warn_if_bf16_operands(device)
     _use_medium_attention(model, state)
     n = 0
     for module in model.modules():
