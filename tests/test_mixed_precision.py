@@ -211,9 +211,10 @@ def test_medium_attention_equals_sdpa(monkeypatch, mask):
     """`_medium_attention` (the float32-medium attention) with its matmuls at "highest" equals
     transformers' SDPA attention: grouped-query heads (4 query heads on 2 key heads), 5 queries
     after 4 cached keys, and each mask form SDPA is given (none: causal with the cache offset; a
-    bool padding mask; an additive float mask). Tolerance: float32 sums of 8 and 9 terms in
-    another order, a few units of 2^-24 on values of order 1. Control: the same keys with their
-    two heads swapped (a wrong grouping) differ by far more."""
+    bool padding mask; an additive float mask). Tolerance: float32 sums in another order, each
+    within n x u x sum|terms| (u = 2^-24): scores over D terms, then a softmax (its output moves by
+    at most twice the largest score move) and a sum of S weighted values. Control: the same keys
+    with their two heads swapped (a wrong grouping) differ by far more."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     from interp.runner import mixed
@@ -229,9 +230,14 @@ def test_medium_attention_equals_sdpa(monkeypatch, mask):
     ref, _ = sdpa_attention_forward(module, q, k, v, m, scaling=0.3)
     got, _ = mixed._medium_attention(module, q, k, v, m, scaling=0.3)
     assert got.shape == ref.shape == (2, 5, 4, 8)
-    torch.testing.assert_close(got, ref, rtol=0, atol=1e-5)
+    u, (D, S) = torch.finfo(torch.float32).eps / 2, (q.shape[-1], k.shape[2])
+    qk = (q.abs().reshape(2, 2, 2 * 5, D) @ k.abs().transpose(2, 3)).max()  # largest sum |q_i k_i|
+    d_score = 2 * D * u * float(qk) * 0.3  # two orders, scaled
+    vmax = float(v.abs().max())
+    tol = 2 * d_score * vmax + 2 * S * u * vmax
+    torch.testing.assert_close(got, ref, rtol=0, atol=tol)
     wrong, _ = mixed._medium_attention(module, q, k.flip(1), v.flip(1), m, scaling=0.3)
-    assert (wrong - ref).abs().max() > 1e-2
+    assert (wrong - ref).abs().max() > 10 * tol
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
