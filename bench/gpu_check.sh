@@ -20,5 +20,12 @@ if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1
   exit 0
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+# issue 25's open question: does "medium" round matmul operands to bf16 on this host's CPU (AMX?) and GPU
+grep -m1 "model name" /proc/cpuinfo || true
+"$PY" - <<'PYEOF' || true
+from interp.runner.mixed import medium_operand_error as m
+
+print(f"medium probe: cpu {m('cpu'):.1e}, cuda {m('cuda'):.1e} (bf16 operands ~1e-3, float32 ~1e-6)")
+PYEOF
 exec "$PY" bench/gpu_check.py --models "${MODELS:-smollm2,gemma3}" --items "${ITEMS:-8}" \
   --repeats "${REPEATS:-3}" --threads "${THREADS:-4}" "$@"
