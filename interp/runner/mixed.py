@@ -173,7 +173,7 @@ def warn_if_bf16_operands(device: str) -> bool:
     warnings.warn(
         f'"medium" float32 matmuls on {device} round their operands to bfloat16 (a planted product off by '
         f"{err:.1e} relative): float32-medium and mixed-bf16-medium carry bf16-level error here, more than "
-        "measured on the CPU of BENCHMARKS.md; read results/precision.csv (or use float32 / mixed-bf16)",
+        "measured on the CPU of BENCHMARKS.md; read results/precision.csv, or use float32",
         stacklevel=3,
     )
     return True
