@@ -66,6 +66,8 @@ def test_clean_mixed_sweep_measures_itself_without_warning(tiny_models, tmp_path
     assert prec["n"].item() >= 32  # 2 items: 60 trials (32 sampled) + 2 first turns (both)
     assert 0 < prec["max_abs_dlogp"].item() < 0.1 and bool(prec["within_bounds"].item())
     assert prec["tie_guard"].item() == 0 and prec["tie_guarded"].item() == 0  # this sweep ran unguarded
+    unit = read_unit(Store(tmp_path / "mixed" / "cache").units("pressure")[0])
+    assert not unit.tables["trials"]["tie_guarded"].any() and not unit.tables["first_turn"]["tie_guarded"].any()
     assert "precision:" not in caplog.text
     report = (tmp_path / "mixed" / "report.md").read_text()
     assert "Precision of this run against float32" in report and "Warning" not in report
@@ -82,11 +84,7 @@ def test_guarded_sweep_reports_its_guard(tiny_models, tmp_path):
     # the tables flag the same prompts row by row (the unit's count and the rows come by separate paths)
     unit = read_unit(Store(tmp_path / "g" / "cache").units("pressure")[0])
     flagged = sum(int(unit.tables[t]["tie_guarded"].sum()) for t in ("trials", "first_turn"))
-    assert flagged == prec["tie_guarded"].item()
-    # control: the unguarded sweep of test_clean_mixed_sweep_... flags no row
-    _sweep(tiny_models["llama"], tmp_path / "u", "mixed-bf16")
-    unit = read_unit(Store(tmp_path / "u" / "cache").units("pressure")[0])
-    assert not unit.tables["trials"]["tie_guarded"].any() and not unit.tables["first_turn"]["tie_guarded"].any()
+    assert flagged == prec["tie_guarded"].item()  # (control: test_clean_mixed_sweep_... flags no row)
 
 
 def test_planted_deviation_warns_in_log_and_report(tiny_models, tmp_path, caplog, monkeypatch):
