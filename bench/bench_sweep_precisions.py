@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
+from bench_sweep_overhead import _patch_everywhere, _totals  # noqa: E402
 
 
 def main() -> None:
@@ -38,20 +39,9 @@ def main() -> None:
     from interp.studies.base import RunConfig
     from sweeps.api import run_sweep
 
-    spent = {"audit": 0.0, "guard": 0.0}
-
-    def timed(key, fn):
-        def wrapper(*a, **k):
-            t0 = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                spent[key] += time.perf_counter() - t0
-
-        return wrapper
-
-    precision.PrecisionAudit._measure = timed("audit", precision.PrecisionAudit._measure)
-    scoring.guard_ties = timed("guard", scoring.guard_ties)  # score_options calls it by this name
+    # the sweep-overhead bench's exclusive timers (the guard's call inside an audit re-score returns at once)
+    _patch_everywhere(precision.PrecisionAudit, "_measure", "audit")
+    _patch_everywhere(scoring, "guard_ties", "guard")
 
     model = str(common.model_path(args.model))
     dtypes = args.dtypes.split(",")
@@ -62,13 +52,12 @@ def main() -> None:
         for d in dtypes[r % len(dtypes) :] + dtypes[: r % len(dtypes)]:
             out = Path(tempfile.mkdtemp(prefix="interp-sweep-prec-"))
             cfg = RunConfig(max_items=args.items, dtype=d, threads=args.threads)
-            for k in spent:
-                spent[k] = 0.0
+            _totals.clear()
             t0 = time.perf_counter()
             run_sweep([model], studies=["pressure"], banks=["moral"], out=out, cfg=cfg, progress=False)
             walls[d].append(time.perf_counter() - t0)
-            for k in spent:
-                parts[d][k].append(spent[k])
+            for k in parts[d]:
+                parts[d][k].append(_totals.get(k, 0.0))
             prec = out / "results" / "precision.csv"
             if prec.exists():
                 audited[d] = pd.read_csv(prec)[["n", "tie_guarded", "max_abs_dp", "argmax_flips"]].sum().to_dict()

@@ -163,12 +163,12 @@ def _medium_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return a @ b
 
 
-def warn_if_bf16_operands(device: str) -> bool:
+def warn_if_bf16_operands(device: str) -> None:
     """Warn (once per device and process) where "medium" rounds matmul operands to bf16: the
     numbers measured for float32-medium / mixed-bf16-medium (BENCHMARKS.md) do not carry over."""
     err = medium_operand_error(device)
     if err <= BF16_OPERANDS or device in _warned:
-        return err > BF16_OPERANDS
+        return
     _warned.add(device)
     warnings.warn(
         f'"medium" float32 matmuls on {device} round their operands to bfloat16 (a planted product off by '
@@ -176,7 +176,6 @@ def warn_if_bf16_operands(device: str) -> bool:
         "measured on the CPU of BENCHMARKS.md; read results/precision.csv, or use float32",
         stacklevel=3,
     )
-    return True
 
 
 _warned: set[str] = set()

@@ -74,7 +74,6 @@ class PrecisionAudit:
     rows: list[tuple] = field(default_factory=list)
     guarded: int = 0  # prompts the tie guard re-scored in float32 (scoring.score_options)
     option_prompts: int = 0  # prompts scored by score_options in all
-    finished: bool = False
     _pending: list[_Call] = field(default_factory=list, repr=False)
 
     def sample(self, n: int) -> np.ndarray:
@@ -101,10 +100,8 @@ class PrecisionAudit:
         self._measure(call, idx)
 
     def finish(self) -> None:
-        """Top the block's sample up to `min_n` prompts (see the module doc); idempotent."""
-        if self.finished:
-            return
-        self.finished = True
+        """Top the block's sample up to `min_n` prompts (see the module doc); idempotent (the
+        calls it drew from are dropped)."""
         have = sum(len(c.sampled) for c in self._pending)
         pool = [(j, i) for j, c in enumerate(self._pending) for i in np.setdiff1d(np.arange(len(c.inputs)), c.sampled)]
         k = min(self.min_n - have, len(pool))
@@ -172,8 +169,10 @@ def float32_reference(lm: LoadedModel) -> Iterator[tuple[LoadedModel, bool]]:
 
 def _switchable(lm: LoadedModel) -> bool:
     """The model has reduced-precision copies that `full_precision` switches off (interp.runner.mixed)."""
+    from interp.runner.mixed import is_mixed
+
     model = getattr(lm.backend, "precision_model", None)
-    return model is not None and getattr(model, "_interp_mixed_state", None) is not None
+    return model is not None and is_mixed(model)
 
 
 def _float32_copy(lm: LoadedModel) -> LoadedModel:
