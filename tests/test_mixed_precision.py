@@ -360,29 +360,77 @@ def test_medium_probe_tells_bf16_operands_from_float32(monkeypatch):
         mixed.medium_operand_error.cache_clear()
 
 
-def test_medium_warns_at_load_where_operands_are_rounded(tiny_models, monkeypatch):
-    """Loading at float32-medium on a machine whose "medium" kernel rounds operands to bf16 warns
-    once (the benchmarked accuracy does not carry over); a float32-accurate kernel does not."""
+def test_rounding_kernels_emulate_bf16_operands():
+    """`bf16_operand_kernels`: at "medium", F.linear / torch.matmul / torch.addmm multiply the
+    bf16-rounded operands in float32: equal to the float64 product of the rounded operands up to
+    float32 summation error (k u32 sum|x||w|), and farther than that from the exact product of the
+    unrounded ones (the control: the rounding really happens); at "highest" nothing changes, and
+    outside the block everything is restored (the probe reads this machine's value again)."""
+    from interp.runner import mixed
+    from interp.runner.rounding_kernels import bf16_operand_kernels
+
+    gen = torch.Generator().manual_seed(3)
+    x, w, b = torch.randn(7, 96, generator=gen), torch.randn(40, 96, generator=gen), torch.randn(40, generator=gen)
+    w = torch.nn.Parameter(w, requires_grad=False)
+    r = lambda t: t.bfloat16().double()  # noqa: E731
+    slack = 96 * U_FP32 * (x.double().abs() @ w.double().abs().T) + U_FP32 * (x.double() @ w.double().T).abs()
+    outside = mixed.medium_operand_error("cpu")
+    with bf16_operand_kernels():
+        assert mixed.medium_operand_error("cpu") > mixed.BF16_OPERANDS
+        with mixed._matmul_precision(mixed.MEDIUM):
+            got = {
+                "linear": F.linear(x, w, b).double() - b.double(),
+                "matmul": torch.matmul(x, w.T).double(),
+                "addmm": torch.addmm(b, x, w.T).double() - b.double(),
+            }
+        plain = F.linear(x, w)  # "highest": untouched
+    exact_rounded, exact = r(x) @ r(w).T, x.double() @ w.double().T
+    for name, out in got.items():
+        assert ((out - exact_rounded).abs() <= slack + 2 * U_FP32 * b.double().abs()).all(), name
+        assert ((out - exact).abs() > slack).any(), name  # control: unrounded operands differ
+    torch.testing.assert_close(plain, torch.nn.functional.linear(x, w), rtol=0, atol=0)
+    assert F.linear is torch.nn.functional.linear and mixed.medium_operand_error("cpu") == outside
+
+
+def test_where_medium_rounds_operands_float32_medium_warns_and_mixed_medium_keeps_float32(tiny_models, monkeypatch):
+    """On a machine whose "medium" rounds operands to bf16 (emulated): loading at float32-medium warns
+    once that its error is bf16's; mixed-bf16-medium warns that only the MLP's gate / up stay bf16
+    and keeps every other matmul float32, so the emulated kernel leaves its log-probs bit-equal to
+    the same model scored outside the emulation, while float32-medium's move (the control: the
+    emulation is live). On a float32-accurate kernel (this machine or not) mixed-bf16-medium runs
+    its other matmuls at "medium" again."""
     import warnings
 
     from interp.runner import mixed
+    from interp.runner.rounding_kernels import bf16_operand_kernels
 
+    monkeypatch.setattr(mixed, "_warned", set())
+    path = tiny_models["llama"]
+    with bf16_operand_kernels():
+        with pytest.warns(UserWarning, match="float32-medium carries bf16-level error"):
+            medium = interp.load(path, dtype="float32-medium")
+        with warnings.catch_warnings(record=True) as again:  # once per device and process
+            warnings.simplefilter("always")
+            interp.load(path, dtype="float32-medium")
+        assert not [w for w in again if "float32-medium carries" in str(w.message)]
+        with pytest.warns(UserWarning, match="only the MLP's gate / up"):
+            lm = interp.load(path, dtype="mixed-bf16-medium")
+        model = lm.backend.precision_model
+        assert not [n for n, m in model.named_modules() if getattr(m, ATTR, None) == mixed.MEDIUM]
+        assert model.config._attn_implementation == "sdpa"  # not the "medium" attention either
+        emulated = score_options(lm, PROMPTS, OPTIONS, cfg=CFG)
+        medium_emulated = score_options(medium, PROMPTS, OPTIONS, cfg=CFG)
+    np.testing.assert_array_equal(score_options(lm, PROMPTS, OPTIONS, cfg=CFG).logp, emulated.logp)
+    assert np.abs(score_options(medium, PROMPTS, OPTIONS, cfg=CFG).logp - medium_emulated.logp).max() > 0
     monkeypatch.setattr(mixed, "_warned", set())
     mixed.medium_operand_error.cache_clear()
     try:
-        monkeypatch.setattr(mixed, "_medium_matmul", lambda a, b: a.bfloat16().float() @ b.bfloat16().float())
-        with pytest.warns(UserWarning, match="round their operands to bfloat16"):
-            interp.load(tiny_models["llama"], dtype="float32-medium")
-        with warnings.catch_warnings(record=True) as again:  # once per device and process
-            warnings.simplefilter("always")
-            interp.load(tiny_models["llama"], dtype="mixed-bf16-medium")
-        assert not [w for w in again if "round their operands" in str(w.message)]
-        mixed.medium_operand_error.cache_clear()
-        monkeypatch.setattr(mixed, "_warned", set())
         monkeypatch.setattr(mixed, "_medium_matmul", lambda a, b: a @ b)  # control: float32 kernel
         with warnings.catch_warnings(record=True) as quiet:
             warnings.simplefilter("always")
-            interp.load(tiny_models["llama"], dtype="float32-medium")
-        assert not [w for w in quiet if "round their operands" in str(w.message)]
+            interp.load(path, dtype="float32-medium")
+            lm = interp.load(path, dtype="mixed-bf16-medium")
+        assert not [w for w in quiet if "bfloat16" in str(w.message)]
+        assert any(getattr(m, ATTR, None) == mixed.MEDIUM for m in lm.backend.precision_model.modules())
     finally:
         mixed.medium_operand_error.cache_clear()
