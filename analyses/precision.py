@@ -29,6 +29,9 @@ PRECISION_COLUMNS = (
     "within_bounds",
     "tie_guard",  # the unit's ScoringConfig.tie_guard (0: none; plain bfloat16 / float16 are never guarded)
     "tie_guarded",  # prompts the guard re-scored in float32 (all of the unit's, not only the sample's)
+    # float32-medium / mixed-bf16-medium: the "medium" probe on the machine that scored the unit
+    # (interp.runner.mixed.medium_operand_error; above 1e-4 its operands were rounded to bf16); else empty
+    "medium_operand_error",
 )
 # The issue-25 targets for a precision a researcher may use without comment: verdict
 # probabilities within 0.005 on average and 0.02 at worst of float32's, no verdict flipped.

@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 from tqdm.auto import tqdm
 
 from cache.store import CONTENT_ATTR, MODE_ATTR, Store
-from interp.devices import tie_guard_in_force
+from interp.devices import MEDIUM_DTYPES, tie_guard_in_force
 from interp.core.errors import CheckpointError, ConfigError, InterpError
 from interp.core.registry import Registry
 from interp.studies import get_study
@@ -116,6 +116,12 @@ def run_checkpoint_units(
                 "tie_guard": tie_guard_in_force(lm.dtype, cfg.scoring.tie_guard),
                 "tie_guarded": audit.guarded,
             }
+            if lm.dtype in MEDIUM_DTYPES and lm.device_class in ("cpu", "cuda"):
+                # what "medium" did on the machine that scored the unit (mixed-bf16-medium's layout
+                # depends on it: interp.runner.mixed.make_mixed_medium)
+                from interp.runner.mixed import medium_operand_error
+
+                guard["medium_operand_error"] = medium_operand_error(lm.device_class)
         for df in payload.tables.values():
             if "bank" not in df:
                 df.insert(0, "bank", u.bank.name)

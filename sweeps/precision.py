@@ -36,6 +36,7 @@ def precision_rows(units: Sequence) -> pd.DataFrame:
             "device": unit.attrs.get("device"),
             "tie_guard": float(unit.attrs.get("tie_guard", 0.0)),
             "tie_guarded": int(unit.attrs.get("tie_guarded", 0)),
+            "medium_operand_error": float(unit.attrs.get("medium_operand_error", float("nan"))),
         }
         sample = unit.tables.get(PRECISION_TABLE)
         if sample is None:  # written before units measured their precision

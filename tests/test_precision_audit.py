@@ -66,6 +66,7 @@ def test_clean_mixed_sweep_measures_itself_without_warning(tiny_models, tmp_path
     assert prec["n"].item() >= 32  # 2 items: 60 trials (32 sampled) + 2 first turns (both)
     assert 0 < prec["max_abs_dlogp"].item() < 0.1 and bool(prec["within_bounds"].item())
     assert prec["tie_guard"].item() == 0 and prec["tie_guarded"].item() == 0  # this sweep ran unguarded
+    assert np.isnan(prec["medium_operand_error"].item())  # no "medium" matmul in mixed-bf16
     unit = read_unit(Store(tmp_path / "mixed" / "cache").units("pressure")[0])
     assert not unit.tables["trials"]["tie_guarded"].any() and not unit.tables["first_turn"]["tie_guarded"].any()
     assert "precision:" not in caplog.text
@@ -85,6 +86,24 @@ def test_guarded_sweep_reports_its_guard(tiny_models, tmp_path):
     unit = read_unit(Store(tmp_path / "g" / "cache").units("pressure")[0])
     flagged = sum(int(unit.tables[t]["tie_guarded"].sum()) for t in ("trials", "first_turn"))
     assert flagged == prec["tie_guarded"].item()  # (control: test_clean_mixed_sweep_... flags no row)
+
+
+def test_precision_csv_records_what_medium_did_on_the_scoring_machine(tiny_models, tmp_path, monkeypatch):
+    """mixed-bf16-medium computes differently where "medium" rounds operands to bf16
+    (interp.runner.mixed.make_mixed_medium), so each unit records the probe of the machine that
+    scored it: a sweep under an emulated rounding kernel records bf16's 1e-3; the same sweep on
+    this machine's own kernel (the control) records this machine's probe."""
+    from interp.runner import mixed
+    from interp.runner.rounding_kernels import bf16_operand_kernels
+
+    monkeypatch.setattr(mixed, "_warned", set())
+    with bf16_operand_kernels(), pytest.warns(UserWarning, match="only the MLP's gate / up"):
+        _sweep(tiny_models["llama"], tmp_path / "rounding", "mixed-bf16-medium")
+    rounding = pd.read_csv(tmp_path / "rounding" / "results" / "precision.csv")["medium_operand_error"].item()
+    np.testing.assert_allclose(rounding, 1e-3, rtol=0.01)  # 1.001 -> 1.0: (1.001 - 1) / 1.001
+    _sweep(tiny_models["llama"], tmp_path / "own", "mixed-bf16-medium")
+    own = pd.read_csv(tmp_path / "own" / "results" / "precision.csv")["medium_operand_error"].item()
+    assert own == pytest.approx(mixed.medium_operand_error("cpu"), rel=1e-9)
 
 
 def test_planted_deviation_warns_in_log_and_report(tiny_models, tmp_path, caplog, monkeypatch):
