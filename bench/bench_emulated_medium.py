@@ -22,7 +22,6 @@ Writes bench/results/emulated_medium.json (section of BENCHMARKS.md via bench/re
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -37,11 +36,9 @@ NO_GUARD = ", no guard"
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = common.parser(__doc__, repeats=None)
     p.add_argument("--model", default="smollm2")
     p.add_argument("--items", type=int, default=40, help="moral items (31 prompts each)")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--results-dir", type=Path, default=common.RESULTS, help="where emulated_medium.json is written")
     args = p.parse_args()
     common.setup(args.threads)
     start_load = common.loadavg()

@@ -13,7 +13,6 @@ whose argmax flipped, and how many prompts the tie guard re-scored. Writes bench
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -28,11 +27,9 @@ NO_GUARD = ", no guard"
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = common.parser(__doc__, repeats=3)
     p.add_argument("--model", default="smollm2")
     p.add_argument("--items", type=int, default=40, help="moral items (31 prompts each)")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     common.setup(args.threads)
     start_load = common.loadavg()
@@ -124,7 +121,7 @@ def main() -> None:
             }
         ],
     }
-    common.write_results("precisions", res, threads=args.threads, started_load=start_load)
+    common.write_results("precisions", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)
 
 
 if __name__ == "__main__":

@@ -89,14 +89,17 @@ def child_env(threads: int) -> dict[str, str]:
     return env
 
 
-def parser(doc: str | None, *, repeats: int = 5) -> argparse.ArgumentParser:
-    """An argparse parser with the options every benchmark shares."""
+def parser(doc: str | None, *, repeats: int | None = 5) -> argparse.ArgumentParser:
+    """An argparse parser with the options every benchmark shares (`repeats=None`: an untimed one, no --repeats)."""
     p = argparse.ArgumentParser(
         description=(doc or "").strip().splitlines()[0] if doc else None,
         epilog="See the module docstring for what is measured.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--repeats", type=int, default=repeats, help="timed runs per configuration (>= 5 for the report)")
+    if repeats is not None:
+        p.add_argument(
+            "--repeats", type=int, default=repeats, help="timed runs per configuration (>= 5 for the report)"
+        )
     p.add_argument("--threads", type=int, default=2, help="torch / BLAS threads")
     p.add_argument("--results-dir", type=Path, default=RESULTS, help="where <name>.json is written")
     return p
