@@ -9,13 +9,15 @@ takes bf16-rounded operands with float32 sums, as such a kernel computes. Each r
 (accuracy only: the emulation is slower, not faster, so it says nothing about speed) and compared with
 float32 on the same prompts, with the default tie guard and without it:
 
-- `float32-medium`: every block matmul and the attention products with bf16 operands;
-- `mixed-bf16-medium, medium rest`: what `mixed-bf16-medium` computed on such a machine before the
-  fallback (the MLP's gate / up in bf16, every other matmul "medium", i.e. bf16 operands);
-- `mixed-bf16-medium` as loaded now: where the probe finds bf16 operands, only the gate / up in bf16 and
-  every other matmul float32 (`interp.runner.mixed.make_mixed_medium`);
-- `mixed-bf16` (no "medium" matmul: unaffected by the emulation; the reference of what all-bf16
-  operands but the keys cost).
+- `float32-medium, medium everywhere`: what float32-medium computed on such a machine before its
+  fallback (`make_medium`: every block matmul and the attention products with bf16 operands);
+- `mixed-bf16-medium, medium rest`: what mixed-bf16-medium computed there before its fallback (the
+  MLP's gate / up in bf16, every other matmul "medium", i.e. bf16 operands);
+- `float32-medium` and `mixed-bf16-medium` as loaded now: where the probe finds bf16 operands, what
+  they would run at "medium" stays float32 (`interp.runner.mixed.make_float32_medium` /
+  `make_mixed_medium`): float32 itself, and the gate / up alone in bf16;
+- `mixed-bf16` (no "medium" matmul: unaffected by the emulation; the reference of what bf16
+  operands everywhere but the keys cost).
 
 Writes bench/results/emulated_medium.json (section of BENCHMARKS.md via bench/report.py).
 """
@@ -30,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 from bench_bank import precision  # noqa: E402
 
+EVERYWHERE = "float32-medium, medium everywhere"
 MEDIUM_REST = "mixed-bf16-medium, medium rest"
-ROWS = ("float32-medium", MEDIUM_REST, "mixed-bf16-medium", "mixed-bf16")
+ROWS = (EVERYWHERE, MEDIUM_REST, "float32-medium", "mixed-bf16-medium", "mixed-bf16")
 NO_GUARD = ", no guard"
 
 
@@ -66,11 +69,12 @@ def main() -> None:
             d: interp.load(path, dtype=d, threads=args.threads)
             for d in ("float32-medium", "mixed-bf16-medium", "mixed-bf16")
         }
-        rest = interp.load(path, dtype="float32", threads=args.threads)
-        model = rest.backend.precision_model
-        mixed.make_mixed(model, torch.bfloat16, keep=(), only=mixed.mlp_input_projection)
-        mixed.make_medium(model)
-        lms[MEDIUM_REST] = rest
+        for row in (EVERYWHERE, MEDIUM_REST):  # the layouts before the fallback, built by hand
+            lms[row] = interp.load(path, dtype="float32", threads=args.threads)
+            model = lms[row].backend.precision_model
+            if row == MEDIUM_REST:
+                mixed.make_mixed(model, torch.bfloat16, keep=(), only=mixed.mlp_input_projection)
+            mixed.make_medium(model)
         common.setup(args.threads)
         res["load_warnings"] = sorted({str(w.message) for w in caught})
         for row in ROWS:
@@ -100,8 +104,9 @@ def main() -> None:
         'Every float32 matmul at torch\'s "medium" precision took bf16-rounded operands with float32 sums '
         "(`interp.runner.rounding_kernels`), as a CPU with AMX or a GPU may compute it; the probe then read "
         f"{res['medium_operand_error']:.1e} (bf16 operands: 1e-3). Accuracy only: the emulation is slower, so "
-        "there is no speed column. 'medium rest' is mixed-bf16-medium before its fallback; mixed-bf16-medium "
-        "as loaded keeps every matmul but the MLP's gate / up float32 where the probe finds bf16 operands.",
+        "there is no speed column. 'medium everywhere' and 'medium rest' are float32-medium and mixed-bf16-medium "
+        "before their fallback; as loaded, where the probe finds bf16 operands, float32-medium computes in "
+        "float32 and mixed-bf16-medium keeps every matmul but the MLP's gate / up float32.",
         "rerun": f"python bench/bench_emulated_medium.py --threads {args.threads} --items {args.items}",
         "tables": [
             {

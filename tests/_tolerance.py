@@ -84,8 +84,9 @@ def continuation_tokens(tok, pairs) -> int:
 
 def assert_tenth_of_bf16_error(med, f32, bf16) -> None:
     """float32-medium's largest log-prob change against float32 is at most a tenth of mixed-bf16's
-    (zero on a CPU without a reduced-precision float32 path); bf16's must be nonzero, so the
-    comparison has something to compare against. Arguments: score_options results."""
+    (zero on a CPU without a reduced-precision float32 path, and where "medium" rounds operands to
+    bf16, as float32-medium computes in float32 there); bf16's must be nonzero, so the comparison
+    has something to compare against. Arguments: score_options results."""
     err, err_bf16 = np.abs(med.logp - f32.logp).max(), np.abs(bf16.logp - f32.logp).max()
     assert err_bf16 > 0 and err <= err_bf16 / 10, (err, err_bf16)
 

@@ -29,6 +29,23 @@ def tiny_models(tmp_path_factory, tokenizer):
     }
 
 
+def pytest_configure(config):
+    """INTERP_TEST_BF16_MEDIUM=1: run the in-process tests as a machine whose "medium" kernel rounds
+    matmul operands to bf16 would compute them (interp.runner.rounding_kernels; AMX CPUs and GPUs
+    may), to check that no test depends on this machine's kernel. Subprocesses are not covered."""
+    if os.environ.get("INTERP_TEST_BF16_MEDIUM") == "1":
+        from interp.runner.rounding_kernels import bf16_operand_kernels
+
+        config._interp_bf16_medium = bf16_operand_kernels()
+        config._interp_bf16_medium.__enter__()
+
+
+def pytest_unconfigure(config):
+    emulation = getattr(config, "_interp_bf16_medium", None)
+    if emulation is not None:
+        emulation.__exit__(None, None, None)
+
+
 def pytest_terminal_summary(terminalreporter):
     """Say it in one line when the cluster tests were skipped (they need root and slurm-wlm)."""
     reasons = set()

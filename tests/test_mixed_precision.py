@@ -162,14 +162,19 @@ def test_mixed_is_a_dtype_name_with_its_own_unit_identity(tiny_models):
 def test_float32_medium_sets_the_matmul_precision_around_block_linears_only(runs, tiny_models, monkeypatch):
     """`float32-medium`: float32 weights; each block Linear runs at torch's "medium" float32 matmul
     precision, set around that call only (the process-wide setting is restored; the head keeps
-    it); switched off it is float32 bit for bit; and its error against float32 is a tenth of the
-    bf16 operands' or less (zero on a CPU without a reduced-precision float32 path)."""
+    it), or at the process's own where "medium" rounds operands to bf16; switched off it is float32
+    bit for bit; and its error against float32 is a tenth of the bf16 operands' or less (zero on a
+    CPU without a reduced-precision float32 path)."""
     import torch.nn.modules.linear as linear_mod
+
+    from interp.runner.mixed import medium_rounds_operands
 
     lm32, f = runs["float32"]
     _, m = runs["mixed-bf16"]
     lm = interp.load(tiny_models["llama"], dtype="float32-medium")
     model = lm.backend.model
+    # where "medium" rounds operands to bf16 (interp.runner.mixed.make_float32_medium) it stays float32
+    level = torch.get_float32_matmul_precision() if medium_rounds_operands(model) else "medium"
     assert next(model.parameters()).dtype == torch.float32
     levels: dict[int, set] = {}
     real = linear_mod.F.linear
@@ -185,7 +190,7 @@ def test_float32_medium_sets_the_matmul_precision_around_block_linears_only(runs
     assert torch.get_float32_matmul_precision() == before
     named = dict(model.named_modules())
     blocks = [mod for n, mod in named.items() if n.endswith(("q_proj", "k_proj", "down_proj"))]
-    assert blocks and all(levels[id(mod.weight)] == {"medium"} for mod in blocks)
+    assert blocks and all(levels[id(mod.weight)] == {level} for mod in blocks)
     assert levels[id(model.get_output_embeddings().weight)] == {before}  # the head: untouched
     assert_tenth_of_bf16_error(med, f, m)
     with full_precision(model):
@@ -246,7 +251,7 @@ def test_float32_medium_runs_sdpa_models_attention_at_medium(tiny_models, monkey
     (two per layer and forward) and scores within a tenth of mixed-bf16's error of float32; switched to
     full precision it calls no such matmul (SDPA, as the float32 model). Control: the float32
     model makes no medium matmul at all."""
-    from interp.runner.mixed import MEDIUM_ATTENTION
+    from interp.runner.mixed import MEDIUM_ATTENTION, medium_rounds_operands
 
     levels: list[str] = []
     real = torch.matmul
@@ -258,12 +263,13 @@ def test_float32_medium_runs_sdpa_models_attention_at_medium(tiny_models, monkey
     lm32 = interp.load(tiny_models[arch], dtype="float32")
     lm = interp.load(tiny_models[arch], dtype="float32-medium")
     model = lm.backend.precision_model
-    assert model.config._attn_implementation == MEDIUM_ATTENTION
+    rounds = medium_rounds_operands(model)  # then float32-medium computes in float32: SDPA, no medium matmul
+    assert model.config._attn_implementation == ("sdpa" if rounds else MEDIUM_ATTENTION)
     monkeypatch.setattr(torch, "matmul", spy)
     f = score_options(lm32, PROMPTS, OPTIONS, cfg=CFG)
     assert "medium" not in levels
     med = score_options(lm, PROMPTS, OPTIONS, cfg=CFG)
-    assert levels.count("medium") >= 2 * lm.n_layers
+    assert levels.count("medium") == 0 if rounds else levels.count("medium") >= 2 * lm.n_layers
     levels.clear()
     with full_precision(model):
         again = score_options(lm, PROMPTS, OPTIONS, cfg=CFG)
@@ -285,6 +291,8 @@ def test_mixed_bf16_medium_rounds_only_the_mlp_input_projections(runs, tiny_mode
     log-probs move (> 0) but within the bound `_bound` derives for bf16 operands, counted for the
     2 rounded products per block it has instead of mixed-bf16's 6 (medium's own error is a tenth
     of bf16's or less, tests above); switched to full precision it is float32 bit for bit."""
+    from interp.runner.mixed import medium_rounds_operands
+
     lm32 = runs["float32"][0] if arch == "llama" else interp.load(tiny_models[arch], dtype="float32")
     f = score_options(lm32, PROMPTS, OPTIONS, cfg=CFG)
     lm = interp.load(tiny_models[arch], dtype="mixed-bf16-medium")
@@ -295,7 +303,9 @@ def test_mixed_bf16_medium_rounds_only_the_mlp_input_projections(runs, tiny_mode
     )
     assert len(rounded) == len(MLP_INPUTS[arch]) * lm.n_layers
     others = [m for n, m in model.named_modules() if n.endswith(("c_attn", "q_proj", "k_proj", "o_proj", "down_proj"))]
-    assert others and all(getattr(m, ATTR) == "medium" for m in others)
+    # at "medium", or float32 (no mark) where "medium" rounds operands to bf16 (make_mixed_medium)
+    rest = None if medium_rounds_operands(model) else "medium"
+    assert others and all(getattr(m, ATTR, None) == rest for m in others)
     assert model.get_output_embeddings().forward.__func__ is torch.nn.Linear.forward
     got = score_options(lm, PROMPTS, OPTIONS, cfg=CFG)
     _max = _max_abs_logit(lm32)
@@ -392,13 +402,13 @@ def test_rounding_kernels_emulate_bf16_operands():
     assert F.linear is torch.nn.functional.linear and mixed.medium_operand_error("cpu") == outside
 
 
-def test_where_medium_rounds_operands_float32_medium_warns_and_mixed_medium_keeps_float32(tiny_models, monkeypatch):
-    """On a machine whose "medium" rounds operands to bf16 (emulated): loading at float32-medium warns
-    once that its error is bf16's; mixed-bf16-medium warns that only the MLP's gate / up stay bf16
-    and keeps every other matmul float32, so the emulated kernel leaves its log-probs bit-equal to
-    the same model scored outside the emulation, while float32-medium's move (the control: the
-    emulation is live). On a float32-accurate kernel (this machine or not) mixed-bf16-medium runs
-    its other matmuls at "medium" again."""
+def test_where_medium_rounds_operands_the_medium_names_keep_float32(tiny_models, monkeypatch):
+    """On a machine whose "medium" rounds operands to bf16 (emulated): float32-medium computes in
+    float32 (its log-probs bit-equal to float32's) and mixed-bf16-medium keeps every matmul but the
+    MLP's gate / up float32 (bit-equal to a model given only those bf16 copies); each warns once per
+    process. Control: the model put at "medium" by hand (`make_medium`, as before this fallback)
+    moves under the same emulation, so it is live. On a float32-accurate kernel (the other
+    control) mixed-bf16-medium runs its other matmuls at "medium" again, without a warning."""
     import warnings
 
     from interp.runner import mixed
@@ -406,22 +416,29 @@ def test_where_medium_rounds_operands_float32_medium_warns_and_mixed_medium_keep
 
     monkeypatch.setattr(mixed, "_warned", set())
     path = tiny_models["llama"]
+    f32 = score_options(interp.load(path, dtype="float32"), PROMPTS, OPTIONS, cfg=CFG)
+    gate_up = interp.load(path, dtype="float32")
+    mixed.make_mixed(gate_up.backend.precision_model, torch.bfloat16, keep=(), only=mixed.mlp_input_projection)
+    by_hand = interp.load(path, dtype="float32")
+    mixed.make_medium(by_hand.backend.precision_model)
     with bf16_operand_kernels():
-        with pytest.warns(UserWarning, match="float32-medium carries bf16-level error"):
+        with pytest.warns(UserWarning, match="float32-medium on cpu: .* so all matmuls stay float32"):
             medium = interp.load(path, dtype="float32-medium")
-        with warnings.catch_warnings(record=True) as again:  # once per device and process
+        with warnings.catch_warnings(record=True) as again:  # once per device, dtype and process
             warnings.simplefilter("always")
             interp.load(path, dtype="float32-medium")
-        assert not [w for w in again if "float32-medium carries" in str(w.message)]
-        with pytest.warns(UserWarning, match="only the MLP's gate / up"):
+        assert not [w for w in again if "float32-medium on" in str(w.message)]
+        with pytest.warns(UserWarning, match="all matmuls but the MLP's gate / up projections stay float32"):
             lm = interp.load(path, dtype="mixed-bf16-medium")
-        model = lm.backend.precision_model
-        assert not [n for n, m in model.named_modules() if getattr(m, ATTR, None) == mixed.MEDIUM]
-        assert model.config._attn_implementation == "sdpa"  # not the "medium" attention either
-        emulated = score_options(lm, PROMPTS, OPTIONS, cfg=CFG)
-        medium_emulated = score_options(medium, PROMPTS, OPTIONS, cfg=CFG)
-    np.testing.assert_array_equal(score_options(lm, PROMPTS, OPTIONS, cfg=CFG).logp, emulated.logp)
-    assert np.abs(score_options(medium, PROMPTS, OPTIONS, cfg=CFG).logp - medium_emulated.logp).max() > 0
+        for loaded in (medium, lm):
+            model = loaded.backend.precision_model
+            assert not [n for n, m in model.named_modules() if getattr(m, ATTR, None) == mixed.MEDIUM]
+            assert model.config._attn_implementation == "sdpa"  # not the "medium" attention either
+        np.testing.assert_array_equal(score_options(medium, PROMPTS, OPTIONS, cfg=CFG).logp, f32.logp)
+        np.testing.assert_array_equal(
+            score_options(lm, PROMPTS, OPTIONS, cfg=CFG).logp, score_options(gate_up, PROMPTS, OPTIONS, cfg=CFG).logp
+        )
+        assert np.abs(score_options(by_hand, PROMPTS, OPTIONS, cfg=CFG).logp - f32.logp).max() > 0
     monkeypatch.setattr(mixed, "_warned", set())
     mixed.medium_operand_error.cache_clear()
     try:

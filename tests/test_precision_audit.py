@@ -97,7 +97,7 @@ def test_precision_csv_records_what_medium_did_on_the_scoring_machine(tiny_model
     from interp.runner.rounding_kernels import bf16_operand_kernels
 
     monkeypatch.setattr(mixed, "_warned", set())
-    with bf16_operand_kernels(), pytest.warns(UserWarning, match="only the MLP's gate / up"):
+    with bf16_operand_kernels(), pytest.warns(UserWarning, match="but the MLP's gate / up projections stay float32"):
         _sweep(tiny_models["llama"], tmp_path / "rounding", "mixed-bf16-medium")
     rounding = pd.read_csv(tmp_path / "rounding" / "results" / "precision.csv")["medium_operand_error"].item()
     np.testing.assert_allclose(rounding, 1e-3, rtol=0.01)  # 1.001 -> 1.0: (1.001 - 1) / 1.001

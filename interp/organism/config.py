@@ -83,7 +83,8 @@ class ValidateConfig:
     template: str | None = "lite"  # pressure template: "lite" (see lite_template), "full" or a name/file
     # the sweeps' --dtype: float32 products at torch's "medium" matmul precision, ~1.7x float32 on
     # this CPU with max |delta P| 7.9e-06 (BENCHMARKS.md); each sweep re-scores a sample in float32
-    # and writes precision.csv, which the validation report states
+    # and writes precision.csv, which the validation report states; where "medium" rounds operands
+    # to bf16 (AMX CPUs, GPUs) float32-medium computes float32 (interp.runner.mixed), same numbers, slower
     dtype: str = "float32-medium"
     threads: int | None = None
     # sweep checkpoints this many at a time in local Dask worker processes (sweeps' "dask" executor),

@@ -130,8 +130,9 @@ def make_mixed(
 # EPYC (AVX512-BF16, no AMX): products keep nearly float32 accuracy (576 x 1.001 summed to
 # 576.5786, exact 576.576, where bf16 operands give 576.0) at about 2.3x the float32 matmul rate.
 # Other CPUs (AMX ones included) and GPUs may round the operands to bf16: `medium_operand_error`
-# probes what this machine does (`interp selftest` prints it), and the precision audit of every
-# such sweep says what it cost.
+# probes what this machine does (`interp selftest` prints it); where it rounds, float32-medium
+# computes in float32 (`make_float32_medium`, below), and the precision audit of every sweep says
+# what its precision cost.
 # Attention too: torch's CPU SDPA kernel ignores the matmul precision (8x9x256x64, causal: 18.7 vs
 # 19.6 ms), so a model on SDPA gets `_medium_attention`, whose two products are plain matmuls at
 # "medium" (bank workload: float32-medium 1.85x float32, 1.73x with SDPA; BENCHMARKS.md, Precisions).
@@ -163,27 +164,28 @@ def _medium_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.matmul(a, b)
 
 
-def warn_if_bf16_operands(device: str) -> None:
-    """Warn (once per device and process) where "medium" rounds matmul operands to bf16: the
-    numbers measured for float32-medium (BENCHMARKS.md) do not carry over."""
-    err = medium_operand_error(device)
-    if err > BF16_OPERANDS:
-        _warn_once(
-            device,
-            f'"medium" float32 matmuls on {device} round their operands to bfloat16 (a planted product off by '
-            f"{err:.1e} relative): float32-medium carries bf16-level error here, more than measured on the CPU "
-            "of BENCHMARKS.md; read results/precision.csv, or use mixed-bf16-medium (its other matmuls stay "
-            "float32 here) or float32",
-        )
+def medium_rounds_operands(model: torch.nn.Module) -> bool:
+    """Whether "medium" rounds matmul operands to bf16 on `model`'s device (the probe above; False
+    where it cannot run: meta / offloaded weights)."""
+    device = next(model.parameters()).device.type
+    return device in ("cpu", "cuda") and medium_operand_error(device) > BF16_OPERANDS
 
 
-def _warn_once(key, message: str) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        warnings.warn(message, stacklevel=4)
+def _warn_kept_float32(model: torch.nn.Module, dtype: str, kept: str) -> None:
+    """Once per (device, dtype) and process: where "medium" rounds operands, `dtype` keeps `kept` float32."""
+    device = next(model.parameters()).device.type
+    if (device, dtype) in _warned:
+        return
+    _warned.add((device, dtype))
+    warnings.warn(
+        f'{dtype} on {device}: "medium" float32 matmuls round their operands to bfloat16 here (a planted product '
+        f"off by {medium_operand_error(device):.1e} relative), so {kept} stay float32: the accuracy measured in "
+        "BENCHMARKS.md holds, its speed-up does not",
+        stacklevel=4,
+    )
 
 
-_warned: set = set()  # devices (and (device, "rest")) warned about
+_warned: set[tuple[str, str]] = set()  # (device, dtype) pairs warned about
 
 
 def _medium_attention(
@@ -261,11 +263,9 @@ def make_medium(model: torch.nn.Module) -> int:
     """Run every Linear / Conv1D of `model` except the output embedding, and the attention products
     of a model on SDPA, at "medium" float32 matmul precision, set around each call and restored
     after it (the process-wide setting is left as it was); `full_precision(model)` switches it
-    off. Returns the number of layers (idempotent)."""
+    off. Returns the number of layers (idempotent). Whatever the machine's "medium" does: the
+    dtype names go through `make_float32_medium` / `make_mixed_medium`."""
     head, state = _head_and_state(model, torch.float32)
-    device = _probe_device(model)
-    if device is not None:
-        warn_if_bf16_operands(device)
     _use_medium_attention(model, state)
     n = 0
     for module in model.modules():
@@ -307,39 +307,39 @@ def mlp_input_projection(name: str, module: torch.nn.Module) -> bool:
     return parent in MLP_PARENTS and n_out > n_in
 
 
-# Where "medium" rounds operands to bf16 (the probe above), the rest at "medium" would be bf16 too, keys
-# and attention products included: emulated on the bank workload that exceeds mixed-bf16's error
-# (BENCHMARKS.md, "Precisions where medium rounds operands"). There the rest stays float32 ("highest"),
-# which keeps the error measured on this project's CPU and gives up the rest's speed-up.
+# Where "medium" rounds operands to bf16 (the probe above; AMX CPUs and GPUs may), every matmul
+# at "medium" would take bf16 operands, keys and attention products included: emulated on the bank
+# workload (BENCHMARKS.md, "Precisions where medium rounds operands to bf16"), float32-medium then
+# moved verdicts by up to 0.048 and mixed-bf16-medium by 0.040, over the audit's 0.02. There the
+# "-medium" names keep what they would run at "medium" in float32 ("highest"), so each keeps the
+# accuracy measured on this project's CPU and gives up that part of its speed-up (warned once).
+
+
+def make_float32_medium(model: torch.nn.Module) -> int:
+    """`float32-medium`: `make_medium`, or nothing but the switch (the model computes float32)
+    where "medium" rounds operands to bf16. Returns the layers at "medium"."""
+    if medium_rounds_operands(model):
+        _head_and_state(model, torch.float32)  # switchable all the same: the audit re-scores in place
+        _warn_kept_float32(model, "float32-medium", "all matmuls")
+        return 0
+    return make_medium(model)
 
 
 def make_mixed_medium(model: torch.nn.Module) -> int:
     """`mixed-bf16-medium` (see above): bf16 copies for the MLP's input projections, every other
     block matmul (and a model on SDPA's attention products) at "medium", or float32 where "medium"
-    rounds operands to bf16 (warned once per device). Returns the layers."""
+    rounds operands to bf16. Returns the layers."""
     n = make_mixed(model, torch.bfloat16, keep=(), only=mlp_input_projection)
-    device = _probe_device(model)
-    if device is not None and medium_operand_error(device) > BF16_OPERANDS:
-        _warn_once(
-            (device, "rest"),
-            f'mixed-bf16-medium on {device}: "medium" float32 matmuls round their operands to bfloat16 here (a '
-            f"planted product off by {medium_operand_error(device):.1e} relative), so only the MLP's gate / up "
-            "projections run in bf16 and every other matmul in float32 (slower than measured in BENCHMARKS.md)",
-        )
+    if medium_rounds_operands(model):
+        _warn_kept_float32(model, "mixed-bf16-medium", "all matmuls but the MLP's gate / up projections")
         return n
     return n + make_medium(model)
-
-
-def _probe_device(model: torch.nn.Module) -> str | None:
-    """The device type the probe can run on for `model` (None for meta / offloaded weights)."""
-    device = next(model.parameters()).device.type
-    return device if device in ("cpu", "cuda") else None
 
 
 # `--dtype` name -> what makes a float32 model that precision (the other names load as they are)
 PRECISIONS: dict[str, Callable[[torch.nn.Module], int]] = {
     "mixed-bf16": make_mixed,
-    "float32-medium": make_medium,
+    "float32-medium": make_float32_medium,
     "mixed-bf16-medium": make_mixed_medium,
 }
 
