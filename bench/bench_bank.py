@@ -55,9 +55,7 @@ def precision(a, f) -> dict:
 
 
 def main() -> None:
-    p = common.parser(__doc__, repeats=3)
-    p.add_argument("--model", default="smollm2")
-    p.add_argument("--items", type=int, default=40, help="moral items (31 prompts each)")
+    p = common.bank_parser(__doc__, repeats=3)
     p.add_argument("--pilot-items", type=int, default=1)
     p.add_argument("--lm-eval-batch-sizes", default="8,16,32")
     p.add_argument("--naive-repeats", type=int, default=1)

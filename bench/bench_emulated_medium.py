@@ -39,9 +39,7 @@ NO_GUARD = ", no guard"
 
 
 def main() -> None:
-    p = common.parser(__doc__, repeats=None)
-    p.add_argument("--model", default="smollm2")
-    p.add_argument("--items", type=int, default=40, help="moral items (31 prompts each)")
+    p = common.bank_parser(__doc__, repeats=None)
     args = p.parse_args()
     common.setup(args.threads)
     start_load = common.loadavg()

@@ -24,9 +24,7 @@ import common  # noqa: E402
 
 
 def main() -> None:
-    p = common.parser(__doc__, repeats=3)
-    p.add_argument("--model", default="smollm2")
-    p.add_argument("--items", type=int, default=40, help="moral items (31 prompts each)")
+    p = common.bank_parser(__doc__, repeats=3)
     p.add_argument("--dtype", default="float32", help="the --dtype both instances load in")
     args = p.parse_args()
     common.setup(args.threads)

@@ -27,9 +27,7 @@ NO_GUARD = ", no guard"
 
 
 def main() -> None:
-    p = common.parser(__doc__, repeats=3)
-    p.add_argument("--model", default="smollm2")
-    p.add_argument("--items", type=int, default=40, help="moral items (31 prompts each)")
+    p = common.bank_parser(__doc__, repeats=3)
     args = p.parse_args()
     common.setup(args.threads)
     start_load = common.loadavg()

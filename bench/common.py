@@ -105,6 +105,14 @@ def parser(doc: str | None, *, repeats: int | None = 5) -> argparse.ArgumentPars
     return p
 
 
+def bank_parser(doc: str | None, *, repeats: int | None) -> argparse.ArgumentParser:
+    """`parser` plus the bank-size pressure workload's --model and --items."""
+    p = parser(doc, repeats=repeats)
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--items", type=int, default=40, help="moral items (31 prompts each)")
+    return p
+
+
 # ---------------------------------------------------------------- timing
 
 
