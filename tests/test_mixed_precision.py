@@ -384,7 +384,7 @@ def test_rounding_kernels_emulate_bf16_operands():
     w = torch.nn.Parameter(w, requires_grad=False)
     r = lambda t: t.bfloat16().double()  # noqa: E731
     slack = 96 * U_FP32 * (x.double().abs() @ w.double().abs().T) + U_FP32 * (x.double() @ w.double().T).abs()
-    outside = mixed.medium_operand_error("cpu")
+    outside, functions = mixed.medium_operand_error("cpu"), (F.linear, torch.matmul, torch.addmm)
     with bf16_operand_kernels():
         assert mixed.medium_operand_error("cpu") > mixed.BF16_OPERANDS
         with mixed._matmul_precision(mixed.MEDIUM):
@@ -399,7 +399,7 @@ def test_rounding_kernels_emulate_bf16_operands():
         assert ((out - exact_rounded).abs() <= slack + 2 * U_FP32 * b.double().abs()).all(), name
         assert ((out - exact).abs() > slack).any(), name  # control: unrounded operands differ
     torch.testing.assert_close(plain, torch.nn.functional.linear(x, w), rtol=0, atol=0)
-    assert F.linear is torch.nn.functional.linear and mixed.medium_operand_error("cpu") == outside
+    assert (F.linear, torch.matmul, torch.addmm) == functions and mixed.medium_operand_error("cpu") == outside
 
 
 def test_where_medium_rounds_operands_the_medium_names_keep_float32(tiny_models, monkeypatch):
