@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _cli_process import CLIProcess
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -122,7 +123,7 @@ def test_dask_scheduler_external_matches_local_and_retries_a_killed_worker(linea
         progress=False,
     )
     out = tmp_path / "OUT"
-    cmd = [sys.executable, "-m", "interp.cli", "sweep", str(lineage), "--study", "pressure", "--bank", "moral"]
+    cmd = ["sweep", lineage, "--study", "pressure", "--bank", "moral"]
     cmd += [
         "--max-items",
         "2",
@@ -137,7 +138,7 @@ def test_dask_scheduler_external_matches_local_and_retries_a_killed_worker(linea
         address,
     ]
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = CLIProcess(cmd, env=env)  # the driver in its own process (a fork-server child)
     try:
         deadline = time.monotonic() + 120
         while not _starts(out) and proc.poll() is None and time.monotonic() < deadline:

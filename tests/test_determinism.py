@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _cli_process import CLIProcess
 
 REPO = Path(__file__).resolve().parents[1]
 ARGS = ("--study", "pressure", "--study", "cloze", "--max-items", "3", "--threads", "1", "--quiet")
@@ -26,8 +27,8 @@ N_UNITS = 3  # pressure: moral + factual, cloze: cloze
 KEY_TABLES = ("pressure_trials.csv", "pressure_summary.csv", "item_maps.csv", "cloze_scores.csv", "cloze_abs.csv")
 
 
-def _sweep(model: Path, out: Path, *extra: str, hashseed: str = "random") -> subprocess.Popen:
-    env = dict(
+def _env(hashseed: str) -> dict[str, str]:
+    return dict(
         os.environ,
         OMP_NUM_THREADS="1",
         MKL_NUM_THREADS="1",
@@ -35,10 +36,14 @@ def _sweep(model: Path, out: Path, *extra: str, hashseed: str = "random") -> sub
         TOKENIZERS_PARALLELISM="false",
         PYTHONHASHSEED=hashseed,
     )
+
+
+def _sweep(model: Path, out: Path, *extra: str, hashseed: str = "random") -> subprocess.Popen:
+    """A fresh interpreter with its own hash seed (what the determinism claim is about)."""
     return subprocess.Popen(
         [sys.executable, "-m", "interp.cli", "sweep", str(model), *ARGS, "--out", str(out), *extra],
         cwd=REPO,
-        env=env,
+        env=_env(hashseed),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -90,8 +95,9 @@ def runs(model, tmp_path_factory):
     procs = {
         "refused/1": _sweep(model, root / "refused", hashseed="1"),
         "refused/2": _sweep(model, root / "refused", hashseed="2"),
-        "waited/1": _sweep(model, root / "waited", "--wait", "120"),
-        "waited/2": _sweep(model, root / "waited", "--wait", "120"),
+        # the concurrency pair needs separate processes, not fresh interpreters: fork-server children
+        "waited/1": CLIProcess(["sweep", model, *ARGS, "--out", root / "waited", "--wait", "120"], env=_env("random")),
+        "waited/2": CLIProcess(["sweep", model, *ARGS, "--out", root / "waited", "--wait", "120"], env=_env("random")),
     }
     from interp.cli import main
 
@@ -145,7 +151,9 @@ def test_two_sweeps_at_once_with_wait_both_finish_in_turn(runs):
     plans = [i for i, line in enumerate(log) if " plan: " in line]
     finished = [i for i, line in enumerate(log) if " done " in line]
     assert len(plans) == 2 and len(finished) == N_UNITS, log  # nothing computed twice
-    assert f"{N_UNITS} to run" in log[plans[0]] and f"0 to run, {N_UNITS} already complete" in log[plans[1]], log
+    # the second plans while the first runs: its units are "already complete" or, when it read the
+    # fingerprint memo before the first sweep wrote it, "complete but checked" (verified on load)
+    assert f"{N_UNITS} to run" in log[plans[0]] and "0 to run," in log[plans[1]], log
     assert plans[1] > finished[-1], "the second sweep started executing before the first finished"
     _assert_same_tables(out, root / "single")
     _assert_cache_sound(out)

@@ -3,9 +3,8 @@ plus planted-answer tests of the pieces whose direction matters (most-yielding =
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -295,18 +294,14 @@ def test_hypergeometric_p_by_enumeration():
         assert hypergeom_p(hits, n, planted, k) == pytest.approx(share)
 
 
-def test_cli_bad_inputs_exit_2(organism, tmp_path):
-    env = {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+def test_cli_bad_inputs_exit_2(organism, tmp_path, capsys, monkeypatch):
+    """In this process (the one-line stderr of a real subprocess is tests/bad_inputs' concern)."""
+    from bad_inputs._util import run_cli
 
     def run(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "interp.cli", *map(str, args)],
-            env=env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        res = run_cli(capsys, monkeypatch, *args)
+        assert res.exc is None, repr(res.exc)
+        return SimpleNamespace(returncode=res.code, stderr=res.err)
 
     r = run("validate", organism / "model", "--out", tmp_path / "v")
     assert r.returncode == 2 and "organism.json" in r.stderr

@@ -102,6 +102,39 @@ def test_noisy_copy_recovers_expected_I_and_beats_unrelated_source():
     assert other_null.p_value > 0.05
 
 
+def _degenerate_cases():
+    rng = np.random.default_rng(11)
+    n = 40
+    y, P = rng.normal(size=n), rng.normal(size=(n, 3))
+    M = 0.8 * y + rng.normal(size=n)
+    return {
+        "plain": (y, P, M),
+        "two map columns": (y, P, np.column_stack([M, rng.normal(size=n)])),
+        "constant map": (y, P, np.ones(n)),
+        "map equals a profile column": (y, P, P[:, 1].copy()),
+        "profile rank deficient": (y, np.column_stack([P, 2 * P[:, 0]]), M),
+        "map columns collinear": (y, P, np.column_stack([M, -3 * M])),
+        "rare binary map": (y, P, (rng.random(n) < 0.08).astype(float)),
+    }
+
+
+@pytest.mark.parametrize("case", list(_degenerate_cases()))
+def test_null_equals_a_fresh_fit_per_permutation(case):
+    """The null solves all shuffles per fold at once (OLS); each value must be partial_r2 refitted
+    on that permutation of the map (a fresh lstsq per fold), degenerate designs included."""
+    y, P, M = _degenerate_cases()[case]
+    nul = partial_r2_null(y, P, M, n_shuffles=40, seed=4, groups=np.arange(len(y)) // 2)
+    rng = np.random.default_rng([4, 2])  # the documented permutation stream
+    ref = [partial_r2(y, P, M[rng.permutation(len(y))], seed=4, groups=np.arange(len(y)) // 2).I for _ in range(40)]
+    # I's are O(1) ratios of sums over 40 squared residuals: float error ~1e-15
+    np.testing.assert_allclose(nul.null, ref, rtol=0, atol=1e-12)
+    assert nul.observed == pytest.approx(partial_r2(y, P, M, seed=4, groups=np.arange(len(y)) // 2).I, abs=1e-12)
+    # control: another permutation stream gives other null values, so the comparison can fail
+    if case != "constant map":
+        other = partial_r2_null(y, P, M, n_shuffles=40, seed=5, groups=np.arange(len(y)) // 2)
+        assert np.max(np.abs(other.null - np.asarray(ref))) > 1e-3
+
+
 def test_pure_noise_gives_I_near_zero_and_uniform_p_values():
     Is, ps = [], []
     for seed in range(30):

@@ -21,7 +21,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _cli_process import CLIProcess
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -142,15 +142,12 @@ def _tables(out: Path) -> dict[str, bytes]:
     return {f: (out / "results" / f).read_bytes() for f in RESULT_FILES}
 
 
-def _sweep(cluster: SlurmCluster, tree: Path, out: Path, config: Path, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "interp.cli", "sweep", str(tree), *SWEEP_ARGS, "--out", str(out)]
-        + ["--executor", "slurm", "--cluster-config", str(config)],
+def _sweep(cluster: SlurmCluster, tree: Path, out: Path, config: Path, cwd: Path) -> CLIProcess:
+    """The sweep driver in its own process (a fork-server child); its units run as SLURM jobs."""
+    return CLIProcess(
+        ["sweep", tree, *SWEEP_ARGS, "--out", out, "--executor", "slurm", "--cluster-config", config],
         env=cluster.env,
         cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
 
 
@@ -181,7 +178,7 @@ def test_slurm_sweep_matches_local_and_retries_a_scancelled_job(slurm_cluster, l
         while not _starts(out) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _starts(out), (
-            f"no unit started on a SLURM job: {proc.poll()} {proc.stderr.read() if proc.poll() else ''}"
+            f"no unit started on a SLURM job: {proc.poll()} {proc.communicate(5)[1] if proc.poll() is not None else ''}"
         )
         path, _, job = _starts(out)[0]
         checkpoint = Path(path).relative_to(lineage).as_posix()

@@ -7,12 +7,11 @@ import multiprocessing as mp
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from _cli_process import CLIProcess
 
 from ._util import REPO, SWEEP, subprocess_env
 
@@ -98,13 +97,7 @@ def test_signal_exits_with_its_code_one_line_and_releases_the_lock(sig, code, bi
 
     out = tmp_path / "OUT"
     env = subprocess_env(PYTHONPATH=str(REPO), INTERP_FINGERPRINT_CACHE=str(tmp_path / "memo"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "interp.cli", "sweep", str(bi_model), *SWEEP, "--max-items", "40", "--out", str(out)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = CLIProcess(["sweep", bi_model, *SWEEP, "--max-items", "40", "--out", out], env=env)
     deadline = time.monotonic() + 120
     while not (out / LOCK_NAME).exists():  # the sweep holds the lock: it is running
         assert proc.poll() is None, proc.communicate()

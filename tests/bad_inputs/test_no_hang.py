@@ -1,6 +1,6 @@
 """No path can hang (issue 23): every file the toolkit opens for reading goes through the same
 regular-file check as banks and weights. Each case puts a FIFO where a file is read and runs
-the command in a subprocess with a timeout: it must end with exit 2 and one line naming the
+the command in its own process (tests/_cli_process.py) with a timeout: it must end with exit 2 and one line naming the
 path (a hang is the timeout firing). The fingerprint memo is an optimisation: a FIFO there is
 ignored and the command succeeds."""
 
@@ -10,10 +10,10 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _cli_process import run_cli_process
 
 from ._util import ERR_PREFIX, REPO, SWEEP, subprocess_env
 
@@ -79,15 +79,7 @@ def test_fifo_never_hangs(case, bi_model, earlier_out, tmp_path):
     fifo = _fifo_at(where(out, tmp_path, bi_model))
     env = subprocess_env(PYTHONPATH=str(REPO), INTERP_FINGERPRINT_CACHE=str(tmp_path / "memo"))
     try:
-        res = subprocess.run(
-            [sys.executable, "-m", "interp.cli", *map(str, argv(out, tmp_path, bi_model))],
-            capture_output=True,
-            text=True,
-            timeout=HANG_S,
-            env=env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-        )
+        res = run_cli_process(argv(out, tmp_path, bi_model), env=env, cwd=tmp_path, timeout=HANG_S)
     except subprocess.TimeoutExpired:
         pytest.fail(f"{case}: hung on the FIFO at {fifo} (no exit within {HANG_S} s)")
     assert "Traceback" not in res.stderr, res.stderr[-2000:]
