@@ -343,6 +343,8 @@ def _ols_sse_over_row_orders(
         A_tr = np.column_stack([np.ones(len(train)), P[train]])
         A_te = np.column_stack([np.ones(len(test)), P[test]])
         pinv, rank = linalg.pinv(A_tr, return_rank=True, check_finite=False)
+        y_res = y[train] - A_tr @ (pinv @ y[train])  # y residualized on [1, P]
+        base_te = A_te @ (pinv @ y[train])  # the base model's held-out predictions
         for start in range(0, len(orders), _SHUFFLE_BLOCK):
             block = orders[start : start + _SHUFFLE_BLOCK]
             M_tr, M_te = M[block[:, train]], M[block[:, test]]  # (orders, rows, q)
@@ -350,7 +352,6 @@ def _ols_sse_over_row_orders(
             if rank == A_tr.shape[1]:
                 coef_tr = pinv @ M_tr  # the map regressed on [1, P]: (orders, 1 + p, q)
                 M_res = M_tr - A_tr @ coef_tr
-                y_res = y[train] - A_tr @ (pinv @ y[train])
                 gram = np.swapaxes(M_res, 1, 2) @ M_res
                 scale = np.sum((M_tr - M_tr.mean(axis=1, keepdims=True)) ** 2, axis=1)  # (orders, q)
                 refit = ~np.all(scale > 0, axis=1)
@@ -359,7 +360,6 @@ def _ols_sse_over_row_orders(
                 refit |= np.linalg.eigvalsh(corr)[:, 0] < 1e-10
                 ok = ~refit
                 beta = np.linalg.solve(gram[ok], (np.swapaxes(M_res[ok], 1, 2) @ y_res)[:, :, None])
-                base_te = A_te @ (pinv @ y[train])
                 pred = base_te + ((M_te[ok] - A_te @ coef_tr[ok]) @ beta)[:, :, 0]
                 sse[start : start + len(block)][ok] += np.sum((y[test] - pred) ** 2, axis=1)
             for i in np.flatnonzero(refit):
