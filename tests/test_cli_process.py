@@ -12,17 +12,10 @@ import time
 import pytest
 from _cli_process import CLIProcess, run_cli_process
 
+from interp.core.atomic import pid_alive
 from sweeps.lock import sweep_lock
 
 SWEEP = ("--study", "pressure", "--bank", "moral", "--max-items", "2", "--threads", "1", "--quiet")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_a_blocked_command_times_out_and_is_killed(tiny_models, tmp_path):
@@ -58,4 +51,4 @@ def test_a_killed_command_reports_the_signal(tiny_models, tmp_path):
         assert proc.poll() is None
         proc.kill()
         assert proc.wait(60) == -9
-    assert not _alive(proc.pid)
+    assert not pid_alive(proc.pid)
