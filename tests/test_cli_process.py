@@ -12,10 +12,9 @@ import time
 import pytest
 from _cli_process import CLIProcess, run_cli_process
 
+from bad_inputs._util import SWEEP  # a small pressure sweep
 from interp.core.atomic import pid_alive
 from sweeps.lock import sweep_lock
-
-SWEEP = ("--study", "pressure", "--bank", "moral", "--max-items", "2", "--threads", "1", "--quiet")
 
 
 def test_a_blocked_command_times_out_and_is_killed(tiny_models, tmp_path):

@@ -106,24 +106,24 @@ def test_sigkill_then_resume_gives_identical_tables(tree, reference, tmp_path):
     ref = _tables(reference)
     # one kill, after 3 of the 8 units (each kill costs two sweep processes, ~25 s of CPU; the
     # Dask and SLURM suites kill workers and jobs mid-unit too)
-    for n_done in (3,):
-        out = tmp_path / f"kill{n_done}"
-        proc = _cli(tree, *SWEEP_ARGS, "--out", out)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if len(list((out / "cache").rglob("*.h5"))) >= n_done:
-                break
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        done_before = {p: p.stat().st_mtime_ns for p in (out / "cache").rglob("*.h5")}
-        assert 0 < len(done_before) < 8
-        resume = _cli(tree, *SWEEP_ARGS, "--out", out)  # the dead sweep's lock is stale
-        _, err = resume.communicate(timeout=600)
-        assert resume.returncode == 0, err
-        assert _tables(out) == ref
-        for p, mtime in done_before.items():  # finished units were not recomputed
-            assert p.stat().st_mtime_ns == mtime
+    n_done = 3
+    out = tmp_path / f"kill{n_done}"
+    proc = _cli(tree, *SWEEP_ARGS, "--out", out)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if len(list((out / "cache").rglob("*.h5"))) >= n_done:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = {p: p.stat().st_mtime_ns for p in (out / "cache").rglob("*.h5")}
+    assert 0 < len(done_before) < 8
+    resume = _cli(tree, *SWEEP_ARGS, "--out", out)  # the dead sweep's lock is stale
+    _, err = resume.communicate(timeout=600)
+    assert resume.returncode == 0, err
+    assert _tables(out) == ref
+    for p, mtime in done_before.items():  # finished units were not recomputed
+        assert p.stat().st_mtime_ns == mtime
 
 
 def test_dask_executor_matches_local(tree, reference, tmp_path):
