@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 
 from analyses.fertility import language_order
-from analyses.figures import new_figure, save_figure
+from analyses.figures import new_figure, redraw_on_change, save_figure
 
 
+@redraw_on_change
 def plot_abs_heatmap(abs_df: pd.DataFrame, checkpoint: str, path: Path) -> Path | None:
     """Language x axis heatmap of one checkpoint's per-axis ABS, values written in the cells."""
     df = abs_df[(abs_df["checkpoint"].astype(str) == str(checkpoint)) & (abs_df["axis"] != "all")]
@@ -49,6 +50,7 @@ def plot_abs_heatmap(abs_df: pd.DataFrame, checkpoint: str, path: Path) -> Path 
     return save_figure(fig, path)
 
 
+@redraw_on_change
 def plot_fertility_bars(fert: pd.DataFrame, path: Path) -> Path | None:
     """Grouped bars per language, one bar per tokenizer: fertility and parity vs the reference."""
     if fert.empty:
@@ -79,6 +81,7 @@ def plot_fertility_bars(fert: pd.DataFrame, path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
+@redraw_on_change
 def plot_mediation_forest(med: pd.DataFrame, path: Path) -> Path | None:
     """Total, direct and indirect (via fertility) effect of each language vs the reference,
     with percentile-bootstrap CIs, one row per (checkpoint, language)."""

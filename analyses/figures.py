@@ -1,14 +1,30 @@
 """One figure style for every plot: matplotlib `Figure` objects (no pyplot, so no global
-backend or figure state), constrained layout, 110 dpi, written atomically."""
+backend or figure state), constrained layout, 110 dpi, written atomically.
+
+A plot function decorated with `redraw_on_change` is drawn only when its PNG is missing or was
+drawn from other inputs: every sweep rewrites the report of the whole OUT, and a checkpoint
+added to a finished OUT should cost its own figures, not all of them again."""
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import hashlib
+import inspect
 import re
+import struct
+import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from interp.core.atomic import atomic_write
 
 DPI = 110
+# the PNG text chunk that records what a figure was drawn from (figure_key)
+KEY_CHUNK = "interp-figure-key"
+_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("interp_figure_key", default=None)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def new_figure(width: float, height: float):
@@ -18,9 +34,116 @@ def new_figure(width: float, height: float):
 
 
 def save_figure(fig, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write `fig` to `path` (format from the suffix) through a temporary file and rename."""
+    """Write `fig` to `path` (format from the suffix) through a temporary file and rename.
+    Inside a `redraw_on_change` plot, a PNG records the key of its inputs in a text chunk."""
     path = Path(path)
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip(".") or "png"))
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    key = _key.get()
+    meta = {KEY_CHUNK: key} if key is not None and fmt == "png" else None
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=dpi, format=fmt, metadata=meta))
+
+
+def _digest(value: object, h) -> None:
+    """Feed `value` into hash `h`: frames, arrays and containers by content, the rest by repr
+    (an object whose repr is not its content, e.g. one with an address, only costs a redraw)."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(value, (pd.DataFrame, pd.Series)):
+        frame = value.to_frame() if isinstance(value, pd.Series) else value
+        h.update(repr((type(value).__name__, frame.shape, list(frame.columns), list(frame.index.names))).encode())
+        h.update(repr([str(t) for t in frame.dtypes]).encode())
+        try:
+            h.update(pd.util.hash_pandas_object(value, index=True).to_numpy().tobytes())
+        except TypeError:  # unhashable cells (lists): their text
+            h.update(value.to_csv().encode())
+    elif isinstance(value, np.ndarray):
+        h.update(repr((value.dtype.str, value.shape)).encode())
+        h.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, dict):
+        h.update(b"{")
+        for k in sorted(value, key=repr):
+            _digest(k, h)
+            _digest(value[k], h)
+        h.update(b"}")
+    elif isinstance(value, (list, tuple)):
+        h.update(b"[" if isinstance(value, list) else b"(")
+        for v in value:
+            _digest(v, h)
+        h.update(b"]")
+    else:
+        h.update(repr(value).encode())
+    h.update(b";")
+
+
+@functools.cache
+def _source_digest(filename: str) -> str:
+    """The plotting code's bytes: a changed plot function (or this style) redraws."""
+    return hashlib.sha256(Path(filename).read_bytes()).hexdigest()
+
+
+def figure_key(fn: Callable[..., Any], inputs: dict[str, object]) -> str:
+    """What a figure is drawn from: the plot function's module source, this module's style,
+    matplotlib's version and every input but the output path."""
+    import matplotlib
+
+    h = hashlib.sha256()
+    h.update(f"{fn.__module__}.{fn.__qualname__} {matplotlib.__version__}".encode())
+    h.update(_source_digest(inspect.getsourcefile(fn) or "").encode())
+    h.update(_source_digest(__file__).encode())
+    _digest(inputs, h)
+    return h.hexdigest()
+
+
+def png_text(path: str | Path) -> dict[str, str]:
+    """The tEXt chunks of a PNG before its image data ({} for a missing or non-PNG file)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return {}
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return {}
+    out, pos = {}, 8
+    while pos + 8 <= len(data):
+        (n,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + n]
+        if kind in (b"IDAT", b"IEND") or len(body) < n:
+            break
+        if kind == b"tEXt" and b"\0" in body:
+            k, v = body.split(b"\0", 1)
+            out[k.decode("latin-1")] = v.decode("latin-1")
+        elif kind == b"zTXt" and b"\0" in body:
+            k, v = body.split(b"\0", 1)
+            try:
+                out[k.decode("latin-1")] = zlib.decompress(v[1:]).decode("latin-1")
+            except zlib.error:
+                pass
+        pos += 12 + n
+    return out
+
+
+def redraw_on_change(fn: F) -> F:
+    """Decorate a plot function with a `path` argument: when `path` is a PNG that records the
+    key of the same inputs (figure_key), return it without drawing; otherwise draw it with
+    that key recorded. A figure's pixels are a function of its inputs, so this changes no file."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def draw(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        inputs = dict(bound.arguments)
+        path = Path(inputs.pop("path"))
+        key = figure_key(fn, inputs)
+        if path.suffix.lower() == ".png" and png_text(path).get(KEY_CHUNK) == key:
+            return path
+        token = _key.set(key)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _key.reset(token)
+
+    return draw  # type: ignore[return-value]
 
 
 def safe_name(name: str) -> str:

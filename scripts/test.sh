@@ -4,5 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1
-# two pytest workers (torch runs one thread each): the suite takes about half the wall time
-exec .venv/bin/python -m pytest tests -n "${INTERP_TEST_WORKERS:-2}" "$@"
+# two pytest workers (torch runs one thread each): the suite takes about half the wall time; a
+# file stays on one worker, the longest files first (tests/conftest.py: SLOWEST_FIRST)
+exec .venv/bin/python -m pytest tests -n "${INTERP_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"

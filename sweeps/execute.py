@@ -359,6 +359,9 @@ def _execute_dask(
                     dashboard_address=None,
                     silence_logs=logging.CRITICAL,
                     resources={"model_slot": 1},
+                    # the sweep's environment (memo and cache paths, offline flags) in every
+                    # worker, also where Dask is set to fork workers from a server started earlier
+                    env=dict(os.environ),
                 )
                 client = Client(cluster)
                 resources = {"model_slot": 1, **opts.resources}

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analyses.figures import UNRELATED, lineage_order, new_figure, save_figure
+from analyses.figures import UNRELATED, lineage_order, new_figure, redraw_on_change, save_figure
 from analyses.io import write_table
 from cache.store import Store, read_unit
 from interp.core.atomic import atomic_write
@@ -142,6 +142,7 @@ def _quantile(null, q: float) -> float:
     return float(np.quantile(null, q)) if null.size else float("nan")
 
 
+@redraw_on_change
 def _depth_figure(rows: pd.DataFrame, title: str, path: Path) -> Path:
     """Score against depth: one line per (checkpoint, bank), the label-shuffle null's 5-95% as a band."""
     fig = new_figure(6.5, 3.4)
@@ -158,6 +159,7 @@ def _depth_figure(rows: pd.DataFrame, title: str, path: Path) -> Path:
     return save_figure(fig, path)
 
 
+@redraw_on_change
 def _null_figure(nulls: list[tuple[str, float, np.ndarray]], title: str, path: Path) -> None:
     """Label-shuffle null distribution of each readout with its observed score."""
     n = len(nulls)
@@ -292,6 +294,7 @@ def run_predict(
     return table
 
 
+@redraw_on_change
 def _figure(table: pd.DataFrame, lineage: dict | None, path: Path) -> None:
     by_source = table.set_index("source")
     fig = new_figure(7, 3.5)

@@ -1,4 +1,5 @@
-"""`interp ARGS` in its own process without paying for a fresh interpreter's imports.
+"""`interp ARGS` (or `python SCRIPT ARGS`) in its own process without paying for a fresh
+interpreter's imports.
 
 A command run as `python -m interp.cli` spends ~5 s of CPU importing torch and transformers
 before it reads its first argument; the tests that need a separate process (one that can hang,
@@ -22,18 +23,36 @@ import traceback
 from pathlib import Path
 from typing import Mapping, Sequence
 
-# what `interp sweep` imports before its first unit; anything else a command needs is imported
-# in the child, as a fresh process would
-_PRELOAD = ["interp.cli", "sweeps.api", "interp.runner.backends", "interp.studies.pressure", "cache.store"]
+# what `interp sweep` imports before its first unit, and what a Dask worker process imports
+# before its first task; anything else a command needs is imported in the child, as a fresh
+# process would
+_PRELOAD = [
+    "interp.cli",
+    "sweeps.api",
+    "interp.runner.backends",
+    "interp.studies.pressure",
+    "cache.store",
+    "distributed.nanny",
+]
+
+
+def start_fork_server() -> None:
+    """Start this process's fork server now, with these preloads and the environment of now.
+    It is one per process and shared: the Dask workers of tests/conftest.py are its children too
+    (their environment is the sweep's, passed by the nanny), so it must not start later with
+    Dask's shorter preload list or inside a test that changed the environment."""
+    multiprocessing.set_forkserver_preload(_PRELOAD)
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
 
 
 def _context():
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(_PRELOAD)
-    return ctx
+    start_fork_server()
+    return multiprocessing.get_context("forkserver")
 
 
-def _child(argv: list[str], env: dict[str, str], cwd: str, out_path: str, err_path: str) -> None:
+def _child(argv: list[str], env: dict[str, str], cwd: str, out_path: str, err_path: str, script: str | None) -> None:
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -43,12 +62,18 @@ def _child(argv: list[str], env: dict[str, str], cwd: str, out_path: str, err_pa
         os.close(f)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
-    sys.argv = ["interp", *argv]
+    sys.argv = [script or "interp", *argv]
     code = 0
     try:
-        from interp.cli import main
+        if script is None:
+            from interp.cli import main
 
-        main()
+            main()
+        else:  # as `python SCRIPT`: its directory first on the path, run as __main__
+            import runpy
+
+            sys.path.insert(0, os.path.dirname(script))
+            runpy.run_path(script, run_name="__main__")
     except SystemExit as e:  # as the interpreter maps it: None -> 0, int -> itself, else printed -> 1
         if e.code is None or isinstance(e.code, int):
             code = e.code or 0
@@ -64,9 +89,17 @@ def _child(argv: list[str], env: dict[str, str], cwd: str, out_path: str, err_pa
 
 
 class CLIProcess:
-    """A running `interp ARGS` with the parts of subprocess.Popen the tests use (text output)."""
+    """A running `interp ARGS` (`python SCRIPT ARGS` with `script`) with the parts of
+    subprocess.Popen the tests use (text output)."""
 
-    def __init__(self, args: Sequence, *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None):
+    def __init__(
+        self,
+        args: Sequence,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        script: str | Path | None = None,
+    ):
         self._dir = tempfile.TemporaryDirectory(prefix="interp-cli-")
         self._out, self._err = (os.path.join(self._dir.name, n) for n in ("stdout", "stderr"))
         self._proc = _context().Process(
@@ -77,6 +110,7 @@ class CLIProcess:
                 str(cwd or os.getcwd()),
                 self._out,
                 self._err,
+                None if script is None else str(Path(script).resolve()),
             ),
         )
         self._proc.start()
@@ -113,14 +147,20 @@ class CLIProcess:
 
 
 def run_cli_process(
-    args: Sequence, *, env: Mapping[str, str] | None = None, cwd: str | Path | None = None, timeout: float
+    args: Sequence,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout: float,
+    script: str | Path | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run `interp ARGS` to the end; on timeout the process is killed and TimeoutExpired raised."""
-    proc = CLIProcess(args, env=env, cwd=cwd)
+    """Run `interp ARGS` (`python SCRIPT ARGS`) to the end; on timeout the process is killed and
+    TimeoutExpired raised."""
+    proc = CLIProcess(args, env=env, cwd=cwd, script=script)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(30)
         raise
-    return subprocess.CompletedProcess(["interp", *map(str, args)], proc.returncode, out, err)
+    return subprocess.CompletedProcess([str(script or "interp"), *map(str, args)], proc.returncode, out, err)

@@ -4,10 +4,22 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import dask
 import pytest
 import torch
 
 torch.set_num_threads(1)
+# Dask's local worker processes as children of a fork server that imported the toolkit once
+# (tests/_cli_process.py), as Dask's own test suite does: a spawned worker pays ~5 s of CPU
+# importing torch and transformers before its first task. What a worker computes is the same.
+dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"})
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fork_server():
+    from _cli_process import start_fork_server
+
+    start_fork_server()
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +50,40 @@ def pytest_configure(config):
 
         config._interp_bf16_medium = bf16_operand_kernels()
         config._interp_bf16_medium.__enter__()
+
+
+# The files that keep one worker busiest (measured 2026-12-03 with --durations=0, whole files),
+# longest first. scripts/test.sh runs the suite with `--dist loadfile --no-loadscope-reorder`:
+# a file stays on one worker (its module fixtures are built once), and the files are handed out
+# in this order, so no long file starts last while the other worker idles. Only the order of
+# the tests changes, never which run; a file not listed keeps pytest's order after these.
+SLOWEST_FIRST = (
+    "test_organism.py",
+    "test_golden_tables.py",
+    "test_slurm_cluster.py",
+    "test_lm_eval_model.py",
+    "test_residual_layers.py",
+    "test_tables_add_up.py",
+    "test_determinism.py",
+    "test_dask_faults.py",
+    "test_sweep.py",
+    "bad_inputs/test_silent_wrong.py",
+    "test_lm_eval_hook.py",
+    "bad_inputs/test_content_hash.py",
+    "test_dask_scheduler.py",
+    "test_docs.py",
+    "test_layers.py",
+    "test_engine_levels.py",
+    "bad_inputs/test_locks_signals.py",
+    "bad_inputs/test_end_to_end.py",
+    "test_precision_audit.py",
+    "test_probes_cache.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0].removeprefix("tests/"), len(rank)))
 
 
 def pytest_collection_finish(session):

@@ -6,6 +6,7 @@ submit."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import threading
@@ -53,6 +54,7 @@ def _cluster(n_workers: int, **kw):
         dashboard_address=None,
         silence_logs=logging.CRITICAL,
         resources={"model_slot": 1},
+        env=dict(os.environ),  # this test's memo path, as the sweep's own cluster passes it
         **kw,
     )
 
@@ -99,7 +101,8 @@ def test_sigkill_of_a_worker_mid_unit_loses_nothing(tree, tmp_path):
     from sweeps.api import run_sweep
 
     ref = tmp_path / "REF"
-    cfg = RunConfig(max_items=4, threads=1)
+    # a unit long enough (~40 prompts x 31 conditions) to be killed inside, however fast a worker starts
+    cfg = RunConfig(max_items=12, threads=1)
     shutil.rmtree(tree / "step3")
     run_sweep([tree], studies=["pressure"], banks=["moral"], out=ref, cfg=cfg, progress=False)
     out = tmp_path / "OUT"
@@ -129,12 +132,16 @@ def test_sigkill_of_a_worker_mid_unit_loses_nothing(tree, tmp_path):
     assert killed, "no worker was busy to kill"
     assert not errors, errors
     assert _tables(out) == _tables(ref)
+    # the kill was inside a unit: that checkpoint's unit was started again on another worker
+    started = re.findall(r"started (\S+) on ", (out / "sweep.log").read_text())
+    assert sorted(started) != sorted(set(started)), f"no unit was restarted: {started}"
 
 
-def _kill_a_busy_worker(client, deadline: float) -> bool:
-    """SIGKILL the process of a worker that is running a unit task; True once done."""
+def _kill_a_busy_worker(client, deadline: float, sweep: threading.Thread | None = None) -> bool:
+    """SIGKILL the process of a worker that is running a unit task; True once done (False after
+    the deadline, or once `sweep` has ended)."""
     end = time.monotonic() + deadline
-    while time.monotonic() < end:
+    while time.monotonic() < end and (sweep is None or sweep.is_alive()):
         busy = [w for w, tasks in client.processing().items() if any("interp-unit" in str(k) for k in tasks)]
         if busy:
             pids = client.run(os.getpid, workers=busy[:1])
@@ -150,6 +157,7 @@ def test_repeated_worker_loss_ends_with_a_failure_not_a_hang(tree, tmp_path):
     from distributed import Client
 
     from interp.errors import UnitsFailedError
+    from interp.studies.base import RunConfig
     from sweeps.api import run_sweep
 
     import dask
@@ -174,7 +182,7 @@ def test_repeated_worker_loss_ends_with_a_failure_not_a_hang(tree, tmp_path):
                     out=out,
                     executor="dask",
                     scheduler=cluster.scheduler_address,
-                    cfg=_cfg(),
+                    cfg=RunConfig(threads=1),  # the whole bank: a unit the kill loop is sure to interrupt
                     progress=False,
                 )
             except BaseException as exc:  # noqa: BLE001
@@ -184,9 +192,9 @@ def test_repeated_worker_loss_ends_with_a_failure_not_a_hang(tree, tmp_path):
         t.start()
         kills = 0
         while t.is_alive() and kills < 4:
-            if _kill_a_busy_worker(client, deadline=60):
+            if _kill_a_busy_worker(client, deadline=60, sweep=t):
                 kills += 1
-            time.sleep(1.0)
+            time.sleep(0.2)
         t.join(timeout=120)
         assert not t.is_alive(), "the driver waits forever after repeated worker deaths"
     assert kills >= 2

@@ -142,14 +142,10 @@ def test_precision_is_part_of_the_unit_identity(tiny_models):
 
 
 def test_cli_rejects_a_bad_dtype_before_planning():
-    import subprocess
-    import sys
+    from _cli_process import run_cli_process
 
-    res = subprocess.run(
+    res = run_cli_process(
         [
-            sys.executable,
-            "-m",
-            "interp.cli",
             "sweep",
             "x",
             "--study",
@@ -159,8 +155,7 @@ def test_cli_rejects_a_bad_dtype_before_planning():
             "--dtype",
             "int3",
         ],
-        capture_output=True,
-        text=True,
+        timeout=300,
     )
     assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
     assert "dtype" in res.stderr and "int3" in res.stderr and "float32" in res.stderr  # names the field and choices

@@ -1,8 +1,10 @@
 """Figures from tables: the item-map heatmap (items x checkpoints, most-yielding at the top) on
-planted maps, and the captions report.md prints under each figure."""
+planted maps, the captions report.md prints under each figure, and figures redrawn only when
+what they are drawn from changed."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -67,11 +69,11 @@ def test_heatmap_draws_items_top_down_from_the_most_yielding(tmp_path: Path, mon
     assert pf.plot_item_map_heatmap(planted_maps(), CKS, "no-such-bank", tmp_path / "x.png") is None
 
 
-def test_report_prints_a_caption_under_each_figure(tmp_path: Path) -> None:
-    out = tmp_path / "out"
+def pressure_out(root: Path) -> Path:
+    """An OUT with the two tables the pressure figures read (planted maps, a flat summary)."""
+    out = root / "out"
     (out / "results").mkdir(parents=True)
-    maps = planted_maps()
-    maps.to_csv(out / "results" / "item_maps.csv", index=False)
+    planted_maps().to_csv(out / "results" / "item_maps.csv", index=False)
     summary = pd.DataFrame(
         [
             dict(
@@ -85,6 +87,11 @@ def test_report_prints_a_caption_under_each_figure(tmp_path: Path) -> None:
         ]
     )
     summary.to_csv(out / "results" / "pressure_summary.csv", index=False)
+    return out
+
+
+def test_report_prints_a_caption_under_each_figure(tmp_path: Path) -> None:
+    out = pressure_out(tmp_path)
     (out / "figures").mkdir()
     (out / "figures" / "unknown_plot.png").write_bytes(b"")  # a figure nobody declared: no caption
     report = write_report(out).read_text(encoding="utf-8")
@@ -109,3 +116,91 @@ def test_report_prints_a_caption_under_each_figure(tmp_path: Path) -> None:
 def test_the_guides_figures_have_captions(name: str) -> None:
     assert len(figure_caption(f"{name}.png")) > 80
     assert len({p for p, _ in FIGURE_CAPTIONS}) == len(FIGURE_CAPTIONS)  # each pattern once
+
+
+def _count_draws(monkeypatch) -> list[str]:
+    from matplotlib.figure import Figure
+
+    drawn: list[str] = []
+    real = Figure.savefig
+
+    def savefig(self, fname, *args, **kwargs):
+        drawn.append(str(fname))
+        return real(self, fname, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return drawn
+
+
+def test_a_second_report_draws_nothing_and_its_figures_equal_a_fresh_draw(tmp_path: Path, monkeypatch) -> None:
+    from analyses.figures import KEY_CHUNK, png_text
+
+    drawn = _count_draws(monkeypatch)
+    out = pressure_out(tmp_path)
+    write_report(out)
+    pngs = sorted((out / "figures").glob("*.png"))
+    assert len(pngs) == len(drawn) == 4 and all(KEY_CHUNK in png_text(p) for p in pngs)
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in pngs}
+    write_report(out)
+    assert len(drawn) == 4, "an unchanged OUT was drawn again"
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in sorted((out / "figures").glob("*.png"))} == before
+    # what was kept is what a fresh draw of the same tables writes, byte for byte
+    fresh = tmp_path / "fresh"
+    (fresh / "out").mkdir(parents=True)
+    shutil.copytree(out / "results", fresh / "out" / "results")
+    write_report(fresh / "out")
+    assert {p.name: p.read_bytes() for p in (fresh / "out" / "figures").glob("*.png")} == {
+        k: v[1] for k, v in before.items()
+    }
+
+
+def test_changed_inputs_code_or_files_are_drawn_again(tmp_path: Path, monkeypatch) -> None:
+    """Negative controls: one changed map value redraws the figures that read the maps (not the
+    trajectories); a deleted PNG, one drawn without a key (an older version) and a changed plot
+    module are drawn again."""
+    import analyses.figures as figs
+
+    drawn = _count_draws(monkeypatch)
+    out = pressure_out(tmp_path)
+    write_report(out)
+    drawn.clear()
+    maps = pd.read_csv(out / "results" / "item_maps.csv")
+    maps.loc[0, "map_value"] += 1e-9  # below any printed digit, still another figure input
+    maps.to_csv(out / "results" / "item_maps.csv", index=False)
+    write_report(out)
+    assert sorted(Path(d).name.split(".tmp")[0].lstrip(".") for d in drawn) == [
+        "item_map_heatmap_factual.png",
+        "item_map_heatmap_moral.png",
+        "item_map_scatter.png",
+    ], drawn
+    drawn.clear()
+    (out / "figures" / "item_map_scatter.png").unlink()
+    write_report(out)
+    assert len(drawn) == 1 and (out / "figures" / "item_map_scatter.png").is_file()
+    drawn.clear()
+    # the same figure saved without its key, as a version before this one wrote it
+    from matplotlib.figure import Figure
+
+    Figure().savefig(out / "figures" / "pressure_trajectories.png")
+    drawn.clear()
+    write_report(out)
+    assert len(drawn) == 1 and figs.KEY_CHUNK in figs.png_text(out / "figures" / "pressure_trajectories.png")
+    drawn.clear()
+    monkeypatch.setattr(figs, "_source_digest", lambda filename: "another version of " + filename)
+    write_report(out)
+    assert len(drawn) == 4
+
+
+def test_png_text_reads_what_matplotlib_writes_and_nothing_else(tmp_path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    from analyses.figures import png_text
+
+    Figure().savefig(tmp_path / "a.png", metadata={"interp-figure-key": "abc", "Title": "t"})
+    assert png_text(tmp_path / "a.png")["interp-figure-key"] == "abc"
+    assert png_text(tmp_path / "missing.png") == {}
+    (tmp_path / "b.png").write_bytes(b"not a png")
+    assert png_text(tmp_path / "b.png") == {}
+    data = (tmp_path / "a.png").read_bytes()
+    (tmp_path / "c.png").write_bytes(data[:20])  # truncated inside the first chunk
+    assert "interp-figure-key" not in png_text(tmp_path / "c.png")

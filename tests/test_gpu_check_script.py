@@ -1,22 +1,21 @@
 """bench/gpu_check.py is runnable: its whole path on the CPU (tiny model), and a clean skip
-without CUDA. (The GPU run itself needs a lent GPU: see BENCHMARKS.md.)"""
+without CUDA. (The GPU run itself needs a lent GPU: see BENCHMARKS.md.) The script runs as
+`python bench/gpu_check.py` would, in a process of its own (a fork-server child: the imports
+are paid once, tests/_cli_process.py)."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from _cli_process import run_cli_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_gpu_check_runs_on_cpu(tiny_models, tmp_path):
-    res = subprocess.run(
+    res = run_cli_process(
         [
-            sys.executable,
-            str(ROOT / "bench" / "gpu_check.py"),
             "--device",
             "cpu",
             "--models",
@@ -32,8 +31,7 @@ def test_gpu_check_runs_on_cpu(tiny_models, tmp_path):
             "--results-dir",
             str(tmp_path),
         ],
-        capture_output=True,
-        text=True,
+        script=ROOT / "bench" / "gpu_check.py",
         timeout=600,
     )
     assert res.returncode == 0, res.stderr[-3000:]
@@ -48,11 +46,6 @@ def test_gpu_check_runs_on_cpu(tiny_models, tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
 def test_gpu_check_skips_without_cuda(tmp_path):
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--results-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    res = run_cli_process(["--results-dir", tmp_path], script=ROOT / "bench" / "gpu_check.py", timeout=300)
     assert res.returncode == 0 and "skipped: no CUDA device" in res.stderr
     assert not (tmp_path / "gpu_check.json").exists()

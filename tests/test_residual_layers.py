@@ -208,26 +208,12 @@ def test_old_single_layer_units_still_read(tmp_path):
 
 
 def test_cli_probe_layer_all_and_bad_layer(swept):
-    import subprocess
-    import sys
+    from _cli_process import run_cli_process
 
     out_all, _ = swept
-    run = [
-        sys.executable,
-        "-m",
-        "interp.cli",
-        "probe",
-        str(out_all),
-        "--study",
-        "pressure",
-        "--target",
-        "planted",
-        "--shuffles",
-        "5",
-        "--layer",
-    ]
-    ok = subprocess.run(run + ["all"], capture_output=True, text=True)
+    run = ["probe", str(out_all), "--study", "pressure", "--target", "planted", "--shuffles", "5", "--layer"]
+    ok = run_cli_process(run + ["all"], timeout=300)
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert set(pd.read_csv(out_all / "results" / "probes.csv")["layer"]) == {0, 1, 2, 3}
-    bad = subprocess.run(run + ["deep"], capture_output=True, text=True)
+    bad = run_cli_process(run + ["deep"], timeout=300)
     assert bad.returncode == 2 and "--layer 'deep'" in bad.stderr and bad.stderr.strip().count("\n") == 0

@@ -51,10 +51,9 @@ def test_selftest_fails_on_a_planted_backend_error(monkeypatch):
 
 
 def test_selftest_bad_input_exit_2():
-    import subprocess
-    import sys
+    from _cli_process import run_cli_process
 
     for args in (["--dtype", "float8"], ["--device", "tpu"]):
-        res = subprocess.run([sys.executable, "-m", "interp.cli", "selftest", *args], capture_output=True, text=True)
+        res = run_cli_process(["selftest", *args], timeout=300)
         assert res.returncode == 2, res.stderr
         assert res.stderr.startswith("interp: error:") and len(res.stderr.strip().splitlines()) == 1

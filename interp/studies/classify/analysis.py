@@ -47,7 +47,7 @@ from analyses.classify_metrics import (
     generation_summary,
     position_bias,
 )
-from analyses.figures import new_figure, safe_name, save_figure
+from analyses.figures import new_figure, redraw_on_change, safe_name, save_figure
 from analyses.io import write_table
 from cache.store import Unit
 
@@ -342,6 +342,7 @@ def judge_agreement_tables(units: list[Unit]) -> tuple[pd.DataFrame, pd.DataFram
 _safe = safe_name
 
 
+@redraw_on_change
 def plot_confusion(conf: pd.DataFrame, task: str, title: str, path: Path) -> Path:
     labels = [str(v) for v in _metric_labels(task)]
     cols = labels + [p for p in conf["pred"].unique() if p not in labels]
@@ -372,6 +373,7 @@ def plot_confusion(conf: pd.DataFrame, task: str, title: str, path: Path) -> Pat
     return save_figure(fig, path)
 
 
+@redraw_on_change
 def plot_precision_recall(summary: pd.DataFrame, path: Path) -> Path:
     """Precision vs recall of the sycophantic class across checkpoints (order "averaged");
     bubble area grows with macro-F1; one marker per binary reading and bank."""

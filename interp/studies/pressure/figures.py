@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses.figures import UNRELATED, new_figure, safe_name, save_figure, trajectory_groups
+from analyses.figures import UNRELATED, new_figure, redraw_on_change, safe_name, save_figure, trajectory_groups
 
 _METRICS = (("delta", "deference δ"), ("s_op", "S_op"), ("s_ch", "S_ch"))
 
 
+@redraw_on_change
 def plot_pressure_trajectories(summary: pd.DataFrame, lineage: dict | None, path: Path) -> Path:
     """delta / S_op / S_ch with CIs per checkpoint. A line joins only checkpoints of one lineage
     (base -> route, in training order); checkpoints with no lineage are points, never joined,
@@ -47,6 +48,7 @@ def plot_pressure_trajectories(summary: pd.DataFrame, lineage: dict | None, path
     return save_figure(fig, path)
 
 
+@redraw_on_change
 def plot_item_map_scatter(maps: pd.DataFrame, a: str, b: str, path: Path, *, turn_kind: str = "opinion") -> Path:
     df = maps[maps["turn_kind"] == turn_kind].pivot_table(
         index=["bank", "item_id"], columns="checkpoint", values="map_value"
@@ -74,6 +76,7 @@ def item_map_matrix(maps: pd.DataFrame, checkpoints: list[str], *, turn_kind: st
     return wide.loc[key.sort_values(["mean", "item"], kind="mergesort").index]
 
 
+@redraw_on_change
 def plot_item_map_heatmap(
     maps: pd.DataFrame, checkpoints: list[str], bank: str, path: Path, *, turn_kind: str = "opinion"
 ) -> Path | None:
