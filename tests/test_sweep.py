@@ -126,10 +126,13 @@ def test_sigkill_then_resume_gives_identical_tables(tree, reference, tmp_path):
         assert p.stat().st_mtime_ns == mtime
 
 
-def test_dask_executor_matches_local(tree, reference, tmp_path):
+def test_dask_executor_matches_local(tree, reference, tmp_path, monkeypatch):
     from sweeps.api import run_sweep
 
     out = tmp_path / "dask"
+    # set after this process's fork server started (tests/conftest.py): a worker forked from it
+    # sees it only if the sweep passes its environment on; each attempt logs the variable
+    monkeypatch.setenv("SLURM_JOB_ID", "set-by-the-sweep")
     run_sweep(
         [tree],
         studies=["pressure"],
@@ -141,6 +144,8 @@ def test_dask_executor_matches_local(tree, reference, tmp_path):
         progress=False,
     )
     assert _tables(out) == _tables(reference)
+    started = [line for line in (out / "sweep.log").read_text().splitlines() if " started " in line]
+    assert started and all("SLURM job set-by-the-sweep" in line for line in started), started
 
 
 def test_lock_refuses_second_sweep_and_breaks_stale(tree, tmp_path):
