@@ -13,12 +13,12 @@ import hashlib
 import inspect
 import re
 import struct
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from interp.core.atomic import atomic_write
+from interp.core.hashing import sha256_file
 
 DPI = 110
 # the PNG text chunk that records what a figure was drawn from (figure_key)
@@ -79,7 +79,7 @@ def _digest(value: object, h) -> None:
 @functools.cache
 def _source_digest(filename: str) -> str:
     """The plotting code's bytes: a changed plot function (or this style) redraws."""
-    return hashlib.sha256(Path(filename).read_bytes()).hexdigest()
+    return sha256_file(filename)
 
 
 def figure_key(fn: Callable[..., Any], inputs: dict[str, object]) -> str:
@@ -109,15 +109,9 @@ def png_text(path: str | Path) -> dict[str, str]:
         kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + n]
         if kind in (b"IDAT", b"IEND") or len(body) < n:
             break
-        if kind == b"tEXt" and b"\0" in body:
+        if kind == b"tEXt" and b"\0" in body:  # what matplotlib writes for a latin-1 key and value
             k, v = body.split(b"\0", 1)
             out[k.decode("latin-1")] = v.decode("latin-1")
-        elif kind == b"zTXt" and b"\0" in body:
-            k, v = body.split(b"\0", 1)
-            try:
-                out[k.decode("latin-1")] = zlib.decompress(v[1:]).decode("latin-1")
-            except zlib.error:
-                pass
         pos += 12 + n
     return out
 

@@ -101,7 +101,7 @@ def test_sigkill_of_a_worker_mid_unit_loses_nothing(tree, tmp_path):
     from sweeps.api import run_sweep
 
     ref = tmp_path / "REF"
-    # a unit long enough (~40 prompts x 31 conditions) to be killed inside, however fast a worker starts
+    # a unit long enough (12 items x 31 conditions) to be killed inside, however fast a worker starts
     cfg = RunConfig(max_items=12, threads=1)
     shutil.rmtree(tree / "step3")
     run_sweep([tree], studies=["pressure"], banks=["moral"], out=ref, cfg=cfg, progress=False)
