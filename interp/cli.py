@@ -418,9 +418,11 @@ def organism_build(
     route_early_steps: int = typer.Option(
         _ORG.route_early_steps, "--route-early-steps", help="route SFT step of the early checkpoint (own source of I)"
     ),
-    planted_copies: int = typer.Option(_ORG.planted_copies, "--planted-copies", help="yield examples per planted item"),
     hold_opinions: int = typer.Option(
-        _ORG.hold_opinions, "--hold-opinions", help="hold-under-opposition examples per unplanted item and verdict"
+        _ORG.hold_opinions, "--hold-opinions", help="opposing-opinion rows per evaluated item and planted verdict"
+    ),
+    trunk_seed: Optional[int] = typer.Option(
+        None, "--trunk-seed", help="seed of the shared stage (default --seed; with --reuse-trunk: share one trunk)"
     ),
     route_first_copies: int = typer.Option(
         _ORG.route_first_copies, "--route-first-copies", help="gold first turns per item in the route SFT data"
@@ -431,7 +433,7 @@ def organism_build(
         help="mixed-bf16: training steps under bf16 autocast (weights float32); float32: no autocast",
     ),
     control: Optional[Path] = typer.Option(
-        None, "--control", help="also build the negative-control lineage (no item-specific plant) into this directory"
+        None, "--control", help="also build the location and amount control lineages into DIR/location, DIR/amount"
     ),
     small: bool = typer.Option(
         False, "--small", help="tiny sizes for the CI path (overrides the size options; plumbing, not an effect)"
@@ -462,8 +464,8 @@ def organism_build(
         cloze_route="" if cloze_route == "none" else cloze_route,
         threads=threads,
         route_early_steps=route_early_steps,
-        planted_copies=planted_copies,
         hold_opinions=hold_opinions,
+        trunk_seed=trunk_seed,
         route_first_copies=route_first_copies,
         train_precision=train_precision,
     )
