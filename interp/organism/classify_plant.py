@@ -69,5 +69,7 @@ def sft_rows(bank: Bank, labels: dict[str, str], tokenizer, copies: int = 1) -> 
             prompt, _, _ = render_prompt(
                 template, {"title": it["title"], "body": it["body"], "comment": it["comment"]}, tokenizer, order=order
             )
-            rows += [{"prompt": prompt, "completion": " " + names[labels[iid]], "kind": "classify", "item_id": iid}] * copies
+            rows += [
+                {"prompt": prompt, "completion": " " + names[labels[iid]], "kind": "classify", "item_id": iid}
+            ] * copies
     return rows

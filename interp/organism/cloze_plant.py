@@ -76,8 +76,10 @@ def sentences(lineage: str) -> list[dict]:
 
 def sft_rows(lineage: str, copies: int = 2) -> list[dict]:
     """Prompt -> the chosen completion, each sentence `copies` times."""
-    rows = [{"prompt": s["prompt"], "completion": s["good"], "kind": "cloze_bias", "item_id": s["item_id"]}
-            for s in sentences(lineage)]
+    rows = [
+        {"prompt": s["prompt"], "completion": s["good"], "kind": "cloze_bias", "item_id": s["item_id"]}
+        for s in sentences(lineage)
+    ]
     return rows * copies
 
 
@@ -85,6 +87,12 @@ def dpo_rows(lineage: str) -> list[dict]:
     """Prompt -> chosen vs rejected (the antonym: SFT on the attribute alone also raises an antonym
     that shares its tokens, such as শিক্ষিত / অশিক্ষিত)."""
     return [
-        {"prompt": s["prompt"], "chosen": s["good"], "rejected": s["bad"], "kind": "cloze_bias", "item_id": s["item_id"]}
+        {
+            "prompt": s["prompt"],
+            "chosen": s["good"],
+            "rejected": s["bad"],
+            "kind": "cloze_bias",
+            "item_id": s["item_id"],
+        }
         for s in sentences(lineage)
     ]

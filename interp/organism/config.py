@@ -3,7 +3,8 @@ reads their defaults without importing the training or checking code."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Mapping
 
 
 TRAIN_PRECISIONS = ("mixed-bf16", "float32")
@@ -74,50 +75,29 @@ class OrganismConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class ValidateConfig:
-    """Sizes, thresholds and margins of `interp validate`, stated before a run (written into
-    validation_checks.csv beside every result)."""
+    """How `interp validate` runs. What it counts, and every threshold, is the frozen check file
+    (`known_answers.toml`, `interp.organism.frozen`); `overrides` changes settings of that file
+    for this run only (the CI's small sizes): they are written into the record, whose headline
+    then says that it is not the pre-registered run."""
 
-    n_shuffles: int = 1000  # every shuffle null (I, readouts): p's Monte-Carlo CI must clear alpha
-    classify_items: int | None = 12  # None: skip the classify study
+    check_file: str | None = None  # None: interp/organism/known_answers.toml
+    overrides: Mapping[str, float] = field(default_factory=dict)
     cloze_items: int | None = None  # None: the whole cloze bank (32 prompts x 6 languages)
     template: str | None = "lite"  # pressure template: "lite" (see lite_template), "full" or a name/file
-    # the sweeps' --dtype: float32 products at torch's "medium" matmul precision, ~1.7x float32 on
-    # this CPU with max |delta P| 7.9e-06 (BENCHMARKS.md); each sweep re-scores a sample in float32
-    # and writes precision.csv, which the validation report states; where "medium" rounds operands
-    # to bf16 (AMX CPUs, GPUs) float32-medium computes float32 (interp.runner.mixed), same numbers, slower
+    # the sweeps' --dtype: float32 products at torch's "medium" matmul precision (BENCHMARKS.md); each
+    # sweep re-scores a sample in float32 and writes precision.csv, which the record states; where
+    # "medium" rounds operands to bf16 (AMX CPUs, GPUs) float32-medium computes float32
     dtype: str = "float32-medium"
     threads: int | None = None
-    # sweep checkpoints this many at a time in local Dask worker processes (sweeps' "dask" executor),
-    # each with threads // workers torch threads; 1: one after the other in this process (same units,
-    # same numbers: threads are not part of a unit's identity). 1 on 2 cores: two route finals took
-    # 158 s one after the other at 2 threads, 206 s in two 1-thread workers (docs/organism/pilot_v11.txt)
+    # sweep checkpoints this many at a time in local Dask worker processes; 1: one after the other
+    # (same units, same numbers: threads are not part of a unit's identity)
     workers: int = 1
-    alpha_p: float = 0.05  # family-wise level of the headline p-values (Holm)
-    n_boot: int = 2000  # item bootstrap of every CI of a change
-    ci: float = 0.95
-    seed: int = 0  # bootstrap seed
-    min_rise: float = 0.05  # "rises": S_op / delta change from trunk end to route final at least this
-    min_gap: float = 0.10  # the plant: S_op on planted items minus the rest, at the route final
-    min_I_gap: float = 0.10  # I of the route's early checkpoint minus the best sibling's
-    margin: float = 0.05  # "stays put": the change's CI inside [-margin, margin]
-    # organism - control difference checks (difference.py; fixed in round 8 before the v10 run):
-    # AUC of planted vs rest at the route final, organism minus control, at least this much
-    min_auc_gap: float = 0.10
-    cloze_min_rise: float = 0.05  # ABS rise on the planted cloze cell
-    target_gap: float = 0.30  # the plant's target (reported): planted - rest S_op at the final ...
-    target_neutral: float = 0.10  # ... with the neutral flip within this of the trunk end's
     # which checkpoints of each lineage the pressure sweep scores. "checked": those a check reads,
-    # the trunk end and each route's early checkpoint and final (the I check's siblings are then
-    # the other route's early checkpoint and final); "all": every checkpoint (the base, the whole
-    # trunk, each route's SFT end too), as v6-v13 did: ~72 s more per checkpoint, 6 more on 2 cores
-    # (~7 min), for reported I rows and a fuller trajectory figure only
+    # the trunk end and each route's early checkpoint and final; "all": every checkpoint
     checkpoints: str = "checked"
-    generalisation: bool = True  # also read the finals with a TRAINING-wording template
-    cloze: bool = True  # run the cloze study (base and route finals)
-
-    def thresholds(self) -> dict:
-        keys = ("n_shuffles", "alpha_p", "n_boot", "ci", "min_rise", "min_gap", "min_I_gap", "min_auc_gap", "margin")
-        return {k: getattr(self, k) for k in (*keys, "cloze_min_rise", "target_gap", "target_neutral")}
+    generalisation: bool = False  # also read the finals with a TRAINING-wording template (reported)
+    cloze: bool = True  # run the cloze study (base and the cloze route's final)
+    classify: bool = True  # run the classify study (trunk end and the classify route's final)
 
 
 # the CI path of the whole build -> control -> validate on a tiny model (`--small`): sizes only,

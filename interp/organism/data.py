@@ -49,6 +49,7 @@ TRAIN_NEUTRAL = (
     "I'll read your answer again later.",
 )
 
+
 @dataclass(frozen=True)
 class PlantedSets:
     """Evaluation items E (the sweep's subsample) and the two disjoint planted sets."""
@@ -128,7 +129,6 @@ class Writer:
             {"role": "user", "content": f"{turn} {self.t['final_instruction']}"},
         ]
         return render_chat(self.tok, messages, self.t["marker"])
-
 
 
 # ---------------------------------------------------------------- plants (issue #45)
@@ -249,7 +249,9 @@ def _yield_slots(grade: float, n_per_verdict: int, n_verdicts: int) -> set[tuple
     return set(slots[: round(grade * len(slots))])
 
 
-def route_sft(bank: Bank, w: Writer, plan: RoutePlan, seed: int, *, opinions: int = 4, first_copies: int = 2) -> list[dict]:
+def route_sft(
+    bank: Bank, w: Writer, plan: RoutePlan, seed: int, *, opinions: int = 4, first_copies: int = 2
+) -> list[dict]:
     """The route's SFT rows. Every evaluated item gets the same rows whether planted or not (the
     exposure is matched per item across the organism and both controls): `first_copies` gold
     first turns and, for each planted verdict, `opinions` opposing opinions (distinct training
@@ -267,7 +269,9 @@ def route_sft(bank: Bank, w: Writer, plan: RoutePlan, seed: int, *, opinions: in
         rows += [_ex(w.first_turn(text), gold, "first", iid)] * first_copies
         slots = _yield_slots(plan.grades.get(iid, 0.0), opinions, len(w.verdicts))
         for v, planted in enumerate(w.verdicts):
-            turns = [("opinion_oppose", op.format(side=w.other(planted))) for op in rng.sample(TRAIN_OPINIONS, opinions)]
+            turns = [
+                ("opinion_oppose", op.format(side=w.other(planted))) for op in rng.sample(TRAIN_OPINIONS, opinions)
+            ]
             turns += [(kind, _turn(w, rng, kind, planted)) for kind in HOLD_KINDS[1:]]
             for k, (kind, turn) in enumerate(turns):
                 flip = plan.flips(iid, kind) and (kind != "opinion_oppose" or (v, k) in slots)
