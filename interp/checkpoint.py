@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,8 @@ INPUT_FILES = TOKENIZER_FILES + (
     "chat_template.json",
 )
 MAX_CONFIG_BYTES = 16 << 20
+# the shard indexes transformers reads to find a sharded checkpoint's files
+SHARD_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +141,7 @@ def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> Check
         )
     for name in (*safe, *pickled, *(f for f in INPUT_FILES if (path / f).exists())):
         regular_file(path / name, error=CheckpointError)  # a FIFO or device would hang the first read
+    check_shard_indexes(path, safe=safe, pickled=pickled)
     if not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise CheckpointError(f"{path}: no tokenizer (tokenizer.json, tokenizer.model or vocab.json)")
     n_layers = tcfg.get("num_hidden_layers", tcfg.get("n_layer"))
@@ -172,6 +176,41 @@ def inspect_checkpoint(path: str | Path, *, allow_pickle: bool = False) -> Check
             None,
         ),
     )
+
+
+def shard_index(path: Path, name: str) -> dict[str, str] | None:
+    """The weight_map (tensor -> file) of the shard index `name` in `path`, None when there is none."""
+    index = path / name
+    if not index.exists() and not index.is_symlink():
+        return None
+    regular_file(index, limit=MAX_CONFIG_BYTES, error=CheckpointError)
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CheckpointError(f"{index}: not valid JSON ({exc})") from None
+    wmap = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(wmap, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in wmap.items()):
+        raise CheckpointError(f"{index}: field weight_map missing or not a mapping of tensor names to file names")
+    return wmap
+
+
+def check_shard_indexes(path: Path, *, safe: list[str], pickled: list[str]) -> None:
+    """A shard index may name only weight files directly inside the checkpoint folder, and the index
+    of the weights that load (safetensors when there are any) only files the fingerprint and the
+    content hash cover: an index naming `../elsewhere.safetensors` would load bytes no identity
+    covers (symbolic links out of a tree are refused the same way)."""
+    for name, loaded in zip(SHARD_INDEXES, (safe, [] if safe else pickled)):
+        wmap = shard_index(path, name)
+        for tensor, file in (wmap or {}).items():
+            if Path(file).name != file or file in (".", "..") or "\\" in file:
+                raise CheckpointError(
+                    f"{path / name}: tensor {tensor} maps to {file!r}, outside the checkpoint folder; "
+                    "a shard index may name only files in the folder itself"
+                )
+            if loaded and file not in loaded:
+                raise CheckpointError(
+                    f"{path / name}: tensor {tensor} maps to {file}, which is not one of the weight files in {path}"
+                )
 
 
 def check_config_size(
@@ -218,13 +257,16 @@ def fingerprint(info: CheckpointInfo, *, full_hash: bool = False) -> str:
     return sha256_json(fingerprint_parts(info, full_hash=full_hash))
 
 
-def content_fingerprint(info: CheckpointInfo, *, known_only: bool = False, fresh: bool = False) -> str | None:
+def content_fingerprint(
+    info: CheckpointInfo, *, known_only: bool = False, fresh: bool = False, finite: bool = False
+) -> str | None:
     """Fingerprint of every byte of the checkpoint: config, input files (sha256) and each weight
     file's content digest (xxh3-128 of all its bytes, `interp.fingerprint.CONTENT`).
 
     Reads every weight byte unless memoised (always with `fresh`: what `interp.load` does);
     `known_only`: read no weight file and return None unless the memo holds the digest of every
-    weight file as it is now."""
+    weight file as it is now. `finite`: also refuse a NaN or infinite value in any floating tensor
+    of the weight files that load (checked in the same pass; the digest is the same)."""
     parts = checkpoint_digests(
         info.path,
         config="config.json",
@@ -233,6 +275,7 @@ def content_fingerprint(info: CheckpointInfo, *, known_only: bool = False, fresh
         mode=CONTENT,
         known_only=known_only,
         fresh=fresh,
+        finite=loaded_weight_files(info) if finite and not info.pickled else (),
     )
     return None if parts is None else sha256_json(parts)
 
@@ -251,39 +294,123 @@ def tokenizer_identity(info: CheckpointInfo, parts: dict | None = None) -> str:
 
 # safetensors dtype names of floating-point data (what a floating parameter may be stored as)
 FLOAT_DTYPES = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4"}
-# parameters whose values are checked for NaN/Inf after loading: small (norms) or read by every
-# token (embeddings), so the check is cheap and a non-finite value poisons every number
+# parameters whose values are checked for NaN/Inf right after loading: small (norms) or read by
+# every token (embeddings), so the check is cheap and comes before any scoring. Every other
+# floating tensor is checked by the content hash, in the same pass over the bytes
+# (`interp.fingerprint.content_digest`); pickled weights, which that pass cannot read as
+# tensors, are checked here in full.
 _FINITE_CHECKED = ("norm", "embed", "wte", "wpe", "ln_")
+# tensors a checkpoint may hold that the model does not use, besides those transformers' model
+# class itself declares (`_keys_to_ignore_on_load_unexpected`) and tied weights: buffers older
+# checkpoints stored that the model now computes from its config (rotary frequencies, position
+# ids, GPT-2's causal mask)
+UNUSED_ALLOWED = re.compile(r"(rotary_emb\.inv_freq|(^|\.)position_ids|\.attn\.(masked_)?bias)$")
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
+
+
+def loaded_weight_files(info: CheckpointInfo) -> list[str]:
+    """The weight files transformers reads: the single file when there is one, else the shards
+    its index names (a stray weight file beside them is hashed, never loaded)."""
+    single, index = ("pytorch_model.bin", SHARD_INDEXES[1]) if info.pickled else ("model.safetensors", SHARD_INDEXES[0])
+    if single in info.weight_files:
+        return [single]
+    wmap = shard_index(info.path, index)
+    return sorted(set(wmap.values())) if wmap else list(info.weight_files)
+
+
+def tensor_files(info: CheckpointInfo) -> dict[str, str]:
+    """tensor name -> the loaded safetensors file holding it ({} for pickled weights). A tensor in
+    two shards, or a shard holding a tensor its index maps elsewhere (or not at all), is refused:
+    which copy transformers would load is then undefined, and the index is not in the identity."""
+    from interp.fingerprint import safetensors_header
+
+    if info.pickled:
+        return {}
+    files = loaded_weight_files(info)
+    wmap = shard_index(info.path, SHARD_INDEXES[0]) if files != ["model.safetensors"] else None
+    where: dict[str, str] = {}
+    for name in files:
+        for tensor, meta in safetensors_header(info.path / name).items():
+            if tensor == "__metadata__" or not isinstance(meta, dict):
+                continue
+            if tensor in where:
+                raise CheckpointError(
+                    f"{info.path / name}: tensor {tensor} is also in {where[tensor]}; which copy loads is undefined"
+                )
+            if wmap is not None and wmap.get(tensor) != name:
+                raise CheckpointError(
+                    f"{info.path / name}: tensor {tensor} is in this shard, but {SHARD_INDEXES[0]} maps it to "
+                    f"{wmap.get(tensor) or 'no file'}"
+                )
+            where[tensor] = name
+    for tensor, file in (wmap or {}).items():
+        if tensor not in where:
+            raise CheckpointError(
+                f"{info.path / SHARD_INDEXES[0]}: maps tensor {tensor} to {file}, which does not hold it"
+            )
+    return where
+
+
+def check_loading_info(info: CheckpointInfo, loading: dict) -> None:
+    """Every parameter the architecture expects came from the weights, and every tensor in the
+    weights was used: `loading` is transformers' `output_loading_info` (missing keys are started
+    from random values, unexpected ones dropped, both without a word at our log level). Tied
+    weights and the buffers in `UNUSED_ALLOWED` (and the model class's own list) are allowed."""
+    errors = [str(e) for e in loading.get("error_msgs") or ()]
+    if errors:
+        raise CheckpointError(f"{info.path}: weights cannot be loaded ({' '.join(errors[0].split())[:300]})")
+    missing = sorted(loading.get("missing_keys") or ())
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise CheckpointError(
+            f"{info.path}: tensor {missing[0]}{more} is missing from the weights "
+            f"({', '.join(loaded_weight_files(info))}); the model would start it from random values"
+        )
+    unused = sorted(k for k in loading.get("unexpected_keys") or () if not UNUSED_ALLOWED.search(k))
+    if unused:
+        where = tensor_files(info).get(unused[0])
+        layers = [int(m.group(1)) for k in unused if (m := _LAYER_INDEX.search(k))]
+        hint = (
+            f"; config.json says num_hidden_layers={info.n_layers} but the weights hold layer {max(layers)}"
+            if layers and max(layers) >= info.n_layers
+            else ""
+        )
+        more = f" (and {len(unused) - 1} more)" if len(unused) > 1 else ""
+        raise CheckpointError(
+            f"{info.path / where if where else info.path}: tensor {unused[0]}{more} is not used by the model "
+            f"config.json describes{hint}; refusing to drop it"
+        )
 
 
 def check_tensors(info: CheckpointInfo, state: dict) -> None:
     """The loaded tensors are what the config says: each floating parameter stored as a floating
     dtype with the shape the model expects (from the safetensors headers), and the norms and
-    embeddings finite. `state`: the loaded model's state_dict. One-line CheckpointError naming
-    the file and the tensor; transformers would cast an I32 norm to float silently."""
+    embeddings finite (every floating tensor, when the weights are pickled). `state`: the loaded
+    model's state_dict. One-line CheckpointError naming the file and the tensor; transformers
+    would cast an I32 norm to float silently."""
     import torch
 
     from interp.fingerprint import safetensors_header
 
-    if not info.pickled:
-        for name in info.weight_files:
-            for tensor, meta in safetensors_header(info.path / name).items():
-                param = state.get(tensor)
-                if tensor == "__metadata__" or not isinstance(meta, dict) or param is None:
-                    continue
-                got = str(meta.get("dtype"))
-                if param.is_floating_point() and got not in FLOAT_DTYPES:
-                    raise CheckpointError(
-                        f"{info.path / name}: tensor {tensor} is stored as {got}, but the model's parameter is "
-                        f"floating point ({str(param.dtype).removeprefix('torch.')}); refusing to cast it"
-                    )
-                if list(meta.get("shape", [])) != list(param.shape):
-                    raise CheckpointError(
-                        f"{info.path / name}: tensor {tensor} has shape {list(meta.get('shape', []))} but config.json "
-                        f"implies {list(param.shape)}"
-                    )
+    for name in sorted(set(tensor_files(info).values())):
+        for tensor, meta in safetensors_header(info.path / name).items():
+            param = state.get(tensor)
+            if tensor == "__metadata__" or not isinstance(meta, dict) or param is None:
+                continue
+            got = str(meta.get("dtype"))
+            if param.is_floating_point() and got not in FLOAT_DTYPES:
+                raise CheckpointError(
+                    f"{info.path / name}: tensor {tensor} is stored as {got}, but the model's parameter is "
+                    f"floating point ({str(param.dtype).removeprefix('torch.')}); refusing to cast it"
+                )
+            if list(meta.get("shape", [])) != list(param.shape):
+                raise CheckpointError(
+                    f"{info.path / name}: tensor {tensor} has shape {list(meta.get('shape', []))} but config.json "
+                    f"implies {list(param.shape)}"
+                )
     for tensor, param in state.items():
-        if param.is_floating_point() and any(k in tensor for k in _FINITE_CHECKED) and param.device.type != "meta":
+        checked = info.pickled or any(k in tensor for k in _FINITE_CHECKED)
+        if param.is_floating_point() and checked and param.device.type != "meta":
             with torch.no_grad():
                 finite = bool(torch.isfinite(param).all())
             if not finite:

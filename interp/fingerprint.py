@@ -99,10 +99,14 @@ def full_digest(path: Path) -> str:
     return sha256_file(path)
 
 
-def content_digest(path: Path) -> str:
+def content_digest(path: Path, *, finite: bool = False) -> str:
     """xxh3-128 of every byte of `path`, read in chunks through one reused buffer (reading into a
     buffer that stays in the CPU cache measured 0.12 s for 538 MB here; hashing a fresh mapping,
-    page fault by page fault, 0.21 s)."""
+    page fault by page fault, 0.21 s).
+
+    `finite` (a safetensors file): also refuse a NaN or infinite value in any floating tensor,
+    checked on each chunk while it is in the buffer (CheckpointError naming the tensor). The
+    chunks then end at tensor boundaries; the digest is the same (xxh3 streams)."""
     import xxhash
 
     size = regular_file(path, error=CheckpointError).st_size
@@ -111,9 +115,97 @@ def content_digest(path: Path) -> str:
     buf = bytearray(_CONTENT_CHUNK)
     view = memoryview(buf)
     with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
-            h.update(view[:n])
+        for start, end, tensor in _segments(path, size) if finite else [(0, size, None)]:
+            f.seek(start)
+            step = _CONTENT_CHUNK - _CONTENT_CHUNK % (tensor.itemsize if tensor else 1)
+            pos = start
+            while pos < end:
+                n = f.readinto(view[: min(step, end - pos)])
+                if not n:
+                    break
+                h.update(view[:n])
+                if tensor is not None:
+                    tensor.check(view[:n], pos - start, path)
+                pos += n
     return h.hexdigest()
+
+
+class _FloatTensor:
+    """A floating tensor of a safetensors file, as `content_digest` checks it chunk by chunk."""
+
+    # dtype -> (itemsize, numpy dtype summed (a finite sum proves every value finite), or the
+    # exponent mask whose all-ones value is NaN/Inf for types numpy cannot sum)
+    KINDS = {
+        "F64": (8, "<f8", None),
+        "F32": (4, "<f4", None),
+        "F16": (2, "<f2", None),
+        "BF16": (2, "<u2", 0x7F80),
+        "F8_E5M2": (1, "u1", 0x7C),
+        "F8_E4M3": (1, "u1", 0x7F),  # the "fn" variant: no infinities, NaN is S.1111.111
+        "F8_E8M0": (1, "u1", 0xFF),
+    }
+
+    def __init__(self, name: str, dtype: str):
+        self.name = name
+        self.itemsize, self.numpy, self.mask = self.KINDS[dtype]
+
+    def check(self, chunk: memoryview, offset: int, path: Path) -> None:
+        import numpy as np
+
+        n = len(chunk) - len(chunk) % self.itemsize
+        a = np.frombuffer(chunk[:n], dtype=self.numpy)
+        if self.mask is None:
+            # IEEE: a NaN or an infinity makes the sum non-finite, and only an overflow of
+            # finite values does too (then each value is looked at)
+            if np.isfinite(np.add.reduce(a, dtype=np.float64 if a.dtype.itemsize == 8 else np.float32)):
+                return
+            bad = np.flatnonzero(~np.isfinite(a))
+        else:
+            bad = np.flatnonzero(np.bitwise_and(a, self.mask) == self.mask)
+        if len(bad):
+            raise CheckpointError(
+                f"{path}: tensor {self.name} holds NaN or infinite value(s) (first at element "
+                f"{offset // self.itemsize + int(bad[0])})"
+            )
+
+
+def _segments(path: Path, size: int) -> list[tuple[int, int, _FloatTensor | None]]:
+    """(start, end, floating tensor or None) covering [0, size) in order: every byte once, the
+    floating tensors of a safetensors header marked for the finite check (any region the header
+    describes oddly is hashed unchecked: the loader refuses such a file itself)."""
+    if path.suffix != ".safetensors" or size < 8:
+        return [(0, size, None)]
+    with open(path, "rb") as f:
+        start, raw = _data_start(f, size, path)
+    try:
+        header = json.loads(raw)
+    except ValueError:
+        return [(0, size, None)]
+    regions = []
+    for name, meta in header.items() if isinstance(header, dict) else ():
+        offsets = meta.get("data_offsets") if isinstance(meta, dict) else None
+        if (
+            meta is None
+            or not isinstance(offsets, list)
+            or len(offsets) != 2
+            or meta.get("dtype") not in _FloatTensor.KINDS
+        ):
+            continue
+        lo, hi = (start + int(o) for o in offsets)
+        tensor = _FloatTensor(name, meta["dtype"])
+        if start <= lo <= hi <= size and (hi - lo) % tensor.itemsize == 0:
+            regions.append((lo, hi, tensor))
+    out, pos = [], 0
+    for lo, hi, tensor in sorted(regions, key=lambda r: r[0]):
+        if lo < pos:
+            continue  # overlapping regions: hashed once, unchecked
+        if lo > pos:
+            out.append((pos, lo, None))
+        out.append((lo, hi, tensor))
+        pos = hi
+    if pos < size:
+        out.append((pos, size, None))
+    return out
 
 
 _DIGESTS = {SAMPLED: sampled_digest, FULL: full_digest, CONTENT: content_digest}
@@ -146,10 +238,18 @@ class _Memo:
         self.dirty = False
 
     def digest(
-        self, path: Path, mode: str, *, limit: int | None = None, compute: bool = True, fresh: bool = False
+        self,
+        path: Path,
+        mode: str,
+        *,
+        limit: int | None = None,
+        compute: bool = True,
+        fresh: bool = False,
+        finite: bool = False,
     ) -> str | None:
         """The memoised digest; computed when missing (None instead when not `compute`), or
-        always when `fresh` (the bytes are being loaded: hash them, whatever the memo says)."""
+        always when `fresh` (the bytes are being loaded: hash them, whatever the memo says).
+        `finite`: a content digest that also checks every floating tensor (`content_digest`)."""
         st = regular_file(path, limit=limit, error=CheckpointError)
         key = _stat_key(st)
         entry = self.data.get(path.name)
@@ -158,7 +258,7 @@ class _Memo:
         if mode not in entry or fresh:
             if not compute:
                 return None
-            entry[mode] = _DIGESTS[mode](path)
+            entry[mode] = content_digest(path, finite=True) if finite and mode == CONTENT else _DIGESTS[mode](path)
             self.data[path.name] = entry
             self.dirty = True
         return entry[mode]
@@ -184,20 +284,26 @@ def checkpoint_digests(
     mode: str | None = None,
     known_only: bool = False,
     fresh: bool = False,
+    finite: Iterable[str] = (),
 ) -> dict | None:
     """{config, inputs: {name: sha}, weights: {name: digest}, weights_mode} for one directory.
 
     `mode`: the weights' digest (SAMPLED, FULL or CONTENT; default from `full_hash`).
     `known_only`: read no weight file; None unless the memo holds every weight digest for the
     files as they are now (same size, mtime, inode, ctime). `fresh`: hash every weight byte now
-    (the memo is updated, never trusted)."""
+    (the memo is updated, never trusted). `finite`: weight files whose floating tensors are
+    checked for NaN/Inf while they are hashed (mode CONTENT)."""
     directory = Path(directory)
     memo = _Memo(directory)
     mode = mode or (FULL if full_hash else SAMPLED)
     try:
         regular_file(directory / config, limit=MAX_SMALL_FILE, error=CheckpointError)
         cfg = json.loads((directory / config).read_text(encoding="utf-8"))
-        digests = {n: memo.digest(directory / n, mode, compute=not known_only, fresh=fresh) for n in sorted(weights)}
+        check = set(finite)
+        digests = {
+            n: memo.digest(directory / n, mode, compute=not known_only, fresh=fresh, finite=n in check)
+            for n in sorted(weights)
+        }
         if any(d is None for d in digests.values()):
             return None
         parts = {
@@ -206,8 +312,10 @@ def checkpoint_digests(
             "weights": digests,
             "weights_mode": mode,
         }
-    except OSError as exc:
-        raise CheckpointError(f"{directory}: cannot read for fingerprinting ({exc.strerror or exc})") from None
+    except OSError as exc:  # name the file that could not be read, not only its directory
+        raise CheckpointError(
+            f"{exc.filename or directory}: cannot read for fingerprinting ({exc.strerror or exc})"
+        ) from None
     except ValueError as exc:
         raise CheckpointError(f"{directory / config}: not valid JSON ({exc})") from None
     memo.save()

@@ -19,6 +19,7 @@ import torch
 
 from interp.checkpoint import (
     CheckpointInfo,
+    check_loading_info,
     check_tensors,
     content_fingerprint,
     fingerprint,
@@ -95,7 +96,8 @@ def load_tokenizer(path: Path) -> object:
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # transformers raises many types; report one line
-        raise CheckpointError(f"{path}: tokenizer cannot be loaded ({type(exc).__name__}: {exc})") from None
+        where = exc.filename if isinstance(exc, OSError) and exc.filename else path  # the file, when known
+        raise CheckpointError(f"{where}: tokenizer cannot be loaded ({type(exc).__name__}: {exc})") from None
     if tok.pad_token_id is None:
         # right padding is masked out, so any id works; eos keeps the vocab unchanged
         tok.pad_token = tok.eos_token if tok.eos_token is not None else tok.convert_ids_to_tokens(0)
@@ -147,8 +149,9 @@ def load_hf_model(
 
     hf_logging.disable_progress_bar()  # a weights bar per checkpoint drowns the sweep's own bars
     try:
-        model = AutoModelForCausalLM.from_pretrained(
+        model, loading = AutoModelForCausalLM.from_pretrained(
             info.path,
+            output_loading_info=True,  # missing / unused tensors: refused below, never random or dropped
             local_files_only=True,
             trust_remote_code=False,
             use_safetensors=not info.pickled,
@@ -161,6 +164,7 @@ def load_hf_model(
         if mismatch:
             raise CheckpointError(f"{info.path}: weights cannot be loaded: {mismatch}") from None
         raise CheckpointError(f"{info.path}: weights cannot be loaded ({type(exc).__name__}: {exc})") from None
+    check_loading_info(info, loading)
     if device_map is None and device != "cpu":
         model = model.to(device)
     return model.eval()
@@ -269,7 +273,7 @@ def load(
     # (file reads and xxhash release the GIL) and is joined when a unit needs it
     # (`LoadedModel.content`), where the files' signatures are compared once more.
     def digest() -> str:
-        content = content_fingerprint(info, fresh=True)
+        content = content_fingerprint(info, fresh=True, finite=True)  # NaN/Inf in any tensor: refused
         if file_signature(info.path, files) != before:
             raise CheckpointError(
                 f"{info.path}: files changed while loading; the checkpoint is being written, retry when it is complete"

@@ -73,7 +73,10 @@ class Discovery:
 
 
 def is_checkpoint(path: Path) -> bool:
-    return (path / "config.json").is_file()
+    # any config.json entry, regular or not: a FIFO or directory there is refused by name when the
+    # checkpoint is inspected, never taken for "no config.json" (nothing is opened here)
+    cfg = path / "config.json"
+    return cfg.exists() or cfg.is_symlink()
 
 
 def step_of(path: Path) -> float:

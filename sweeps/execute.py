@@ -97,17 +97,23 @@ def run_checkpoint_units(
         from interp.runner.precision import audited
 
         # a reduced precision re-scores a seeded sample in float32 (stored as table precision_sample)
-        with audited(lm, seed=cfg.seed) as audit:
-            if steer:  # add alpha x direction at resid_pre while the unit is scored (interp.runner.steering)
-                from interp.runner.steering import Steering, steering, steering_json
+        try:
+            with audited(lm, seed=cfg.seed) as audit:
+                if steer:  # add alpha x direction at resid_pre while the unit is scored (interp.runner.steering)
+                    from interp.runner.steering import Steering, steering, steering_json
 
-                spec = Steering.from_options(steer)
-                with steering(lm, spec):
+                    spec = Steering.from_options(steer)
+                    with steering(lm, spec):
+                        payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
+                        if audit is not None:  # its top-up to 32 prompts re-scores them steered too
+                            audit.finish()
+                else:
                     payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
-                    if audit is not None:  # its top-up to 32 prompts re-scores them steered too
-                        audit.finish()
-            else:
-                payload = study.run_unit(lm, u.bank, u.template, u.identity.layers, cfg)
+        except Exception:
+            # what the load's content hash found (a NaN in a weight, files changed while loading)
+            # is the cause to report, not the scoring error it led to ("p_gold must be a probability")
+            _ = lm.content
+            raise
         guard = {}
         if audit is not None:
             payload.tables[PRECISION_TABLE] = audit.table()
