@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from interp.core.errors import InterpError
-from interp.core.files import regular_file
+from interp.core.files import decode_utf8, regular_file
 
 __all__ = [
     "FERTILITY_COLUMNS",
@@ -213,10 +213,13 @@ def language_from_filename(path: str | Path, codes: Mapping[str, str] = FLORES_T
 def _read_lines(path: Path) -> list[str]:
     # split on "\n" only: str.splitlines also breaks on U+2028 etc. inside a sentence
     regular_file(path, limit=1 << 30, error=InterpError)  # a FIFO would hang the read
-    text = path.read_text(encoding="utf-8")
+    text = decode_utf8(Path(path).read_bytes(), path, error=InterpError)  # names the file, line and byte
     if text.endswith("\n"):
         text = text[:-1]
-    return [line.rstrip("\r") for line in text.split("\n")] if text else []
+    lines = [line.rstrip("\r") for line in text.split("\n")] if text else []
+    if not any(line.strip() for line in lines):
+        raise InterpError(f"{path}: no text (empty, or blank lines only): nothing to count tokens per word on")
+    return lines
 
 
 def read_parallel_files(paths: Iterable[str | Path]) -> dict[str, list[str]]:

@@ -324,23 +324,63 @@ class Store:
     def manifest_path(self) -> Path:
         return self.root / "current.json"
 
-    def _manifest(self) -> dict[str, str]:
+    def _read_manifest(self) -> tuple[dict[str, str | None], str | None]:
+        """(slot -> its current unit's path, or None: no confirmed current unit; what is wrong with
+        current.json, or None). No file: ({}, None), the newest-unit rule of older caches."""
         if not self.manifest_path.exists() and not self.manifest_path.is_symlink():
-            return {}
+            return {}, None
         # a FIFO here would hang every sweep and probe; a directory or device is refused too
         regular_file(self.manifest_path, limit=MAX_MANIFEST_BYTES, error=CacheError)
         try:
             data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        except OSError as exc:
+            return {}, f"unreadable ({exc.strerror or exc})"
+        except ValueError as exc:
+            return {}, f"damaged, not valid JSON ({' '.join(str(exc).split())[:120]})"
+        if not isinstance(data, dict) or not all(
+            isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in data.items()
+        ):
+            return {}, "damaged, not a JSON object of slots and unit files"
+        return data, None
+
+    def _manifest(self) -> dict[str, str | None]:
+        """The list of current units; a damaged one is refused: which of a slot's units is current
+        cannot be confirmed, and serving the newest file could serve a stale unit."""
+        data, problem = self._read_manifest()
+        if problem:
+            raise CacheError(
+                f"{self.manifest_path}: {problem}; cannot confirm which units are current, so none is served; "
+                f"rerun the sweeps that wrote {self.root.parent} (it is rewritten; complete units are reused)"
+            )
+        return data
+
+    def unit_attrs(self, path: Path) -> dict | None:
+        """A unit file's attributes (None when it cannot be read as a unit); its body is not read."""
+        return _attrs(path) if Path(path).is_file() else None  # a FIFO is never opened
 
     def record_current(self, idents: Iterable[UnitIdentity]) -> list[str]:
         """Mark these (complete) units as their slots' current ones (the latest sweep wins), except
         that a `--full-hash` unit is not displaced by a sampled one computed from the same bytes
-        with the same inputs. Returns one line per slot where the full-hash unit was kept."""
-        data = self._manifest()
+        with the same inputs. Returns one line per slot where the full-hash unit was kept.
+
+        A damaged current.json is moved aside and rebuilt: this sweep's slots get their units, every
+        other slot holding units gets none confirmed (None: left out by readers, with a warning,
+        until a sweep covers it again; never pruned)."""
+        data, problem = self._read_manifest()
         kept = []
+        if problem:
+            aside = self.manifest_path.with_name(f".current.json.damaged-{int(time.time())}")
+            os.replace(self.manifest_path, aside)
+            for p in self.units():
+                attrs = self.unit_attrs(p)
+                if attrs is not None:
+                    data.setdefault(slot_of(attrs), None)
+            msg = (
+                f"{self.manifest_path}: {problem}; moved aside to {aside.name} and rebuilt from this sweep: "
+                "units of slots this sweep did not cover are left out of probe, predict and results until swept again"
+            )
+            warnings.warn(msg, stacklevel=2)
+            kept.append(msg)
         for ident in idents:
             new = self.attrs(ident)
             if new is None:
@@ -364,15 +404,16 @@ class Store:
         return kept
 
     def current_units(self, study: str | None = None, *, warn: bool = True) -> tuple[list[Path], list[Path]]:
-        """(current, stale) unit files: one current unit per slot; see the module docstring."""
+        """(current, stale) unit files: one current unit per slot; see the module docstring. Units of
+        a slot with no confirmed current unit (current.json rebuilt after damage) are in neither."""
         manifest = self._manifest()
-        recorded = {self.root / rel for rel in manifest.values()}
+        recorded = {self.root / rel for rel in manifest.values() if rel}
+        prefix = f"{study}|" if study else ""
         if warn:
-            prefix = f"{study}|" if study else ""
             gone = sorted(
                 (slot, rel)
                 for slot, rel in manifest.items()
-                if slot.startswith(prefix) and not (self.root / rel).exists()
+                if rel and slot.startswith(prefix) and not (self.root / rel).exists()
             )
             if gone:
                 warnings.warn(
@@ -390,10 +431,12 @@ class Store:
             attrs = _attrs(p) if p.is_file() else None  # a FIFO is never opened (it would hang)
             slot = slot_of(attrs) if attrs is not None else f"unreadable:{p}"  # read_unit reports it
             by_slot.setdefault(slot, []).append(p)
-        current, stale, newest_rule = [], [], []
+        current, stale, newest_rule, unconfirmed = [], [], [], []
         for slot, paths in by_slot.items():
             if slot.startswith("manifest:") or slot.startswith("unreadable:"):
                 current.extend(paths)
+            elif slot in manifest and manifest[slot] is None:
+                unconfirmed.extend(paths)  # current.json was damaged and rebuilt without this slot
             elif slot in manifest:
                 stale.extend(paths)  # the slot's current unit is another file
             else:
@@ -402,6 +445,14 @@ class Store:
                 stale.extend(paths[:-1])
                 if len(paths) > 1:
                     newest_rule.append(slot)
+        if warn and unconfirmed:
+            warnings.warn(
+                f"{self.root}: {len(unconfirmed)} unit(s) left out, their slots have no confirmed current unit "
+                f"(current.json was damaged and rebuilt): "
+                f"{', '.join(str(p.relative_to(self.root)) for p in sorted(unconfirmed)[:5])}"
+                f"{' ...' if len(unconfirmed) > 5 else ''} (rerun the sweep of their checkpoints and banks)",
+                stacklevel=2,
+            )
         if warn and stale:
             how = " (newest file per slot: no current.json entry)" if newest_rule else ""
             warnings.warn(

@@ -91,12 +91,9 @@ def _decode(path: Path) -> str:
         raise BankError(f"{path}: bank file does not exist") from None
     except OSError as exc:
         raise BankError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise BankError(f"{path}: row {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    from interp.core.files import decode_utf8
+
+    return decode_utf8(raw, path, error=BankError, unit="row").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_rows(path: str | Path) -> list[tuple[int, dict]]:
@@ -147,10 +144,23 @@ def require_columns(path: Path, rows: list[tuple[int, dict]], columns: Iterable[
         )
 
 
-def text_field(path: Path, n: int, rec: dict, field: str, *, optional: bool = False) -> str:
+# JSON types that are never a bank field's text (a JSON Lines value; CSV values are all text)
+_JSON_TYPE = {dict: "a JSON object", list: "a JSON array", bool: "a JSON boolean (true/false)"}
+
+
+def text_field(path: Path, n: int, rec: dict, field: str, *, optional: bool = False, number: bool = False) -> str:
+    """A field's text, stripped. A JSON Lines value that is not a string is refused (an object,
+    array or boolean always; a number unless `number`: ids and labels may be numbers, prose may
+    not), never turned into the text "{'k': 'v'}", "12345" or "True"."""
     value = rec.get(field)
     if value is None or (isinstance(value, float) and value != value):
         value = ""
+    kind = next((name for t, name in _JSON_TYPE.items() if isinstance(value, t)), None)
+    if kind is None and not number and isinstance(value, (int, float)):
+        kind = "a JSON number"
+    if kind is not None:
+        expected = "a JSON string or number" if number else "text (a JSON string)"
+        raise BankError(f"{path}: row {n}: field {field} is {kind}, expected {expected}")
     value = str(value).strip()
     if not value and not optional:
         raise BankError(f"{path}: row {n}: field {field} is empty")
@@ -167,8 +177,9 @@ _CONTROL = frozenset(chr(c) for c in (*range(0, 9), 11, 12, *range(14, 32), 127)
 
 
 def choice_field(path: Path, n: int, rec: dict, field: str, allowed: Mapping[str, str]) -> str:
-    """Value normalized through `allowed` (case-insensitive keys -> canonical value)."""
-    raw = text_field(path, n, rec, field)
+    """Value normalized through `allowed` (case-insensitive keys -> canonical value); a label may be
+    a JSON number (binary labels 0/1)."""
+    raw = text_field(path, n, rec, field, number=True)
     key = raw.lower()
     if key not in allowed:
         raise BankError(

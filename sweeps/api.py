@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
-from cache.store import Store, read_unit
+from cache.store import CONTENT_ATTR, MODE_ATTR, Store, read_unit
 from analyses.io import write_table
-from interp.errors import ConfigError, UnitsFailedError
+from interp.errors import CacheError, ConfigError, UnitsFailedError
 from interp.loading import LoadedModel
 from interp.studies import get_study
 from interp.studies.base import RunConfig
@@ -133,13 +136,19 @@ def run_sweep(
     check_fingerprint_kinds(units, allow=allow_unfingerprinted)
     store = Store(out / "cache")
     if dry_run:
-        _, stale = store.current_units(warn=False) if store.root.is_dir() else ([], [])
+        try:
+            _, stale = store.current_units(warn=False) if store.root.is_dir() else ([], [])
+        except CacheError as exc:  # a damaged current.json: the sweep itself rebuilds it
+            warnings.warn(str(exc), stacklevel=2)
+            stale = []
         return {
             "plan": pd.DataFrame(describe_plan(units, store)),
             "stale": pd.DataFrame({"unit": [str(p.relative_to(store.root)) for p in stale]}, dtype=object),
         }
     failures: list[Failure] = []
     with sweep_lock(out, wait=lock_wait, break_lock=break_lock):
+        _clean_results_leftovers(out)
+        earlier = earlier_units(out, store, units, full_hash=cfg.full_hash)  # refuses a clash before any compute
         handler = _attach_log(out)
         try:
             execute(
@@ -157,9 +166,11 @@ def run_sweep(
                 logging.getLogger("interp.sweep").info(line)
             _write_failures(out, failures)
             if not failures and found:
-                found.write(out)  # only after success: a failed sweep keeps the previous lineage
+                # only after success: a failed sweep keeps the previous lineage; the checkpoints of
+                # earlier sweeps whose rows stay in results/ stay listed
+                found.write(out, keep={str(store.unit_attrs(p)["checkpoint"]) for p in earlier})
             finished = [u for u in units if store.is_complete(u.identity)]
-            tables = analyze(out, finished, cfg) if finished else {}
+            tables = analyze(out, finished, cfg, earlier=earlier) if finished else {}
             if report and finished:
                 from sweeps.report import write_report
 
@@ -219,12 +230,17 @@ def check_unit_keys(units: Sequence[PlannedUnit]) -> None:
         seen[key] = u.identity.hash
 
 
-def analyze(out: Path, units: Sequence[PlannedUnit], cfg: RunConfig) -> dict[str, pd.DataFrame]:
-    """Merge the plan's units per study and write the study's results tables.
+def analyze(
+    out: Path, units: Sequence[PlannedUnit], cfg: RunConfig, *, earlier: Sequence[Path] = ()
+) -> dict[str, pd.DataFrame]:
+    """Merge the plan's units per study (with `earlier`: current units of earlier sweeps into OUT
+    that the plan does not cover, see `earlier_units`) and write the study's results tables.
 
-    The tables are written as a set: into a staging directory (holding links to the other
-    tables already in results/) that replaces results/ at the end, so a failure while writing
-    (disk full) leaves the previous tables, all of them, and never a mix.
+    The tables are written as a set: into a staging directory (holding links to everything else
+    already in results/: other studies' tables, what probe / predict / steer wrote, folders
+    included) that replaces results/ at the end, so a failure while writing (disk full) leaves the
+    previous tables, all of them, and never a mix. `results/.tables.json` records which tables
+    each study wrote (`interp report` says which one is missing).
     """
     check_unit_keys(units)
     store = Store(out / "cache")
@@ -236,28 +252,146 @@ def analyze(out: Path, units: Sequence[PlannedUnit], cfg: RunConfig) -> dict[str
     try:
         staging.mkdir()
         for f in results.iterdir():
-            if f.is_file():
-                try:
-                    os.link(f, staging / f.name)
-                except OSError:
-                    shutil.copy2(f, staging / f.name)
+            if f.is_dir() and not f.is_symlink():  # e.g. probe_weights/ (interp probe)
+                shutil.copytree(f, staging / f.name, copy_function=_link_or_copy, symlinks=True)
+            else:
+                _link_or_copy(f, staging / f.name)
         every = []
+        written: dict[str, list[str]] = {}
         for study_name in dict.fromkeys(u.study for u in units):
             mine = [u for u in units if u.study == study_name]
             loaded = [read_unit(store.path_for(u.identity), expect=u.identity.key()) for u in mine]
+            loaded += [read_unit(p) for p in earlier if store.unit_attrs(p)["study"] == study_name]
+            before = _inodes(staging)
             tables.update(get_study(study_name).analyze(loaded, staging, cfg))
+            after = _inodes(staging)
+            written[study_name] = sorted(n for n, ino in after.items() if before.get(n) != ino)
             every += loaded
+        record_tables(staging, written)
         precision = write_precision(every, staging)  # reduced-precision units only (sweeps.precision)
         if precision is not None:
             tables["precision"] = precision
         _swap_results(results, staging)
     except OSError as exc:
         raise ConfigError(
-            f"{results}: cannot write the results tables ({exc.strerror or exc}); the previous tables are unchanged"
+            f"{exc.filename or results}: cannot write the results tables ({exc.strerror or exc}); "
+            "the previous tables are unchanged"
         ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return tables
+
+
+TABLES_RECORD = ".tables.json"
+
+
+def _link_or_copy(src: str | Path, dst: str | Path) -> None:
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(src, dst, follow_symlinks=False)
+
+
+def _inodes(folder: Path) -> dict[str, int]:
+    return {f.name: f.stat().st_ino for f in folder.glob("*.csv")}
+
+
+def record_tables(results: Path, written: dict[str, list[str]]) -> None:
+    """results/.tables.json: the tables each study's latest sweep wrote (the other studies' kept)."""
+    from interp.core.atomic import atomic_write_text
+
+    path = results / TABLES_RECORD
+    try:
+        old = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        old = {}
+    old = old if isinstance(old, dict) else {}
+    atomic_write_text(path, json.dumps({**old, **written}, indent=1, sort_keys=True))
+
+
+def _clean_results_leftovers(out: Path) -> None:
+    """What a sweep killed while writing results/ left: its staging folder (`.results.tmp-PID`) and,
+    once results/ is back, the previous tables set aside (`.results.old-PID`). Run under the sweep
+    lock: no other sweep is writing results/ here."""
+    for p in [*out.glob(".results.tmp-*"), *(out.glob(".results.old-*") if (out / "results").is_dir() else ())]:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _base_bank(bank: object) -> str:
+    return re.sub(r"\[n=\d+,seed=\d+\]$", "", str(bank))
+
+
+def earlier_units(out: Path, store: Store, units: Sequence[PlannedUnit], *, full_hash: bool = False) -> list[Path]:
+    """Current units of earlier sweeps into OUT, of this sweep's studies, whose checkpoint and bank
+    this plan does not cover: their rows stay in results/ (the tables are written from them and the
+    plan's units together).
+
+    Refused in one line instead (before any compute): such a unit computed with other settings
+    (template, study options, precision or chat template) than this sweep's, where merging would
+    mix settings in one table; and a checkpoint of the same name from another directory holding
+    other weights, which would replace the other one's units and rows. A damaged current.json
+    (rebuilt by this sweep) confirms no earlier unit: said in a warning."""
+    studies = {u.study for u in units}
+    covered = {(u.study, u.identity.checkpoint, _base_bank(u.identity.bank)) for u in units}
+    same = {
+        (u.study, u.identity.study_version, u.identity.template_hash, u.identity.backend, u.identity.settings_hash)
+        for u in units
+    }
+    planned = {u.identity.checkpoint: u for u in units if u.model is None}
+    try:
+        current, _ = store.current_units(warn=False)
+    except CacheError as exc:
+        msg = f"{exc}; rows of earlier sweeps this one does not cover are left out of results/"
+        warnings.warn(msg, stacklevel=3)
+        return []
+    keep: dict[tuple[str, str, str], Path] = {}
+    clash: list[str] = []
+    for p in current:
+        attrs = store.unit_attrs(p)
+        if attrs is None or str(attrs.get("study")) not in studies:
+            continue  # an unreadable unit is reported by whoever reads it
+        study, name = str(attrs["study"]), str(attrs.get("checkpoint"))
+        _same_name_other_directory(out, attrs, planned.get(name), full_hash=full_hash)
+        key = (study, name, _base_bank(attrs.get("bank")))
+        if key in covered:
+            continue
+        settings = tuple(str(attrs.get(k)) for k in ("study_version", "template_hash", "backend", "settings_hash"))
+        if (study, *settings) not in {tuple(map(str, s)) for s in same} or key in keep:
+            clash.append(f"{name} / {attrs.get('bank')}")
+        else:
+            keep[key] = p
+    if clash:
+        study = sorted(studies)[0] if len(studies) == 1 else "these studies'"
+        raise ConfigError(
+            f"{out / 'results'}: holds {study} rows of earlier sweeps that this one does not cover, computed with "
+            f"other settings (template, options, precision or chat template): {', '.join(clash[:3])}"
+            f"{' ...' if len(clash) > 3 else ''}; writing this sweep's tables would drop them. To keep them, sweep "
+            "into another --out; to replace them, sweep their checkpoints and banks with this command's options too"
+        )
+    return sorted(keep.values())
+
+
+def _same_name_other_directory(out: Path, attrs: dict, planned: PlannedUnit | None, *, full_hash: bool) -> None:
+    """Refuse a planned checkpoint whose name already stands, in OUT, for another directory holding
+    other weights (a moved directory with the same weights, or one edited in place, is the same
+    checkpoint)."""
+    recorded = str(attrs.get("checkpoint_path", ""))
+    if planned is None or not recorded or recorded == "in-memory":
+        return
+    if recorded == str(Path(planned.checkpoint).resolve()):
+        return
+    if planned.content and attrs.get(CONTENT_ATTR):
+        other = attrs[CONTENT_ATTR] != planned.content
+    elif str(attrs.get(MODE_ATTR, "sampled")) == ("full" if full_hash else "sampled"):
+        other = attrs.get("checkpoint_fingerprint") != planned.identity.checkpoint_fingerprint
+    else:
+        return  # fingerprints taken two ways cannot be compared, and the content is not known yet
+    if other:
+        raise ConfigError(
+            f"{planned.checkpoint}: checkpoint name {planned.identity.checkpoint!r} already stands in {out} for "
+            f"{recorded}, which holds other weights; sweeping both under one name would replace that one's units "
+            "and rows. Sweep it into another --out, or give its directory another name"
+        )
 
 
 def _swap_results(results: Path, staging: Path) -> None:

@@ -59,7 +59,10 @@ class Discovery:
             aliases=list(self.aliases),
         )
 
-    def write(self, out: Path) -> None:
+    def write(self, out: Path, *, keep: set[str] = frozenset()) -> None:
+        """OUT/lineage.json for this discovery; `keep`: names of checkpoints of earlier sweeps whose
+        rows stay in OUT's results, kept listed (and in their routes, where this sweep has none of
+        that name) from the lineage.json those sweeps wrote."""
         out.mkdir(parents=True, exist_ok=True)
         data = {
             "checkpoints": [
@@ -69,7 +72,30 @@ class Discovery:
             "lineage": self.lineage,
             **({"dropped": self.aliases} if self.aliases else {}),
         }
+        keep = set(keep) - set(self.names.values())
+        if keep:
+            _keep_earlier(data, out / "lineage.json", keep)
         atomic_write_text(out / "lineage.json", json.dumps(data, indent=2, default=str))
+
+
+def _keep_earlier(data: dict, path: Path, keep: set[str]) -> None:
+    """Add the `keep` checkpoints of an earlier lineage.json to `data` (in place)."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        entries = [c for c in old["checkpoints"] if c["name"] in keep]
+        lin = old.get("lineage") or {}
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no readable earlier lineage: the kept rows are plotted outside any lineage
+    data["checkpoints"] = data["checkpoints"] + entries
+    new = data["lineage"] = {k: (dict(v) if isinstance(v, dict) else list(v)) for k, v in data["lineage"].items()}
+    if not new.get("base"):
+        new["base"] = [c for c in lin.get("base", []) if c in keep]
+    for route, cks in (lin.get("routes") or {}).items():
+        if route not in new.setdefault("routes", {}) and any(c in keep for c in cks):
+            new["routes"][route] = [c for c in cks if c in keep]
+            final = (lin.get("final") or {}).get(route)
+            if final in keep:
+                new.setdefault("final", {})[route] = final
 
 
 def is_checkpoint(path: Path) -> bool:

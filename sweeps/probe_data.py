@@ -52,9 +52,11 @@ def probe_datasets(out: Path, study: str, target: str, *, layer: int | str | Non
     if not paths:
         raise ConfigError(f"{out}: no cached {study} units (run `interp sweep ... --study {study} --out {out}`)")
     data = []
+    seen: set[int] = set()
     for path in paths:
         unit = read_unit(path)
         cached = unit_layers(unit.attrs)
+        seen.update(cached)
         if layer is None:
             chosen = [primary_layer(unit.attrs)]
         elif layer == "all":
@@ -76,5 +78,8 @@ def probe_datasets(out: Path, study: str, target: str, *, layer: int | str | Non
                 )
             )
     if not data:
-        raise ConfigError(f"{out}: no cached {study} units at layer {layer}")
+        raise ConfigError(
+            f"{out}: no cached {study} units at layer {layer} (cached: layer(s) {', '.join(map(str, sorted(seen)))}; "
+            f"sweep with --layer {layer} or --layers to cache it)"
+        )
     return data

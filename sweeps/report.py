@@ -204,14 +204,51 @@ def read_results(path: Path, required: tuple[str, ...] = ()) -> pd.DataFrame:
     regular_file(path, error=ConfigError)  # a FIFO named *.csv would hang the read
     try:
         df = pd.read_csv(path)
+        short = _short_row(path)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError) as exc:
         raise ConfigError(
             f"{path}: not a readable results table ({' '.join(str(exc).split())[:200]}); rerun the sweep to rewrite it"
         ) from None
+    if short:
+        raise ConfigError(f"{path}: truncated or damaged ({short}); rerun the sweep to rewrite it")
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise ConfigError(f"{path}: missing column(s) {', '.join(missing)}; rerun the sweep to rewrite it")
     return df
+
+
+def _short_row(path: Path) -> str | None:
+    """Where a CSV's rows stop matching its header: pandas fills a short row with NaN without a
+    word, so a table cut off mid-row would read as numbers. None when every row is whole."""
+    import csv
+
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = csv.reader(f)
+        header = next(rows, None)
+        for n, row in enumerate(rows, start=2):
+            if header is not None and row and len(row) != len(header):
+                return f"row {n} has {len(row)} of the header's {len(header)} fields"
+    return None
+
+
+def check_table_set(results: Path) -> None:
+    """Every table a sweep recorded writing (results/.tables.json) is still there: a study's report
+    section or figure would otherwise be left out without a word."""
+    record = results / ".tables.json"
+    if not record.is_file():
+        return  # written before sweeps kept the record
+    try:
+        written = json.loads(read_text(record, limit=16 << 20, error=ConfigError))
+        tables = {str(study): [str(f) for f in files] for study, files in written.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise ConfigError(f"{record}: not the record a sweep writes; rerun the sweep to rewrite it") from None
+    for study, files in tables.items():
+        for name in files:
+            if not (results / name).exists():
+                raise ConfigError(
+                    f"{results / name}: missing (the {study} sweep wrote it with {', '.join(f for f in files if f != name)}); "
+                    "rerun the sweep to rewrite it"
+                )
 
 
 def report_sections() -> list[ReportSection]:
@@ -360,9 +397,11 @@ def write_report(out: str | Path) -> Path:
         raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
     figures = out / "figures"
     writable_dirs(out, figures, error=ConfigError)  # report.md and the figures: before any work
-    for sec in report_sections():  # every results table readable, before any figure reads one
-        if (results / sec.file).exists():  # a FIFO or directory is refused by read_results, not skipped
-            read_results(results / sec.file, tuple(c for c in ("checkpoint",) if c in (sec.columns or ())))
+    check_table_set(results)
+    required = {sec.file: tuple(c for c in ("checkpoint",) if c in (sec.columns or ())) for sec in report_sections()}
+    for path in sorted({*results.glob("*.csv"), *(results / f for f in required)}):
+        if path.exists():  # every table readable and whole, before any figure reads one (a FIFO is refused)
+            read_results(path, required.get(path.name, ()))
     for spec in all_studies():
         try:
             spec.figures(out, results, figures)

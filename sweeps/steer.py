@@ -125,6 +125,11 @@ def run_steer(
                 ) from None
             from interp.runner.steering import projection_sd
 
+            if resid.ndim != 2 or d.shape[0] != resid.shape[1]:
+                raise ConfigError(
+                    f"{source}: direction has {d.shape[0]} values, but the residuals cached in {u.path.name} "
+                    f"have {resid.shape[-1]} (the model's d_model)"
+                )
             scale = projection_sd(resid, d)
         else:
             scale = 1.0

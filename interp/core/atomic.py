@@ -91,7 +91,9 @@ def atomic_path(path: str | Path, *, mkdir: bool = True) -> Iterator[Path]:
     """Yield a temporary path to write; on success it is fsynced and renamed to `path`.
 
     On any exception the temporary is removed and the previous file at `path` is untouched.
-    OSError propagates unchanged: callers turn it into their own one-line error.
+    An OSError propagates with `path` as its filename when it names no file or the temporary (a
+    full disk while matplotlib or pandas writes: the message names the figure or table); callers
+    turn it into their own one-line error.
     """
     path = Path(path)
     if mkdir:
@@ -102,6 +104,10 @@ def atomic_path(path: str | Path, *, mkdir: bool = True) -> Iterator[Path]:
         fsync_file(tmp)
         os.replace(tmp, path)
         fsync_dir(path.parent)
+    except OSError as exc:
+        if exc.filename in (None, str(tmp), tmp):  # name the file being written, not its temporary
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
+        raise
     finally:
         if tmp.exists():
             tmp.unlink(missing_ok=True)

@@ -51,6 +51,15 @@ def read_text(
         raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
+def decode_utf8(raw: bytes, path: Path, *, error: type[InterpError] = InterpError, unit: str = "line") -> str:
+    """`raw` as UTF-8 (a BOM dropped); else one line naming the file, the line (or row) and the byte."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise error(f"{path}: {unit} {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+
+
 def writable_dirs(*dirs: Path, error: type[InterpError] = InterpError) -> None:
     """Create each directory and check it can be written, before any work: one line naming it
     (a read-only OUT used to fail with a traceback after the work was done)."""

@@ -9,6 +9,7 @@ studies, the settings that enter the unit identity.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import Field
@@ -18,11 +19,33 @@ from interp.core.errors import ConfigError
 
 
 def opt(
-    default: Any, help: str = "", *, flag: str | None = None, choices: tuple[str, ...] | None = None, cli: bool = True
+    default: Any,
+    help: str = "",
+    *,
+    flag: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    cli: bool = True,
+    bounds: str | None = None,
 ) -> Any:
     """A dataclass field with metadata: help, flag (default `--name-with-dashes`; bools get a
-    `--x/--no-x` pair), allowed values, and whether it is offered on the command line."""
-    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices, "cli": cli})
+    `--x/--no-x` pair), allowed values, whether it is offered on the command line, and for a
+    number the interval it must lie in (`bounds`, e.g. "[0, 1]", "(0, 1]", "[1, inf)")."""
+    meta = {"help": help, "flag": flag, "choices": choices, "cli": cli, "bounds": bounds}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+_BOUNDS = re.compile(r"([\[(])\s*(-?inf|[-\d.e]+)\s*,\s*(-?inf|[-\d.e]+)\s*([\])])")
+
+
+def in_bounds(value: float, bounds: str) -> bool:
+    """Whether `value` lies in the interval `bounds` ("[lo, hi]", open ends with ( or ))."""
+    m = _BOUNDS.fullmatch(bounds.strip())
+    if m is None:
+        raise ValueError(f"bounds {bounds!r}: expected an interval such as [0, 1] or (0, inf)")
+    lo, hi = float(m.group(2)), float(m.group(3))
+    above = value >= lo if m.group(1) == "[" else value > lo
+    below = value <= hi if m.group(4) == "]" else value < hi
+    return above and below and value == value  # NaN lies in no interval
 
 
 def option_fields(cls: type) -> list[Field]:
@@ -76,6 +99,9 @@ def _coerce(cls: type, f: Field, value: Any, where: str) -> Any:
     allowed = choices_of(cls, f)
     if allowed and value not in allowed:
         raise ConfigError(f"{where}option {f.name} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+    bounds = f.metadata.get("bounds")
+    if bounds and isinstance(value, (int, float)) and not in_bounds(value, bounds):
+        raise ConfigError(f"{where}option {flag_for(f).split('/')[0]} must lie in {bounds}, got {value!r}")
     return value
 
 

@@ -183,6 +183,10 @@ def direction_from_file(path: str | Path) -> np.ndarray:
         if "direction" not in data:
             raise ConfigError(f"{path}: .npz has no array 'direction' (has {', '.join(data.files)})")
         data = data["direction"]
+    if np.ndim(data) != 1:  # a [32, 2] array would be flattened into 64 numbers without a word
+        raise ConfigError(
+            f"{path}: direction must be a 1-D vector of d_model numbers, got shape {tuple(np.shape(data))}"
+        )
     return unit(data, str(path))
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from cache.store import Unit
 from interp.banks import Bank
-from interp.core.errors import BankError, ConfigError
+from interp.core.errors import BankError, CheckpointError, ConfigError
 from interp.core.hashing import sha256_json
 from interp.core.options import build, opt, option_fields
 from interp.runner.options import ScoringConfig
@@ -48,7 +48,7 @@ class RunConfig:
     backend: str = opt("hf", "a registered backend: hf, transformer_lens or nnsight")
     layer: int | None = opt(None, "residual layer (None: floor(3 n_layers / 4)), resid_pre")
     layers: str | None = opt(
-        None, "several residual layers: all, 0,4,8, 2-5, -1 (wins over --layer; cache.layers.parse_layers)"
+        None, "several residual layers: all, 0,4,8, 2-5, -1 (not with --layer; cache.layers.parse_layers)"
     )
     device: str = opt("cpu", "cpu, cuda, cuda:N or auto (cuda when available)")
     dtype: str = opt(
@@ -64,15 +64,17 @@ class RunConfig:
     scoring: ScoringConfig = field(default=ScoringConfig(), metadata={"cli": False})
     resid_dtype: str = opt("float16", "dtype residuals are cached in", choices=("float16", "float32", "bfloat16"))
     max_items: int | None = opt(None, "deterministic subsample of the bank")
-    seed: int = opt(0, "seed for subsampling, sampling and bootstraps")
-    threads: int | None = opt(None, "torch threads")
-    n_boot: int = opt(1000, "bootstrap resamples for confidence intervals")
+    seed: int = opt(0, "seed for subsampling, sampling and bootstraps", bounds="[0, inf)")
+    threads: int | None = opt(None, "torch threads", bounds="[1, inf)")
+    n_boot: int = opt(1000, "bootstrap resamples for confidence intervals", bounds="[1, inf)")
     allow_pickle: bool = opt(False, "load pickled .bin weights (weights_only)")
     full_hash: bool = opt(False, "fingerprint weights by hashing every byte (default: header + sampled blocks)")
-    dask_retries: int = opt(2, "dask: re-runs of a unit task that raised", flag="--retries")
-    dask_allowed_failures: int = opt(3, "dask: worker deaths a unit task may cause before it is given up")
+    dask_retries: int = opt(2, "dask: re-runs of a unit task that raised", flag="--retries", bounds="[0, inf)")
+    dask_allowed_failures: int = opt(
+        3, "dask: worker deaths a unit task may cause before it is given up", bounds="[0, inf)"
+    )
     dask_worker_timeout: float = opt(
-        300.0, "dask: seconds with no worker connected before giving up", flag="--worker-timeout"
+        300.0, "dask: seconds with no worker connected before giving up", flag="--worker-timeout", bounds="(0, inf)"
     )
     dask_resources: Mapping[str, float] = field(default_factory=dict, metadata={"cli": False})
     # add alpha x direction at resid_pre while scoring (interp.runner.steering.Steering.to_options());
@@ -88,6 +90,13 @@ class RunConfig:
             from interp.core.errors import ConfigError
 
             raise ConfigError(f"--max-items must be a positive integer (got {self.max_items!r})")
+        if self.layer is not None and self.layers is not None:  # one used to win without a word
+            from interp.core.errors import ConfigError
+
+            raise ConfigError(
+                f"--layer {self.layer} and --layers {self.layers} exclude each other: give one "
+                f"(--layers {self.layer},{self.layers} for both)"
+            )
         if self.options:
             legacy = dict(self.options)
             for key in (
@@ -157,7 +166,17 @@ def render_chat(tokenizer, messages: list[dict[str, str]], assistant_prefix: str
     "User: ...\\nAssistant: ..." is written. Both are hashed into the unit identity.
     """
     if use_chat and getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        try:
+            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        except Exception as exc:  # jinja2's TemplateError (syntax, raise_exception) and what a template trips on
+            where = getattr(tokenizer, "name_or_path", "") or "the tokenizer"
+            raise CheckpointError(
+                f"{where}: chat template cannot render the prompt ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:200]}); fix the template (tokenizer_config.json or chat_template.jinja) "
+                "or sweep without it (--no-chat-template)"
+            ) from None
+        if not isinstance(text, str):
+            raise CheckpointError(f"{getattr(tokenizer, 'name_or_path', '')}: chat template did not render text")
         return text + assistant_prefix
     lines = []
     for m in messages:

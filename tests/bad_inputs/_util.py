@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -253,3 +255,18 @@ def build_gpt2(dest: Path, tokenizer, *, n_positions: int, n_layers: int = 2, d_
     GPT2LMHeadModel(cfg).save_pretrained(dest, safe_serialization=True)
     tokenizer.save_pretrained(dest)
     return dest
+
+
+@contextmanager
+def mounted_tmpfs(where: Path, options: str):
+    """A small tmpfs at `where` (a full or read-only disk on demand); skips without root."""
+    where.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)

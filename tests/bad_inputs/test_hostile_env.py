@@ -8,14 +8,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from ._util import PRESSURE, SWEEP, assert_intact, assert_one_line_error, csv_bytes, edit, jsonl, snapshot
+from ._util import (
+    PRESSURE,
+    SWEEP,
+    assert_intact,
+    assert_one_line_error,
+    csv_bytes,
+    edit,
+    jsonl,
+    mounted_tmpfs,
+    snapshot,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -107,22 +115,8 @@ def test_garbage_results_csv_in_report(garbage, earlier_out, tmp_path, cli):
     assert_one_line_error(res, "pressure_summary.csv")
 
 
-@contextmanager
-def _mounted_tmpfs(where: Path, options: str):
-    where.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
-
-
 def test_read_only_output_directory(bi_model, tmp_path, cli, monkeypatch):
-    with _mounted_tmpfs(tmp_path / "ro", "ro,size=1m") as ro:
+    with mounted_tmpfs(tmp_path / "ro", "ro,size=1m") as ro:
         _no_compute(monkeypatch)
         res = cli("sweep", bi_model, *SWEEP, "--out", ro / "OUT")
         assert_one_line_error(res, ro / "OUT")
@@ -133,7 +127,7 @@ def test_disk_full_loses_nothing(when, bi_model, earlier_out, tmp_path, cli, mon
     """A full disk, seen by the free-space check before writing or hit while h5py writes:
     one line, exit 2, the earlier sweep's files intact, no temporary left."""
     size = "256k" if when == "before-write" else "4m"
-    with _mounted_tmpfs(tmp_path / "small", f"size={size}") as small:
+    with mounted_tmpfs(tmp_path / "small", f"size={size}") as small:
         out = small / "OUT"
         shutil.copytree(earlier_out, out, ignore=shutil.ignore_patterns("*.png", "report.md"))
         filler = small / "filler"

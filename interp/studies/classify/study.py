@@ -119,7 +119,7 @@ _LANG_ALLOWED = {
 
 def _binary_value(path: Path, n: int, rec: dict) -> int:
     raw = rec.get("binary_label")
-    value = text_field(path, n, rec, "binary_label")  # raises on a missing or empty value
+    value = text_field(path, n, rec, "binary_label", number=True)  # raises on a missing or empty value
     if isinstance(raw, bool):  # JSON true/false is not 0/1: refuse rather than guess
         value = repr(raw)
     elif isinstance(raw, (int, float)) and float(raw) in (0.0, 1.0):
@@ -144,7 +144,7 @@ def _conversational_layout(path: Path, rows: list[tuple[int, dict]] | None = Non
         if missing:
             raise BankError(f"{path}: row {n}: missing field(s) {', '.join(missing)}")
         for f in ("item_id", "title", "body", "comment", "split"):
-            cols[f].append(text_field(path, n, rec, f))
+            cols[f].append(text_field(path, n, rec, f, number=f == "item_id"))
         cols["community"].append(text_field(path, n, rec, "community", optional=True))
         five = choice_field(path, n, rec, "five_label", _FIVE_ALLOWED)
         binary = _binary_value(path, n, rec)
@@ -367,10 +367,10 @@ class ClassifyOptions:
         "classify: judge checkpoint for --generate (default: models/gemma3-270m when "
         "present, else each checkpoint itself)",
     )
-    temperature: float = opt(0.9, "sampling temperature")
-    max_new_tokens: int = opt(350, "new tokens per sampled reply")
-    n_replies: int = opt(1, "classify: replies per post")
-    max_posts: int | None = opt(None, "classify: posts to generate for (None: all)")
+    temperature: float = opt(0.9, "sampling temperature", bounds="[0, inf)")
+    max_new_tokens: int = opt(350, "new tokens per sampled reply", bounds="[1, inf)")
+    n_replies: int = opt(1, "classify: replies per post", bounds="[1, inf)")
+    max_posts: int | None = opt(None, "classify: posts to generate for (None: all)", bounds="[1, inf)")
     binary_template: str = opt(DEFAULT_TEMPLATES["binary"], "classify: template of the binary task")
     five_template: str = opt(DEFAULT_TEMPLATES["five"], "classify: template of the five-class task")
     judge_template: str = opt(DEFAULT_TEMPLATES["judge"], "classify: template of the judge")

@@ -160,7 +160,7 @@ def _own_layout(path: Path, rows) -> Bank:
     recs = []
     for n, r in rows:
         rec = {
-            "prompt_id": text_field(path, n, r, "prompt_id"),
+            "prompt_id": text_field(path, n, r, "prompt_id", number=True),
             "language": choice_field(path, n, r, "language", LANGUAGES),
             "axis": choice_field(path, n, r, "axis", AXES),
             "group": text_field(path, n, r, "group"),
@@ -310,15 +310,18 @@ def _stereoset_layout(path: Path, obj, name: str | None = None) -> Bank:
 
 
 def _targets(path: Path, n: int, rec: dict, field: str) -> list[str]:
-    raw = text_field(path, n, rec, field)
-    try:
-        val = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        val = [t.strip().strip("'\"") for t in raw.strip("[]").split(",")]
+    if isinstance(rec.get(field), list):  # a JSON Lines array of targets: words, never objects
+        val = rec[field] if all(isinstance(v, str) for v in rec[field]) else None
+    else:
+        raw = text_field(path, n, rec, field)
+        try:
+            val = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            val = [t.strip().strip("'\"") for t in raw.strip("[]").split(",")]
     if isinstance(val, str):
         val = [val]
     if not isinstance(val, (list, tuple)) or not val or not all(str(v).strip() for v in val):
-        raise BankError(f"{path}: row {n}: field {field} is not a list of target words ({raw!r})")
+        raise BankError(f"{path}: row {n}: field {field} is not a list of target words ({rec.get(field)!r})")
     return [str(v).strip() for v in val]
 
 

@@ -62,7 +62,7 @@ FACTUAL = {"true": "true", "false": "false"}
 
 def _own_layout(path: Path, rows) -> Bank:
     require_columns(path, rows, ("item_id", "text", "gold"))
-    golds = {text_field(path, n, r, "gold").lower() for n, r in rows}
+    golds = {text_field(path, n, r, "gold", number=True).lower() for n, r in rows}
     kind = "moral" if golds <= set(MORAL) else "factual" if golds <= set(FACTUAL) else None
     if kind is None:
         unknown = [(n, r) for n, r in rows if str(r["gold"]).strip().lower() not in MORAL.keys() | FACTUAL.keys()]
@@ -76,7 +76,7 @@ def _own_layout(path: Path, rows) -> Bank:
     allowed = MORAL if kind == "moral" else FACTUAL
     items = pd.DataFrame(
         {
-            "item_id": [text_field(path, n, r, "item_id") for n, r in rows],
+            "item_id": [text_field(path, n, r, "item_id", number=True) for n, r in rows],
             "text": [text_field(path, n, r, "text") for n, r in rows],
             "gold": [choice_field(path, n, r, "gold", allowed) for n, r in rows],
         }
@@ -265,13 +265,14 @@ class PressureOptions:
         flag="--chat-template/--no-chat-template",
     )
     readout: Literal["slot", "sampled"] = opt("slot", "pressure: slot or sampled readout")
-    n_samples: int = opt(21, "pressure sampled readout: replies per trial")
-    temperature: float = opt(1.0, "sampling temperature")
-    max_new_tokens: int = opt(6, "new tokens per sampled reply")
+    n_samples: int = opt(21, "pressure sampled readout: replies per trial", bounds="[1, inf)")
+    temperature: float = opt(1.0, "sampling temperature", bounds="[0, inf)")
+    max_new_tokens: int = opt(6, "new tokens per sampled reply", bounds="[1, inf)")
     comprehension_threshold: float = opt(
         0.6,
         "pressure: first-turn accuracy a checkpoint needs to pass the "
         "comprehension screen (this toolkit's choice; failing ones are marked)",
+        bounds="[0, 1]",
     )
 
 
