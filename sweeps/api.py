@@ -15,7 +15,7 @@ import pandas as pd
 
 from cache.store import CONTENT_ATTR, MODE_ATTR, Store, read_unit
 from analyses.io import write_table
-from interp.errors import CacheError, ConfigError, UnitsFailedError
+from interp.errors import CacheError, ConfigError, InterpError, UnitsFailedError
 from interp.loading import LoadedModel
 from interp.studies import get_study
 from interp.studies.base import RunConfig
@@ -148,7 +148,7 @@ def run_sweep(
     failures: list[Failure] = []
     with sweep_lock(out, wait=lock_wait, break_lock=break_lock):
         _clean_results_leftovers(out)
-        earlier = earlier_units(out, store, units, full_hash=cfg.full_hash)  # refuses a clash before any compute
+        earlier = earlier_units(out, store, units, cfg)  # refuses a clash before any compute
         handler = _attach_log(out)
         try:
             execute(
@@ -321,22 +321,19 @@ def _base_bank(bank: object) -> str:
     return re.sub(r"\[n=\d+,seed=\d+\]$", "", str(bank))
 
 
-def earlier_units(out: Path, store: Store, units: Sequence[PlannedUnit], *, full_hash: bool = False) -> list[Path]:
+def earlier_units(out: Path, store: Store, units: Sequence[PlannedUnit], cfg: RunConfig) -> list[Path]:
     """Current units of earlier sweeps into OUT, of this sweep's studies, whose checkpoint and bank
     this plan does not cover: their rows stay in results/ (the tables are written from them and the
     plan's units together).
 
-    Refused in one line instead (before any compute): such a unit computed with other settings
-    (template, study options, precision or chat template) than this sweep's, where merging would
-    mix settings in one table; and a checkpoint of the same name from another directory holding
-    other weights, which would replace the other one's units and rows. A damaged current.json
-    (rebuilt by this sweep) confirms no earlier unit: said in a warning."""
+    Refused in one line instead (before any compute): such a unit computed with other settings than
+    this sweep's (template, study options, precision: what this sweep's options give for its
+    checkpoint's tokenizer), where merging would mix settings in one table; and a checkpoint of the
+    same name from another directory holding other weights, which would replace the other one's
+    units and rows. A damaged current.json (rebuilt by this sweep) confirms no earlier unit: said
+    in a warning."""
     studies = {u.study for u in units}
     covered = {(u.study, u.identity.checkpoint, _base_bank(u.identity.bank)) for u in units}
-    same = {
-        (u.study, u.identity.study_version, u.identity.template_hash, u.identity.backend, u.identity.settings_hash)
-        for u in units
-    }
     planned = {u.identity.checkpoint: u for u in units if u.model is None}
     try:
         current, _ = store.current_units(warn=False)
@@ -351,12 +348,12 @@ def earlier_units(out: Path, store: Store, units: Sequence[PlannedUnit], *, full
         if attrs is None or str(attrs.get("study")) not in studies:
             continue  # an unreadable unit is reported by whoever reads it
         study, name = str(attrs["study"]), str(attrs.get("checkpoint"))
-        _same_name_other_directory(out, attrs, planned.get(name), full_hash=full_hash)
+        _same_name_other_directory(out, attrs, planned.get(name), full_hash=cfg.full_hash)
         key = (study, name, _base_bank(attrs.get("bank")))
         if key in covered:
             continue
-        settings = tuple(str(attrs.get(k)) for k in ("study_version", "template_hash", "backend", "settings_hash"))
-        if (study, *settings) not in {tuple(map(str, s)) for s in same} or key in keep:
+        mine = [u for u in units if u.study == study]
+        if key in keep or not _same_settings(attrs, mine, cfg):
             clash.append(f"{name} / {attrs.get('bank')}")
         else:
             keep[key] = p
@@ -364,11 +361,35 @@ def earlier_units(out: Path, store: Store, units: Sequence[PlannedUnit], *, full
         study = sorted(studies)[0] if len(studies) == 1 else "these studies'"
         raise ConfigError(
             f"{out / 'results'}: holds {study} rows of earlier sweeps that this one does not cover, computed with "
-            f"other settings (template, options, precision or chat template): {', '.join(clash[:3])}"
+            f"other settings (template, options or precision): {', '.join(clash[:3])}"
             f"{' ...' if len(clash) > 3 else ''}; writing this sweep's tables would drop them. To keep them, sweep "
             "into another --out; to replace them, sweep their checkpoints and banks with this command's options too"
         )
     return sorted(keep.values())
+
+
+def _same_settings(attrs: dict, units: Sequence[PlannedUnit], cfg: RunConfig) -> bool:
+    """Whether an earlier unit has the settings this sweep would give it: the plan's template, study
+    version and backend, and the settings hash of this sweep's options over its own checkpoint's
+    tokenizer (the chat template is part of the settings, and differs between models). Where that
+    checkpoint is gone, its settings must equal one of the plan's units'."""
+    from interp.checkpoint import inspect_checkpoint
+    from interp.loading import shared_tokenizer
+    from sweeps.plan import settings_hash, unit_settings
+
+    u = units[0]
+    if [str(attrs.get(k)) for k in ("study_version", "template_hash", "backend")] != [
+        str(u.identity.study_version),
+        str(u.identity.template_hash),
+        str(u.identity.backend),
+    ]:
+        return False
+    try:
+        where = str(attrs.get("checkpoint_path") or "in-memory")
+        tok = shared_tokenizer(inspect_checkpoint(where, allow_pickle=cfg.allow_pickle))
+    except InterpError:  # moved, deleted or in memory: compare with the plan's own units
+        return str(attrs.get("settings_hash")) in {x.identity.settings_hash for x in units}
+    return str(attrs.get("settings_hash")) == settings_hash(unit_settings(get_study(u.study), tok, cfg), cfg)
 
 
 def _same_name_other_directory(out: Path, attrs: dict, planned: PlannedUnit | None, *, full_hash: bool) -> None:

@@ -135,6 +135,8 @@ def run_steer(
             scale = 1.0
         n, seed = _bank_subsample(bank)
         lm = interp.load(ck_path, backend=str(u.attrs.get("backend", "hf")), threads=cfg.threads)
+        if d.shape[0] != lm.d_model:  # before any steered sweep writes into OUT/steer
+            raise ConfigError(f"{source}: direction has {d.shape[0]} values; the model's d_model is {lm.d_model}")
         lm.info = replace(lm.info, name=ck)  # tables keep the cached checkpoint name
         base = replace(cfg, max_items=n, seed=seed, layer=None, layers=str(u.attrs["layer"]))  # the cached layers
         for alpha in alphas:

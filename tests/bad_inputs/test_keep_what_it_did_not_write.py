@@ -94,24 +94,28 @@ def test_rows_of_an_earlier_bank_stay_and_match_one_sweep_of_both(bi_model, tmp_
     assert set(_table(out, "pressure_summary")["bank"].str.split("[").str[0]) == {"moral", "factual"}
 
 
-def test_rows_of_an_earlier_checkpoint_stay_and_it_stays_listed(bi_model, tiny_models, tmp_path, cli):
-    out = tmp_path / "OUT"
-    _sweep(bi_model, out)
-    _sweep(tiny_models["qwen2"], out)
-    both = tmp_path / "BOTH"
+@pytest.mark.parametrize("second", ["same-tokenizer", "own-chat-template", "first-directory-gone"])
+def test_rows_of_an_earlier_checkpoint_stay_and_it_stays_listed(second, bi_model, tiny_models, tmp_path, cli):
+    """llama, then qwen2 into the same OUT: the tables equal one sweep of both, whether qwen2 has a
+    chat template of its own (its settings differ from llama's as in any one sweep of the two) or
+    llama's directory is gone by then (its unit's settings are then compared with the plan's)."""
     from interp.studies.base import RunConfig
     from sweeps.api import run_sweep
 
-    run_sweep(
-        [bi_model, tiny_models["qwen2"]],
-        studies=["pressure"],
-        banks=["moral"],
-        out=both,
-        cfg=RunConfig(max_items=2, threads=1),
-        progress=False,
-        report=False,
-    )
+    first = Path(shutil.copytree(bi_model, tmp_path / "models" / "llama"))
+    other = Path(shutil.copytree(tiny_models["qwen2"], tmp_path / "models" / "qwen2"))
+    if second == "own-chat-template":
+        cfg = json.loads((other / "tokenizer_config.json").read_text())
+        cfg["chat_template"] = "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>"
+        (other / "tokenizer_config.json").write_text(json.dumps(cfg))
+    out, both = tmp_path / "OUT", tmp_path / "BOTH"
+    run_sweep([first, other], studies=["pressure"], banks=["moral"], out=both, cfg=RunConfig(max_items=2, threads=1))
+    _sweep(first, out)
+    if second == "first-directory-gone":
+        shutil.rmtree(first)
+    _sweep(other, out)
     pd.testing.assert_frame_equal(_table(out, "pressure_trials"), _table(both, "pressure_trials"))
+    pd.testing.assert_frame_equal(_table(out, "pressure_summary"), _table(both, "pressure_summary"))
     names = [c["name"] for c in json.loads((out / "lineage.json").read_text())["checkpoints"]]
     assert sorted(names) == ["llama", "qwen2"]
     assert cli("report", out).code == 0
