@@ -154,6 +154,24 @@ def _poison(name: str, value: float, index: int = 5):
     return make
 
 
+def _index(name: str, text: str):
+    def make(model, tmp):
+        d = _copy(model, tmp, f"index-{name}")
+        _shard(d)
+        (d / "model.safetensors.index.json").write_text(text)
+        return d, [d / "model.safetensors.index.json", *(["JSON"] if name == "not-json" else ["weight_map"])]
+
+    return make
+
+
+def index_absolute_path(model, tmp):
+    d = _copy(model, tmp, "index-absolute")
+    wmap = _shard(d)
+    wmap = {k: (str(d / v) if "up_proj" in k else v) for k, v in wmap.items()}  # the right file, named absolutely
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": wmap}))
+    return d, [d / "model.safetensors.index.json", "outside the checkpoint"]
+
+
 CASES = {
     "missing-v-proj": missing_tensor,
     "config-fewer-layers-than-weights": config_fewer_layers,
@@ -162,6 +180,11 @@ CASES = {
     "shard-index-outside-folder": index_outside_folder,
     "shard-index-in-subfolder": index_in_subfolder,
     "shard-index-names-absent-file": index_names_absent_file,
+    "shard-index-absolute-path": index_absolute_path,
+    "shard-index-not-json": _index("not-json", '{"weight_map": {'),
+    "shard-index-weight-map-a-list": _index(
+        "list", '{"metadata": {}, "weight_map": ["model-00001-of-00002.safetensors"]}'
+    ),
     "tensor-in-two-shards": tensor_in_two_shards,
     "shard-tensor-mapped-elsewhere": shard_tensor_mapped_elsewhere,
     "nan-in-mlp-up-proj": _poison(UP, math.nan),

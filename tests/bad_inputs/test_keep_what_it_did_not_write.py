@@ -202,9 +202,20 @@ def test_report_names_a_truncated_table(cli, out_copy):
 
 
 def test_report_on_whole_tables_works(cli, out_copy):
-    """Negative control for the two above: the same OUT untouched reports fine."""
+    """Negative controls for the two above: the same OUT untouched reports fine, and so does one
+    whose pressure tables were all taken out (a study removed from the report, not a lost table)."""
     assert cli("report", out_copy).code == 0
     assert "pressure_summary.csv" in (out_copy / "report.md").read_text()
+    for f in json.loads((out_copy / "results" / ".tables.json").read_text())["pressure"]:
+        (out_copy / "results" / f).unlink()
+    assert cli("report", out_copy).code == 0
+    assert "pressure_summary.csv" not in (out_copy / "report.md").read_text()
+
+
+def test_report_names_a_damaged_table_record(cli, out_copy):
+    record = out_copy / "results" / ".tables.json"
+    record.write_text('["pressure_summary.csv"')
+    assert_one_line_error(cli("report", out_copy), record, "rerun the sweep")
 
 
 def test_disk_full_while_drawing_names_the_figure(cli, earlier_out, tmp_path):

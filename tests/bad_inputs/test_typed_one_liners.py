@@ -107,7 +107,9 @@ def steer_out(earlier_out, tmp_path_factory):
 
 def _vector(tmp: Path, name: str, value) -> Path:
     path = tmp / name
-    if name.endswith(".npz"):
+    if value is None:
+        np.savez(path, weights=np.ones(64))
+    elif name.endswith(".npz"):
         np.savez(path, direction=value)
     else:
         np.save(path, value)
@@ -121,6 +123,9 @@ VECTORS = {
     "shape-32x2.npz": (np.ones((32, 2)), ["1-D", "(32, 2)"]),
     "nan.npy": (np.full(64, np.nan), ["non-finite norm"]),
     "zero.npy": (np.zeros(64), ["zero"]),
+    "inf.npy": (np.r_[np.ones(63), np.inf], ["non-finite norm"]),
+    "objects.npy": (np.array([{"a": 1}, "x"], dtype=object), ["not a .npy/.npz direction"]),
+    "no-direction.npz": (None, ["has no array 'direction'"]),
 }
 
 
@@ -133,6 +138,12 @@ def test_steering_vector_of_the_wrong_shape(name, units, cli, steer_out, tmp_pat
     res = cli("steer", steer_out, "--direction", path, "--layer", "3", "--alpha", "0,1", "--units", units, "--quiet")
     assert_one_line_error(res, path.name, *(m for m in must if units == "sd" or m != "64"))
     assert_intact(steer_out, before)
+
+
+def test_steering_direction_that_is_a_directory(cli, steer_out, tmp_path):
+    d = tmp_path / "direction.npy"
+    d.mkdir()
+    assert_one_line_error(cli("steer", steer_out, "--direction", d, "--layer", "3", "--alpha", "0", "--quiet"), d)
 
 
 def test_steering_vector_of_the_right_shape_is_accepted():
