@@ -41,3 +41,9 @@ def cli(capsys, monkeypatch):
         return run_cli(capsys, monkeypatch, *args)
 
     return run
+
+
+@pytest.fixture
+def private_fingerprint_memo(tmp_path, monkeypatch):
+    """A fingerprint memo of this test's own (tests edit checkpoints in place)."""
+    monkeypatch.setenv("INTERP_FINGERPRINT_CACHE", str(tmp_path / "fp-memo"))

@@ -21,9 +21,7 @@ import pytest
 from ._util import SWEEP, assert_intact, assert_one_line_error, log_bytes, snapshot
 
 
-@pytest.fixture(autouse=True)
-def _private_fingerprint_memo(tmp_path, monkeypatch):
-    monkeypatch.setenv("INTERP_FINGERPRINT_CACHE", str(tmp_path / "fp-memo"))
+pytestmark = pytest.mark.usefixtures("private_fingerprint_memo")
 
 
 def _copy(model: Path, tmp: Path, name: str) -> Path:

@@ -20,9 +20,7 @@ from ._util import SWEEP, assert_intact, assert_one_line_error, log_bytes, mount
 PROBE = ("--study", "pressure", "--target", "planted", "--folds", "2", "--shuffles", "2")
 
 
-@pytest.fixture(autouse=True)
-def _private_fingerprint_memo(tmp_path, monkeypatch):
-    monkeypatch.setenv("INTERP_FINGERPRINT_CACHE", str(tmp_path / "fp-memo"))
+pytestmark = pytest.mark.usefixtures("private_fingerprint_memo")
 
 
 @pytest.fixture

@@ -28,6 +28,8 @@ from ._util import (
     snapshot,
 )
 
+pytestmark = pytest.mark.usefixtures("private_fingerprint_memo")
+
 # ---------------------------------------------------------------- JSON types in JSON Lines banks
 
 TYPE_CASES = [
