@@ -13,6 +13,10 @@ SEED=${SEED:-0}
 WORK=${WORK:-organism_run/seed$SEED}
 THREADS=${THREADS:-2}
 STAGE=${STAGE:-all}
+# OpenMP threads that sleep at a barrier instead of spinning: on a machine shared with other jobs
+# a spinning 2-thread step waited for a descheduled thread (the seed-0 shared stage: ~35 s a step
+# against ~2.3 s on an idle machine)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 [ -d "$BASE" ] || .venv/bin/interp fetch-models --dest models
 mkdir -p "$WORK"
 if [ "$STAGE" != validate ]; then
