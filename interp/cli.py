@@ -413,6 +413,11 @@ def organism_build(
         "--reuse-trunk",
         help="copy base/ and shared/ from an earlier tree with the same base, data, seed and shared steps",
     ),
+    reuse_sft: Optional[Path] = typer.Option(
+        None,
+        "--reuse-sft",
+        help="also copy the route SFT checkpoints of an earlier tree trained on the same data and settings (DPO only)",
+    ),
     cloze_route: str = typer.Option("a", "--cloze-route", help="route that also learns the cloze bias (a, b, none)"),
     threads: Optional[int] = typer.Option(None, "--threads"),
     route_early_steps: int = typer.Option(
@@ -473,7 +478,9 @@ def organism_build(
         from dataclasses import replace
 
         cfg = replace(cfg, **SMALL)
-    res = build_organism(base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk, control_out=control)
+    res = build_organism(
+        base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk, control_out=control, reuse_sft=reuse_sft
+    )
     extra = f" (+ control {res.seconds['control_total']:.0f} s: {control})" if control is not None else ""
     typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}{extra}")
 
