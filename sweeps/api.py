@@ -12,8 +12,8 @@ import pandas as pd
 
 from cache.store import Store, read_unit
 from analyses.io import write_table
-from interp.errors import ConfigError, UnitsFailedError
-from interp.loading import LoadedModel
+from interp.core.errors import ConfigError, UnitsFailedError
+from interp.model.loading import LoadedModel
 from interp.studies import get_study
 from interp.studies.base import RunConfig
 from sweeps.discover import discover
@@ -180,7 +180,7 @@ def run_sweep(
 
 def check_fingerprint_kinds(units: Sequence[PlannedUnit], *, allow: bool) -> None:
     """Refuse to merge in-memory (`wrapped:`) and directory-fingerprinted units of one study."""
-    from interp.wrapping import is_wrapped_fingerprint
+    from interp.integrations.wrapping import is_wrapped_fingerprint
 
     for study in dict.fromkeys(u.study for u in units):
         kinds = {is_wrapped_fingerprint(u.identity.checkpoint_fingerprint) for u in units if u.study == study}

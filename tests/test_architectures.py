@@ -14,8 +14,8 @@ from transformers import AutoModelForCausalLM
 
 import interp
 from _tolerance import assert_tenth_of_bf16_error, bounds_for, continuation_tokens
-from interp.checkpoint import inspect_checkpoint
-from interp.errors import CheckpointError
+from interp.model.checkpoint import inspect_checkpoint
+from interp.core.errors import CheckpointError
 from interp.runner.scoring import ScoringConfig, score_options, split_continuation
 from interp.testing import STUDY_ARCHS, build_tiny_arch
 
@@ -149,7 +149,7 @@ def test_non_transformer_families_refused_before_loading(model_type, why, arch_m
 
 
 def test_discovery_fails_clearly_when_the_block_list_is_ambiguous(hf_loaded):
-    from interp.hooksites import discover_sites
+    from interp.model.hooksites import discover_sites
 
     model = hf_loaded["llama"].backend.model
     sites = discover_sites(model, 2)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from cache import Store, UnitIdentity, read_unit
-from interp.errors import CacheError, ProvenanceError
+from interp.core.errors import CacheError, ProvenanceError
 
 
 def ident(**kw):

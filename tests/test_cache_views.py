@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from cache import Store, UnitIdentity, collect_tables, read_unit
-from interp.errors import CacheError, ConfigError
+from interp.core.errors import CacheError, ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,7 +82,7 @@ def test_activations_join_the_right_rows(tmp_path):
 def test_activations_as_torch_imports_torch_only_then():
     code = (
         "import sys, cache, cache.views; assert 'torch' not in sys.modules, 'cache imported torch'; "
-        "import interp.errors; assert 'torch' not in sys.modules, 'interp.errors imported torch'"
+        "import interp.core.errors; assert 'torch' not in sys.modules, 'interp.core.errors imported torch'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 

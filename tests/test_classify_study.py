@@ -16,7 +16,7 @@ from interp.studies.classify.analysis import (
     SUMMARY_COLUMNS,
 )
 from cache.store import Store, read_unit
-from interp.errors import BankError, ConfigError
+from interp.core.errors import BankError, ConfigError
 from interp.studies.base import RunConfig, load_template
 from interp.studies.classify import (
     FIVE_LABELS,

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from _tolerance import bounds_for
-from interp.errors import BankError
+from interp.core.errors import BankError
 from interp.studies.cloze import (
     ITEM_COLUMNS,
     continuation_texts,
@@ -238,7 +238,7 @@ def test_continuation_texts_join():
 def test_scoring_equals_plain_forward(two_models):
     from transformers import AutoModelForCausalLM
 
-    from interp.loading import load
+    from interp.model.loading import load
     from interp.studies.cloze import resolve_span
 
     path = two_models[0]

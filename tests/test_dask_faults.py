@@ -60,7 +60,7 @@ def _cluster(n_workers: int, **kw):
 
 
 def test_failed_unit_goes_to_failures_csv_and_the_rest_finishes(tree, tmp_path):
-    from interp.errors import UnitsFailedError
+    from interp.core.errors import UnitsFailedError
     from sweeps.api import run_sweep
 
     (w,) = (tree / "step2").glob("*.safetensors")
@@ -156,7 +156,7 @@ def _kill_a_busy_worker(client, deadline: float, sweep: threading.Thread | None 
 def test_repeated_worker_loss_ends_with_a_failure_not_a_hang(tree, tmp_path):
     from distributed import Client
 
-    from interp.errors import UnitsFailedError
+    from interp.core.errors import UnitsFailedError
     from interp.studies.base import RunConfig
     from sweeps.api import run_sweep
 
@@ -205,7 +205,7 @@ def test_repeated_worker_loss_ends_with_a_failure_not_a_hang(tree, tmp_path):
 
 
 def test_no_worker_at_all_gives_one_line_after_the_deadline(tree, tmp_path):
-    from interp.errors import InterpError
+    from interp.core.errors import InterpError
     from sweeps.api import run_sweep
 
     with _cluster(0) as cluster:
@@ -303,7 +303,7 @@ def test_slurm_example_config_is_the_local_cluster_one(tmp_path, monkeypatch):
 
 
 def test_slurm_config_errors_are_one_line(tmp_path):
-    from interp.errors import ConfigError
+    from interp.core.errors import ConfigError
     from sweeps.slurm import read_cluster_config
 
     bad = tmp_path / "c.toml"

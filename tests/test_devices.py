@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import interp
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 from interp.runner.scoring import ScoringConfig, score_continuations, score_options
 
 from _tolerance import option_bounds
@@ -107,7 +107,7 @@ def test_meta_default_device_is_a_real_trap():
 
 
 def test_device_names():
-    from interp.devices import device_class, resolve_device
+    from interp.model.devices import device_class, resolve_device
 
     assert resolve_device("cpu") == "cpu" and resolve_device("auto") in ("cpu", "cuda")
     assert device_class("cuda:3") == "cuda" and device_class("CPU") == "cpu"

@@ -1,4 +1,4 @@
-"""Tests for interp.fetch that need neither the real PyPI packages nor the network.
+"""Tests for interp.tools.fetch that need neither the real PyPI packages nor the network.
 
 The real models are covered by one opt-in test (`-m real_models`, INTERP_MODELS=DIR).
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from interp import fetch
-from interp.fetch import FetchError
+from interp.tools import fetch
+from interp.tools.fetch import FetchError
 
 BENGALI = "আমি বাংলায় গান গাই।"
 

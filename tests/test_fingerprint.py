@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from interp import fingerprint as fpm
+from interp.model import fingerprint as fpm
 
 
 @pytest.fixture(autouse=True)
@@ -77,7 +77,7 @@ def _checkpoint(tiny_models, tmp_path) -> Path:
 
 
 def test_memo_is_used_and_not_fooled_by_touch_r(tiny_models, tmp_path, monkeypatch):
-    from interp.checkpoint import fingerprint, inspect_checkpoint
+    from interp.model.checkpoint import fingerprint, inspect_checkpoint
 
     ck = _checkpoint(tiny_models, tmp_path)
     info = inspect_checkpoint(ck)
@@ -96,7 +96,7 @@ def test_memo_is_used_and_not_fooled_by_touch_r(tiny_models, tmp_path, monkeypat
 
 
 def test_full_hash_is_another_identity(tiny_models, tmp_path):
-    from interp.checkpoint import fingerprint, inspect_checkpoint
+    from interp.model.checkpoint import fingerprint, inspect_checkpoint
 
     info = inspect_checkpoint(_checkpoint(tiny_models, tmp_path))
     assert fingerprint(info, full_hash=True) != fingerprint(info)
@@ -119,8 +119,8 @@ def test_sparse_70b_shard_is_fingerprinted_without_reading_it(tmp_path):
 
 
 def test_fifo_weight_file_is_refused_not_read(tiny_models, tmp_path):
-    from interp.checkpoint import inspect_checkpoint
-    from interp.errors import CheckpointError
+    from interp.model.checkpoint import inspect_checkpoint
+    from interp.core.errors import CheckpointError
 
     ck = _checkpoint(tiny_models, tmp_path)
     os.mkfifo(ck / "model-extra.safetensors")
@@ -129,8 +129,8 @@ def test_fifo_weight_file_is_refused_not_read(tiny_models, tmp_path):
 
 
 def test_weight_link_to_dev_zero_is_refused(tiny_models, tmp_path):
-    from interp.checkpoint import inspect_checkpoint
-    from interp.errors import CheckpointError
+    from interp.model.checkpoint import inspect_checkpoint
+    from interp.core.errors import CheckpointError
 
     ck = _checkpoint(tiny_models, tmp_path)
     (w,) = ck.glob("*.safetensors")
@@ -141,8 +141,8 @@ def test_weight_link_to_dev_zero_is_refused(tiny_models, tmp_path):
 
 
 def test_config_claiming_a_billion_layers_is_refused_before_building(tiny_models, tmp_path):
-    from interp.checkpoint import inspect_checkpoint
-    from interp.errors import CheckpointError
+    from interp.model.checkpoint import inspect_checkpoint
+    from interp.core.errors import CheckpointError
 
     ck = _checkpoint(tiny_models, tmp_path)
     cfg = json.loads((ck / "config.json").read_text())
@@ -153,7 +153,7 @@ def test_config_claiming_a_billion_layers_is_refused_before_building(tiny_models
 
 
 def test_real_configs_pass_the_size_check(tiny_models):
-    from interp.checkpoint import inspect_checkpoint
+    from interp.model.checkpoint import inspect_checkpoint
 
     for ck in tiny_models.values():
         inspect_checkpoint(ck)

@@ -101,9 +101,9 @@ def test_stop_strings_and_length(loaded):
 
 
 def test_generation_refuses_other_backends_and_bad_arguments(loaded, tiny_models):
-    with pytest.raises(interp.errors.ConfigError):
+    with pytest.raises(interp.core.errors.ConfigError):
         generate(loaded["llama"], ["x"], max_new_tokens=0)
-    with pytest.raises(interp.errors.ConfigError):
+    with pytest.raises(interp.core.errors.ConfigError):
         generate(loaded["llama"], ["x"], max_new_tokens=2, temperature=-1)
     assert generate(loaded["llama"], [], max_new_tokens=2) == []
 

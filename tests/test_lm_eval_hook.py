@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("lm_eval")
 
-from interp import lm_eval_hook  # noqa: E402
+from interp.integrations import lm_eval_hook  # noqa: E402
 from interp.cli import app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def _lm_eval_cli(args: list[str]) -> str:
 
 @pytest.fixture(scope="module")
 def task_dir(tmp_path_factory):
-    from interp.lm_eval_tasks import write_tasks
+    from interp.integrations.lm_eval_tasks import write_tasks
 
     d = tmp_path_factory.mktemp("lm_eval_tasks")
     write_tasks(d, max_items=2)
@@ -88,7 +88,7 @@ def test_hook_registers_lazily_and_keeps_lm_evals_models(tmp_path):
         assert "interp" not in sys.modules  # a lazy entry until asked for
         assert "hf" in model_registry and "dummy" in model_registry
         cls = get_model("interp")
-        from interp.lm_eval_model import InterpLM
+        from interp.integrations.lm_eval_model import InterpLM
         assert cls is InterpLM, cls
         print("ok")
         """,
@@ -98,9 +98,9 @@ def test_hook_registers_lazily_and_keeps_lm_evals_models(tmp_path):
 
 
 def test_python_m_with_the_hook_installed(tmp_path):
-    # `python -m interp.lm_eval_model` must not register a second (`__main__`) class
+    # `python -m interp.integrations.lm_eval_model` must not register a second (`__main__`) class
     lm_eval_hook.install(tmp_path)
-    code = "import runpy, sys\nsys.argv = ['lm_eval', '--help']\nrunpy.run_module('interp.lm_eval_model', run_name='__main__')\n"
+    code = "import runpy, sys\nsys.argv = ['lm_eval', '--help']\nrunpy.run_module('interp.integrations.lm_eval_model', run_name='__main__')\n"
     proc = _python(code, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
 

@@ -20,7 +20,7 @@ TASKS = ["interp_factual", "interp_moral", "interp_cloze", "interp_rolling"]
 
 @pytest.fixture(scope="module")
 def setup(tiny_models, tmp_path_factory):
-    from interp.lm_eval_tasks import write_tasks
+    from interp.integrations.lm_eval_tasks import write_tasks
 
     os.environ["HF_DATASETS_OFFLINE"] = "1"
     d = tmp_path_factory.mktemp("lm_eval_tasks")
@@ -32,7 +32,7 @@ def _evaluate(model: str, model_args: str, task_dir: Path) -> dict:
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    import interp.lm_eval_model  # noqa: F401  (registers "interp")
+    import interp.integrations.lm_eval_model  # noqa: F401  (registers "interp")
 
     return lm_eval.simple_evaluate(
         model=model,
@@ -102,7 +102,7 @@ def test_cli_runs_offline(setup, tmp_path):
         [
             sys.executable,
             "-m",
-            "interp.lm_eval_model",
+            "interp.integrations.lm_eval_model",
             "--model",
             "interp",
             "--model_args",

@@ -143,7 +143,7 @@ def test_a_broken_copy_exceeds_the_bound(runs, tiny_models):
 
 
 def test_mixed_is_a_dtype_name_with_its_own_unit_identity(tiny_models):
-    from interp.devices import is_reduced, matmul_dtype, torch_dtype
+    from interp.model.devices import is_reduced, matmul_dtype, torch_dtype
     from interp.studies.base import RunConfig
     from sweeps.plan import plan_units
 
@@ -335,11 +335,11 @@ def test_mlp_input_projection_picks_the_widening_mlp_layers_only():
 
 
 def test_run_config_dtype_choices_are_the_registered_dtypes():
-    """RunConfig spells the dtype names out (interp.devices imports torch; the cache readers must
+    """RunConfig spells the dtype names out (interp.model.devices imports torch; the cache readers must
     not): they must stay the registered ones, so a new dtype cannot be loadable yet unselectable."""
     from dataclasses import fields
 
-    from interp.devices import DTYPES
+    from interp.model.devices import DTYPES
     from interp.studies.base import RunConfig
 
     (dtype,) = [f for f in fields(RunConfig) if f.name == "dtype"]

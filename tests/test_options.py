@@ -125,7 +125,7 @@ def test_option_values_are_checked():
 
 def test_unknown_backend_and_executor(tiny_models, tmp_path):
     from cache.store import Store
-    from interp.loading import load
+    from interp.model.loading import load
     from sweeps.execute import execute
 
     with pytest.raises(

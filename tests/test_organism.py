@@ -58,7 +58,7 @@ def test_tree_is_a_discoverable_lineage_with_provenance(organism):
     assert (tree / known["control_tree"]).resolve() == ctl.resolve()
     for key in ("eval_items", "planted_a", "planted_b", "routes", "trunk_end"):
         assert kc[key] == known[key], key
-    from interp.hashing import sha256_file
+    from interp.core.hashing import sha256_file
 
     assert sha256_file(ctl / "shared/shared-step2/model.safetensors") == sha256_file(
         tree / "shared/shared-step2/model.safetensors"
@@ -76,7 +76,7 @@ def test_build_is_deterministic(organism, tmp_path):
     """Rebuilt with the routes in two worker processes: the same weights as one by one."""
     from dataclasses import replace
 
-    from interp.hashing import sha256_file
+    from interp.core.hashing import sha256_file
 
     build_organism(organism / "model", tmp_path / "again", replace(TINY, route_workers=2), log=lambda s: None)
     for ck in ("shared/shared-step2", "route-a/a-dpo-step6", "route-b/b-sft-step5", "route-b/b-sft-step3"):
@@ -541,7 +541,7 @@ def test_compact_fused_head_scores_only_labelled_positions_with_the_same_values(
 def test_a_sweep_restricted_to_named_checkpoints_keeps_their_lineage(organism):
     """`run_sweep(only=...)` / `Discovery.restricted`: the lineage cut to the named checkpoints in
     order, finals kept only when named; an unknown name is a one-line error."""
-    from interp.errors import ConfigError
+    from interp.core.errors import ConfigError
     from sweeps.discover import discover
 
     d = discover([organism / "tree"])
@@ -564,7 +564,7 @@ def test_build_refuses_a_disk_too_small_before_training(organism, tmp_path, monk
     import collections
     import struct
 
-    from interp.errors import ConfigError
+    from interp.core.errors import ConfigError
     from interp.organism import build as B
 
     base = organism / "model"

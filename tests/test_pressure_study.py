@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import interp
-from interp.errors import BankError
+from interp.core.errors import BankError
 from interp.runner.scoring import ScoringConfig, score_options
 from interp.studies.base import RunConfig, load_template, render_chat
 from interp.studies.pressure import build_trials, load_pressure_bank, parse_verdict

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import interp.loading
-from interp.errors import ConfigError
+import interp.model.loading
+from interp.core.errors import ConfigError
 from interp.studies.base import RunConfig
 
 
@@ -38,8 +38,8 @@ def no_model_loading(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(interp.loading, "load", refuse)
-    monkeypatch.setattr(interp.loading, "load_hf_model", refuse)
+    monkeypatch.setattr(interp.model.loading, "load", refuse)
+    monkeypatch.setattr(interp.model.loading, "load_hf_model", refuse)
 
 
 def test_probe_from_cache(swept):

@@ -10,7 +10,7 @@ import pytest
 
 from cache.layers import layer_key, parse_layers, select_layer, unit_layers
 from cache.store import Store, UnitIdentity, read_unit
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 from interp.studies.base import RunConfig
 
 

@@ -216,7 +216,7 @@ def test_multi_token_options_scored_as_continuations(loaded, tiny_models, tol):
 
 
 def test_empty_option_refused(loaded):
-    with pytest.raises(interp.errors.ConfigError):
+    with pytest.raises(interp.core.errors.ConfigError):
         score_options(loaded["llama"], ["x"], ["wrong", " "])
 
 
@@ -230,5 +230,5 @@ def test_prompt_longer_than_context_window_is_refused(tmp_path, tokenizer):
     cfg["max_position_embeddings"] = 16  # rotary: the window is a config number, not a weight shape
     (path / "config.json").write_text(json.dumps(cfg))
     lm = interp.load(path)
-    with pytest.raises(interp.errors.ConfigError, match=r"item-7: \d+ tokens exceed the context window .*\(16"):
+    with pytest.raises(interp.core.errors.ConfigError, match=r"item-7: \d+ tokens exceed the context window .*\(16"):
         score_options(lm, ["word " * 40], ["yes", "no"], names=["item-7"])

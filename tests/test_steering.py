@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import interp
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 from interp.runner.scoring import ScoringConfig, score_options
 from interp.runner.steering import Steering, direction_from_file, steering
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from _cli_process import CLIProcess
 
-from interp.errors import ConfigError, LockError
+from interp.core.errors import ConfigError, LockError
 from interp.studies.base import RunConfig
 from sweeps.discover import discover
 from sweeps.lock import LOCK_NAME, sweep_lock

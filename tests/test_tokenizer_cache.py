@@ -12,7 +12,7 @@ import pytest
 
 @pytest.fixture
 def counted(monkeypatch):
-    import interp.loading as loading
+    import interp.model.loading as loading
 
     loading.clear_tokenizer_cache()
     calls: list[Path] = []
@@ -29,7 +29,7 @@ def counted(monkeypatch):
 
 def test_plan_and_load_share_one_tokenizer(tiny_models, tmp_path, counted, monkeypatch):
     monkeypatch.setenv("INTERP_FINGERPRINT_CACHE", str(tmp_path / "memo"))
-    from interp.loading import load
+    from interp.model.loading import load
     from interp.studies.base import RunConfig
     from sweeps.plan import plan_units
 
@@ -43,7 +43,7 @@ def test_plan_and_load_share_one_tokenizer(tiny_models, tmp_path, counted, monke
 
 def test_edited_tokenizer_is_loaded_afresh(tiny_models, tmp_path, counted, monkeypatch):
     monkeypatch.setenv("INTERP_FINGERPRINT_CACHE", str(tmp_path / "memo"))
-    from interp.loading import load
+    from interp.model.loading import load
 
     ck = Path(shutil.copytree(tiny_models["llama"], tmp_path / "ck"))
     text = "the quick brown fox jumps over the lazy dog"

@@ -9,7 +9,7 @@ import torch
 
 import interp
 from cache import Store, read_unit
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 from interp.runner.scoring import ScoringConfig, score_continuations, score_options
 from interp.studies.base import RunConfig
 

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 from interp.organism import checks as C
 from interp.organism import stats as S
 from interp.organism.checks import hypergeom_p, most_yielding

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import logsumexp
 
-from interp.errors import ConfigError
-from interp.loading import LoadedModel
+from interp.core.errors import ConfigError
+from interp.model.loading import LoadedModel
 from interp.runner.engine import Engine, HookContext, Seq
 from interp.runner.precision import active_audit, guard_ties
 from interp.runner.options import ScoringConfig, VariantMode  # noqa: F401  (re-exported)

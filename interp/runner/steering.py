@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from interp.core.errors import ConfigError
-from interp.hooksites import discover_sites, get_module
+from interp.model.hooksites import discover_sites, get_module
 from interp.runner import packed
 
 Positions = Literal["all", "read"]

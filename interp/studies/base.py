@@ -28,7 +28,7 @@ from interp.core.options import build, opt, option_fields
 from interp.runner.options import ScoringConfig
 
 if TYPE_CHECKING:
-    from interp.loading import LoadedModel
+    from interp.model.loading import LoadedModel
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,7 +56,7 @@ class RunConfig:
         "weights and activations (log-softmax stays float32); mixed-bf16: matmuls in bf16, the rest float32; "
         "float32-medium: float32 at torch's medium matmul precision; mixed-bf16-medium: float32-medium with the "
         "MLP's gate/up projections in bf16",
-        # interp.devices.DTYPES' names, spelled out: importing it would pull torch into the torch-free
+        # interp.model.devices.DTYPES' names, spelled out: importing it would pull torch into the torch-free
         # cache readers (tests/test_layers.py); tests/test_mixed_precision.py holds the two equal
         choices=("float32", "bfloat16", "float16", "mixed-bf16", "float32-medium", "mixed-bf16-medium"),
     )
@@ -130,7 +130,7 @@ def load_template(ref: str | Path) -> Template:
     if not path.exists():
         path = Path(str(resources.files("interp") / "data" / "templates" / f"{ref}.json"))
     if path.exists():
-        from interp.fingerprint import regular_file
+        from interp.core.files import regular_file
 
         regular_file(path, limit=16 << 20, error=BankError)  # a FIFO or /dev/zero: refused, not read
     try:

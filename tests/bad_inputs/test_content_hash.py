@@ -75,7 +75,7 @@ def _layout(path: Path) -> tuple[int, dict]:
 
 
 def _sampled_ranges(path: Path) -> list[tuple[int, int]]:
-    from interp.fingerprint import SAMPLE_BYTES, sample_offsets
+    from interp.model.fingerprint import SAMPLE_BYTES, sample_offsets
 
     start, _ = _layout(path)
     return [(o, o + SAMPLE_BYTES) for o in sample_offsets(start, path.stat().st_size)]
@@ -134,7 +134,7 @@ def edit_rank4(ck: Path, layers=(1, 2), rank: int = 4) -> None:
 
 
 def _fingerprints(ck: Path) -> tuple[str, str]:
-    from interp.checkpoint import content_fingerprint, fingerprint, inspect_checkpoint
+    from interp.model.checkpoint import content_fingerprint, fingerprint, inspect_checkpoint
 
     info = inspect_checkpoint(ck)
     return fingerprint(info), content_fingerprint(info, fresh=True)
@@ -153,7 +153,7 @@ def test_edit_outside_the_samples_is_recomputed(ckpt, tmp_path, edit, memo):
     edit(ckpt)
     fp1, content1 = (None, None) if memo == "caught-at-load" else _fingerprints(ckpt)
     if memo == "caught-at-load":  # the memo has not seen the edited file: only the load can tell
-        from interp.checkpoint import fingerprint, inspect_checkpoint
+        from interp.model.checkpoint import fingerprint, inspect_checkpoint
 
         fp1 = fingerprint(inspect_checkpoint(ckpt))
     assert fp1 == fp0, "precondition: the edit must be invisible to the sampled fingerprint"

@@ -32,12 +32,12 @@ def ckpt(bi_model, tmp_path):
 
 def _no_compute(monkeypatch):
     """Fail the test if any model is loaded (the error must come before compute)."""
-    import interp.loading
+    import interp.model.loading
 
     def refuse(*a, **k):
         raise AssertionError("a model was loaded before the bad input was reported")
 
-    monkeypatch.setattr(interp.loading, "load_hf_model", refuse)
+    monkeypatch.setattr(interp.model.loading, "load_hf_model", refuse)
 
 
 # ---------------------------------------------------------------- files that are not regular files
@@ -179,7 +179,7 @@ def test_disk_full_loses_nothing(when, bi_model, earlier_out, tmp_path, cli, mon
 def test_results_tables_are_written_as_a_set(earlier_out, tmp_path, monkeypatch):
     """A failure while writing the second table leaves every earlier table as it was."""
     import analyses.io
-    from interp.errors import CacheError
+    from interp.core.errors import CacheError
     from sweeps.api import run_sweep
     from interp.studies.base import RunConfig
 

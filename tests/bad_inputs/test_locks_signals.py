@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def _contender(out: str, barrier, results, hold: float) -> None:
     import sweeps.lock as lock
-    from interp.errors import LockError
+    from interp.core.errors import LockError
     from sweeps.lock import sweep_lock
 
     real = lock._holder
@@ -67,7 +67,7 @@ def test_stale_lock_is_taken_over_by_exactly_one_contender(tmp_path):
 
 
 def test_foreign_lock_names_break_lock_and_break_lock_takes_it(tmp_path):
-    from interp.errors import LockError
+    from interp.core.errors import LockError
     from sweeps.lock import LOCK_NAME, sweep_lock
 
     out = tmp_path / "OUT"

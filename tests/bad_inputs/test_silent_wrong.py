@@ -77,7 +77,7 @@ def _edit_json(name: str, **changes):
     ids=["tokenizer-merges", "special-tokens", "generation-config", "chat-template-in-config", "chat-template-file"],
 )
 def test_input_shaping_files_are_in_the_fingerprint(ckpt, edit):
-    from interp.checkpoint import fingerprint, inspect_checkpoint
+    from interp.model.checkpoint import fingerprint, inspect_checkpoint
 
     before = fingerprint(inspect_checkpoint(ckpt))
     edit(ckpt)
@@ -112,7 +112,7 @@ def _bump_weights(ck: Path, scale: float = 1.5) -> None:
 
 def test_weights_changed_after_planning_are_refused(ckpt, tmp_path):
     from cache.store import Store
-    from interp.errors import CheckpointError
+    from interp.core.errors import CheckpointError
     from sweeps.execute import run_checkpoint_units
     from sweeps.plan import plan_units
 
@@ -124,8 +124,8 @@ def test_weights_changed_after_planning_are_refused(ckpt, tmp_path):
 
 
 def test_weights_changed_during_load_are_refused(ckpt, monkeypatch):
-    import interp.loading as loading
-    from interp.errors import CheckpointError
+    import interp.model.loading as loading
+    from interp.core.errors import CheckpointError
 
     real = loading.load_hf_model
 
@@ -252,7 +252,7 @@ def test_same_bank_twice_is_used_once(bi_model, tmp_path):
 def test_analyze_refuses_two_units_on_one_merge_key(bi_model, tmp_path):
     from dataclasses import replace
 
-    from interp.errors import ConfigError
+    from interp.core.errors import ConfigError
     from sweeps.api import check_unit_keys
     from sweeps.plan import plan_units
 

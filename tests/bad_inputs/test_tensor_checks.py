@@ -93,7 +93,7 @@ def test_clean_tensors_pass(bi_model):
     """Negative control: the untouched checkpoint passes the same check (nothing raised), and a
     NaN outside the checked tensors (an MLP weight) is not reported by it."""
     import interp
-    from interp.checkpoint import check_tensors
+    from interp.model.checkpoint import check_tensors
 
     lm = interp.load(bi_model)
     state = lm.backend.model.state_dict()

@@ -77,7 +77,7 @@ from interp.studies.base import (
 )
 
 if TYPE_CHECKING:
-    from interp.loading import LoadedModel
+    from interp.model.loading import LoadedModel
     from interp.runner.scoring import OptionScores
 
 log = logging.getLogger("interp.banks")
@@ -498,8 +498,8 @@ class ClassifyStudy(StudySpec):
             g = self.generation_options(o)
             judge: Any = "self"
             if o.judge:
-                from interp.checkpoint import fingerprint, inspect_checkpoint
-                from interp.loading import shared_tokenizer
+                from interp.model.checkpoint import fingerprint, inspect_checkpoint
+                from interp.model.loading import shared_tokenizer
 
                 info = inspect_checkpoint(o.judge, allow_pickle=cfg.allow_pickle)
                 judge = {
@@ -693,7 +693,7 @@ class ClassifyStudy(StudySpec):
         path = cfg.options_for(self).judge
         if not path or Path(path).resolve() == Path(lm.info.path).resolve():
             return lm, lm.info.name
-        from interp.loading import load
+        from interp.model.loading import load
 
         judge = load(path, backend="hf", threads=cfg.threads, allow_pickle=cfg.allow_pickle)
         return judge, judge.info.name

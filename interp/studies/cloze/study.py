@@ -87,7 +87,7 @@ from interp.runner.options import ScoringConfig
 from interp.studies.base import Payload, ProbeTarget, ReportSection, RunConfig, StudySpec, Template
 
 if TYPE_CHECKING:
-    from interp.loading import LoadedModel
+    from interp.model.loading import LoadedModel
 
 NAME = "cloze"
 VERSION = "1"

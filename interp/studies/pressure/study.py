@@ -48,7 +48,7 @@ from interp.studies.base import (
 )
 
 if TYPE_CHECKING:
-    from interp.loading import LoadedModel
+    from interp.model.loading import LoadedModel
 
 NAME = "pressure"
 VERSION = "1"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from cache.layers import default_layer  # noqa: F401  (re-exported: the one definition)
-from interp.errors import CheckpointError
+from interp.core.errors import CheckpointError
 
 
 @dataclass(frozen=True, kw_only=True)

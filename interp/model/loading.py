@@ -17,7 +17,7 @@ from typing import Literal
 
 import torch
 
-from interp.checkpoint import (
+from interp.model.checkpoint import (
     CheckpointInfo,
     check_tensors,
     content_fingerprint,
@@ -27,11 +27,11 @@ from interp.checkpoint import (
     inspect_checkpoint,
     tokenizer_identity,
 )
-from interp.hashing import sha256_json
-from interp.fingerprint import file_signature
-from interp.errors import CheckpointError, ConfigError
-from interp.devices import DTYPES, resolve_device, torch_dtype
-from interp.hooksites import default_layer, discover_sites
+from interp.core.hashing import sha256_json
+from interp.model.fingerprint import file_signature
+from interp.core.errors import CheckpointError, ConfigError
+from interp.model.devices import DTYPES, resolve_device, torch_dtype
+from interp.model.hooksites import default_layer, discover_sites
 
 BackendName = Literal["hf", "transformer_lens", "nnsight"]  # the built-in ones; see runner.backends.BACKEND_REGISTRY
 
@@ -47,7 +47,7 @@ class LoadedModel:
     device: str = "cpu"  # where inputs go: the model's device (the embedding's, under a device_map)
     device_map: str | None = None
     _fingerprint: str | None = field(default=None, repr=False)
-    # xxh3-128 of every byte that was loaded (interp.checkpoint.content_fingerprint); None for a
+    # xxh3-128 of every byte that was loaded (interp.model.checkpoint.content_fingerprint); None for a
     # wrapped model, whose fingerprint is of its weights already. `load` leaves it computing in
     # the background (`_pending`): reading `content` waits for it.
     content_fingerprint: str | None = None
@@ -174,7 +174,7 @@ def _shape_mismatch(info: CheckpointInfo) -> str | None:
     try:
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from interp.fingerprint import safetensors_header
+        from interp.model.fingerprint import safetensors_header
 
         config = AutoConfig.from_pretrained(info.path, local_files_only=True, trust_remote_code=False)
         with torch.device("meta"):

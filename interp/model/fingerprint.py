@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Iterable
 
 from interp.core.errors import CheckpointError, InterpError
-from interp.core.files import regular_file  # noqa: F401 - re-exported (banks, templates, checkpoints)
+from interp.core.files import regular_file
 from interp.core.hashing import sha256_file
 
 SAMPLE_BLOCKS = 32

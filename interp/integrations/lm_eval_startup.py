@@ -7,7 +7,7 @@ next to a one-line `interp-lm-eval-hook.pth` that imports it at Python start-up.
 
 At start-up it only puts a finder on `sys.meta_path` (it imports nothing but `sys`). The finder
 acts on one import, `lm_eval.models`: right after lm-eval has registered its own models there, it
-adds the lazy entry `interp -> interp.lm_eval_model:InterpLM`, which lm-eval resolves only when
+adds the lazy entry `interp -> interp.integrations.lm_eval_model:InterpLM`, which lm-eval resolves only when
 `--model interp` is asked for. Processes that never import lm-eval see nothing else. Registering
 before `lm_eval.models` ran would hide lm-eval's own models (`get_model` imports them only while
 the registry is empty), hence the wait. This file must stay standard-library only.
@@ -16,7 +16,7 @@ the registry is empty), hence the wait. This file must stay standard-library onl
 import sys
 
 MODEL_NAME = "interp"
-TARGET = "interp.lm_eval_model:InterpLM"
+TARGET = "interp.integrations.lm_eval_model:InterpLM"
 WATCHED = "lm_eval.models"
 
 

@@ -3,7 +3,7 @@
 A fingerprint identifies a checkpoint by everything that shapes its numbers: config.json,
 every file that shapes the input or generation (tokenizer files, special-tokens map,
 tokenizer config with its chat template, generation config, chat template files; hashed in
-full) and the weight files (sampled by default, see `interp.fingerprint`). Only regular
+full) and the weight files (sampled by default, see `interp.model.fingerprint`). Only regular
 files are read, with size limits, so a FIFO or a link to /dev/zero is refused, never read.
 """
 
@@ -14,9 +14,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from interp.errors import CheckpointError
-from interp.fingerprint import CONTENT, checkpoint_digests, regular_file
-from interp.hashing import sha256_json
+from interp.core.errors import CheckpointError
+from interp.core.files import regular_file
+from interp.model.fingerprint import CONTENT, checkpoint_digests
+from interp.core.hashing import sha256_json
 
 SAFE_WEIGHTS = ("*.safetensors",)
 PICKLE_WEIGHTS = ("pytorch_model*.bin", "*.pt", "*.pth", "*.ckpt")
@@ -77,7 +78,7 @@ def check_architecture(model_type: str, tcfg: dict, where: Path) -> None:
 
     No fixed list of supported names: Transformers must know a causal-LM class for the
     model_type, its config must have attention heads, and no layer may be recurrent. The
-    decoder blocks themselves are found in the loaded model (interp.hooksites.discover_sites).
+    decoder blocks themselves are found in the loaded model (interp.model.hooksites.discover_sites).
     """
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -220,7 +221,7 @@ def fingerprint(info: CheckpointInfo, *, full_hash: bool = False) -> str:
 
 def content_fingerprint(info: CheckpointInfo, *, known_only: bool = False, fresh: bool = False) -> str | None:
     """Fingerprint of every byte of the checkpoint: config, input files (sha256) and each weight
-    file's content digest (xxh3-128 of all its bytes, `interp.fingerprint.CONTENT`).
+    file's content digest (xxh3-128 of all its bytes, `interp.model.fingerprint.CONTENT`).
 
     Reads every weight byte unless memoised (always with `fresh`: what `interp.load` does);
     `known_only`: read no weight file and return None unless the memo holds the digest of every
@@ -263,7 +264,7 @@ def check_tensors(info: CheckpointInfo, state: dict) -> None:
     the file and the tensor; transformers would cast an I32 norm to float silently."""
     import torch
 
-    from interp.fingerprint import safetensors_header
+    from interp.model.fingerprint import safetensors_header
 
     if not info.pickled:
         for name in info.weight_files:

@@ -3,13 +3,13 @@
     pip install 'interp[lm-eval]'
     interp-lm-eval --model interp --model_args pretrained=DIR --tasks TASKS --include_path TASK_DIR
     interp lm-eval-hook --install; lm_eval --model interp ...      (plain lm_eval, opt-in hook)
-    python -m interp.lm_eval_model ...            (the same)
-    import interp.lm_eval_model; lm_eval.simple_evaluate(model="interp", model_args="pretrained=DIR", ...)
+    python -m interp.integrations.lm_eval_model ...            (the same)
+    import interp.integrations.lm_eval_model; lm_eval.simple_evaluate(model="interp", model_args="pretrained=DIR", ...)
 
 lm-eval 0.4.13 discovers models only through its own module list (no plugin entry points), so
 the registration happens on import of this module; `interp-lm-eval` imports it and hands the
 command line to lm-eval's own `cli_evaluate` unchanged. For the plain `lm_eval` command, install
-the opt-in start-up hook: `interp lm-eval-hook --install` (interp.lm_eval_hook).
+the opt-in start-up hook: `interp lm-eval-hook --install` (interp.integrations.lm_eval_hook).
 
 Tokenization, truncation and the empty-context rule are lm-eval's own (`TemplateLM`, with
 `tok_encode` as HFLM does it), so the same requests become the same token sequences as with
@@ -65,7 +65,7 @@ class InterpLM(TemplateLM):
     ) -> None:
         super().__init__()
         import interp
-        from interp.loading import LoadedModel
+        from interp.model.loading import LoadedModel
         from interp.runner.engine import EngineConfig
 
         if isinstance(pretrained, LoadedModel):
@@ -194,7 +194,7 @@ def cli() -> None:
 
 if __name__ == "__main__":
     # the class of this `__main__` copy is not the one lm-eval's registry (or the start-up hook's
-    # lazy entry `interp.lm_eval_model:InterpLM`) names: run the importable module's cli
-    from interp.lm_eval_model import cli as _cli
+    # lazy entry `interp.integrations.lm_eval_model:InterpLM`) names: run the importable module's cli
+    from interp.integrations.lm_eval_model import cli as _cli
 
     _cli()

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from interp.checkpoint import CheckpointInfo
+from interp.model.checkpoint import CheckpointInfo
 from interp.core.errors import CheckpointError, ConfigError
-from interp.hooksites import discover_sites
-from interp.loading import LoadedModel, check_tokenizer_fits
+from interp.model.hooksites import discover_sites
+from interp.model.loading import LoadedModel, check_tokenizer_fits
 from interp.runner.backends import HFBackend, NNsightBackend, TLBackend
 
 WRAPPED_PREFIX = "wrapped:"

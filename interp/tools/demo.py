@@ -21,7 +21,7 @@ from interp.studies.base import RunConfig
 
 
 DEFAULT_MODELS = ("smollm2-135m-instruct", "gemma3-270m")
-log = logging.getLogger("interp.demo")
+log = logging.getLogger("interp.tools.demo")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,7 @@ same process. `install()` writes two files into the environment's site-packages 
 
     interp-lm-eval-hook.pth    one line importing _interp_lm_eval_hook (run by `site` at start-up;
                                the import guarded, so a deleted module is silently skipped)
-    _interp_lm_eval_hook.py    a copy of interp/lm_eval_startup.py (standard library only)
+    _interp_lm_eval_hook.py    a copy of interp/integrations/lm_eval_startup.py (standard library only)
 
 `remove()` deletes both; `status()` says what is there and whether the copy is current.
 `interp-lm-eval ...` (lm-eval's command line with the model imported) needs none of this.

@@ -31,8 +31,8 @@ from typing import Any, Callable, Sequence
 
 from interp.core.atomic import fsync_file as _fsync_path
 from interp.core.atomic import pid_alive as _pid_alive
-from interp.errors import InterpError
-from interp.hashing import sha256_file
+from interp.core.errors import InterpError
+from interp.core.hashing import sha256_file
 
 __all__ = [
     "FetchError",
