@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import h5py
 import numpy as np
 import pandas as pd
 
 from cache.layout import TL_RESID_PRE, array_layout, dims_for, hook_names, layer_indices
-from cache.store import Store, Unit, read_unit
 from interp.core.errors import CacheError, ConfigError
+
+if TYPE_CHECKING:
+    from cache.unit import Unit
 
 # the array `activations()` reads when none is named, per study
 DEFAULT_ARRAY = {"pressure": "resid", "classify": "resid_five_given", "cloze": "resid"}
@@ -94,7 +94,7 @@ def rows_for(unit: Unit, info: ArrayInfo) -> pd.DataFrame:
     """The table rows the array's rows belong to, in array order (index reset)."""
     if info.rows_table is None:
         return pd.DataFrame(index=range(info.shape[0]))
-    tables = unit.tables or read_unit(unit.path, load_arrays=False).tables
+    tables = unit.tables
     if info.rows_table not in tables:
         raise CacheError(f"{unit.path}: array {info.name!r} aligns with table {info.rows_table!r}, which is missing")
     rows = tables[info.rows_table]
@@ -214,37 +214,3 @@ def to_xarray(unit: Unit, array: str | None = None):
     nodes = {f"/{name}": xr.Dataset({name: _data_array(unit, name)}) for name in array_names(unit)}
     tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs=_identity_attrs(unit)), **nodes})
     return tree
-
-
-def unit_paths(source: str | Path | Iterable[str | Path], study: str | None = None) -> list[Path]:
-    """Unit files under a sweep OUT (its cache/), a cache root, one unit file, or a list of files."""
-    if isinstance(source, (str, Path)):
-        p = Path(source)
-        if p.is_file():
-            return [p]
-        root = p / "cache" if (p / "cache").is_dir() else p
-        if not root.is_dir():
-            raise CacheError(f"{source}: no such sweep output or cache directory")
-        return Store(root).units(study)
-    return [Path(s) for s in source]
-
-
-def collect_tables(
-    source: str | Path | Iterable[str | Path], table: str | None = None, *, study: str | None = None
-) -> pd.DataFrame | dict[str, pd.DataFrame]:
-    """One DataFrame per table name over every unit (reads no arrays).
-
-    `collect_tables(OUT)` -> {"trials": ..., "first_turn": ..., "predictions": ..., ...};
-    `collect_tables(OUT, "trials")` -> that one DataFrame. Rows carry `checkpoint` and `bank`
-    (written by the sweep) and gain `unit` (the file name) so every row traces to its file.
-    """
-    frames: dict[str, list[pd.DataFrame]] = {}
-    for path in unit_paths(source, study):
-        unit = read_unit(path, load_arrays=False)
-        for name, df in unit.tables.items():
-            if table is None or name == table:
-                frames.setdefault(name, []).append(df.assign(unit=path.name))
-    out = {name: pd.concat(dfs, ignore_index=True) for name, dfs in frames.items()}
-    if table is not None:
-        return out.get(table, pd.DataFrame())
-    return out

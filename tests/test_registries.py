@@ -18,7 +18,7 @@ def test_builtin_entries():
     assert BANK_FORMATS.get("conversational").kind == "classify"
     for spec in all_studies():
         assert set(spec.default_banks) <= set(SHIPPED.names())
-        for name, target in spec.probe_targets.items():
+        for name, target in spec.probe_targets().items():
             assert target.kind in ("ridge", "logistic"), (spec.name, name)
 
 

@@ -33,7 +33,6 @@ class ToyStudy(StudySpec):
     default_template = "pressure_v1"  # any shipped template: the toy ignores it
     Options = ToyOptions
     report_sections = (ReportSection("toy_summary.csv", "Toy study"),)
-    probe_targets = {"logp": ProbeTarget(kind="ridge", extract=_extract)}
 
     def load_bank(self, ref: str | Path) -> Bank:
         rows = [json.loads(line) for line in Path(ref).read_text().splitlines() if line.strip()]
@@ -57,6 +56,9 @@ class ToyStudy(StudySpec):
         summary = scores.groupby(["checkpoint", "bank"], as_index=False)["logp"].mean()
         write_table(summary, results_dir / "toy_summary.csv", columns=("checkpoint", "bank", "logp"))
         return {"toy_summary": summary}
+
+    def probe_targets(self) -> dict[str, ProbeTarget]:
+        return {"logp": ProbeTarget(kind="ridge", extract=_extract)}
 
 
 @pytest.fixture
