@@ -161,9 +161,13 @@ def sweep(**kw) -> None:
 def _register_sweep() -> None:
     import inspect
 
+    try:
+        options = _option_params()
+    except ConfigError:  # a study's entry point is broken: `_main` reports it in one line, exit 2
+        options = []
     params = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
-        for name, kind, default in _SWEEP_FIXED + _option_params()
+        for name, kind, default in _SWEEP_FIXED + options
     ]
     sweep.__signature__ = inspect.Signature(params)  # typer reads the flags from here
     app.command()(sweep)
@@ -640,6 +644,9 @@ def _main() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own lines
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
+        from interp.studies import all_studies
+
+        all_studies()  # every registered study loads, or one line names the broken entry point
         rc = app(standalone_mode=False)  # returns 130 (not raises) when click caught a Ctrl-C
     except InterpError as exc:
         typer.echo(f"interp: error: {exc}", err=True)

@@ -1,7 +1,7 @@
-"""Cross-lingual cloze bias study: `ClozeStudy` in study.py holds all of it (options.py,
-banks.py, analysis.py, probe.py and unit_loss.py are its parts)."""
+"""Cross-lingual cloze bias study: `ClozeStudy` in study.py holds all of it;
+options.py, banks.py, analysis.py, probe.py and unit_loss.py are its parts.
+Registered by the `interp.studies` entry point in pyproject.toml."""
 
-from interp.studies import register_study
 from interp.studies.cloze.banks import (
     COMPLETIONS,
     ITEM_COLUMNS,
@@ -19,8 +19,6 @@ from interp.studies.cloze.study import (
     resolve_span,
     score_items,
 )
-
-register_study(ClozeStudy)
 
 __all__ = [
     "COMPLETIONS",
