@@ -14,6 +14,7 @@ from typing import List, Optional
 import typer
 
 from interp.core.errors import ConfigError, InterpError
+from interp.core.extras import require_extra
 from interp.organism.config import SMALL, OrganismConfig, ValidateConfig
 
 app = typer.Typer(
@@ -475,6 +476,7 @@ def organism_build(
         from dataclasses import replace
 
         cfg = replace(cfg, **SMALL)
+    require_extra("organism", "interp organism build")
     res = build_organism(base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk, control_out=control)
     extra = f" (+ control {res.seconds['control_total']:.0f} s: {control})" if control is not None else ""
     typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}{extra}")

