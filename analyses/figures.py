@@ -120,7 +120,7 @@ def redraw_on_change(fn: F) -> F:
     """Decorate a plot function with a `path` argument: when `path` is a PNG that records the
     key of the same inputs (figure_key), return it without drawing; otherwise draw it with
     that key recorded. A figure's bytes are a function of its inputs, so a skipped draw leaves
-    the file a draw would write (tests/test_figures.py). Helpers the plot function calls from
+    the file a draw would write (tests/unit/test_figures.py). Helpers the plot function calls from
     other modules are not in the key: a change there needs the PNGs deleted."""
     signature = inspect.signature(fn)
 

@@ -15,7 +15,7 @@ Tokenization, truncation and the empty-context rule are lm-eval's own (`Template
 `tok_encode` as HFLM does it), so the same requests become the same token sequences as with
 `--model hf`; only the forward differs: requests sharing a context (every multiple-choice
 question) compute it once (interp.runner.engine), and the unembedding runs only at the
-positions that are read. Tested equal to HFLM within 1e-4 (tests/test_lm_eval_model.py).
+positions that are read. Tested equal to HFLM within 1e-4 (tests/integration/test_lm_eval_model.py).
 `is_greedy` is exact (the engine takes the argmax over the whole vocabulary at each continuation
 position on the device; pass `greedy=False` to skip it and report False).
 `generate_until` is not served (this model is for log-likelihood tasks).

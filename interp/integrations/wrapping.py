@@ -3,7 +3,7 @@
 Accepts a Hugging Face causal LM (`transformers.PreTrainedModel`), a TransformerLens
 `TransformerBridge`, or an nnsight `TransformersModel` / `LanguageModel`, each served by the
 same backend class `interp.load` would use (hf, transformer_lens, nnsight), so the numbers are
-the same as loading the same weights from a directory (tests/test_wrap.py).
+the same as loading the same weights from a directory (tests/integration/test_wrap.py).
 
 A wrapped model has no directory, hence no directory fingerprint. Its fingerprint is
 `wrapped:<sha256 of config + every parameter and buffer>`, so two wraps of the same weights

@@ -58,7 +58,7 @@ class RunConfig:
         "float32-medium: float32 at torch's medium matmul precision; mixed-bf16-medium: float32-medium with the "
         "MLP's gate/up projections in bf16",
         # interp.model.devices.DTYPES' names, spelled out: importing it would pull torch into the torch-free
-        # cache readers (tests/test_layers.py); tests/test_mixed_precision.py holds the two equal
+        # cache readers (tests/integration/test_torch_free.py); tests/unit/test_mixed_precision.py holds the two equal
         choices=("float32", "bfloat16", "float16", "mixed-bf16", "float32-medium", "mixed-bf16-medium"),
     )
     device_map: str | None = opt(None, "accelerate device map, e.g. auto (a model larger than one device)")

@@ -27,9 +27,9 @@ PROMPTS = [
 ]
 OPTIONS = ["wrong", "acceptable"]
 # unguarded: these tests measure the reduced precisions' own error (the tie guard would re-score
-# the tiny random model's near-ties in float32; tests/test_tie_guard.py)
+# the tiny random model's near-ties in float32; tests/unit/test_tie_guard.py)
 CFG = ScoringConfig(variants="exact", tie_guard=0.0)
-U_BF16 = 2.0**-8  # bf16: 8 significant bits, unit roundoff 2^-8 (as in tests/test_devices.py)
+U_BF16 = 2.0**-8  # bf16: 8 significant bits, unit roundoff 2^-8 (as in tests/unit/test_devices.py)
 U_FP32 = 2.0**-24
 
 

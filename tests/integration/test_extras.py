@@ -15,10 +15,9 @@ import pytest
 
 from interp.core.extras import EXTRAS, missing_modules
 
-sys.path.insert(0, str(Path(__file__).parent / "bad_inputs"))
-from _util import assert_one_line_error, run_cli  # noqa: E402
+from bad_inputs._util import assert_one_line_error, run_cli
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OPTIONAL = sorted({m for modules in EXTRAS.values() for m in modules} | {"datasets"})  # datasets: trl's
 
 

@@ -17,7 +17,7 @@ pytest.importorskip("lm_eval")
 from interp.integrations import lm_eval_hook  # noqa: E402
 from interp.cli import app  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _python(code: str, site_dir: Path | None, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -90,7 +90,7 @@ BANK_CASES = [
         ["row 2", "five_label", "Sarcasm"],
     ),
     # a binary_label that contradicts the collapsed five_label is accepted (BenSyc annotated them
-    # separately; warned and counted, tests/test_validity_classify.py); one that is not 0/1 is not
+    # separately; warned and counted, tests/unit/test_validity_classify.py); one that is not 0/1 is not
     (
         "classify-binary-not-0-1",
         "classify",

@@ -158,6 +158,6 @@ def test_real_configs_pass_the_size_check(tiny_models):
     for ck in tiny_models.values():
         inspect_checkpoint(ck)
     for name in ("smollm2-135m-instruct", "gemma3-270m"):
-        path = Path(__file__).resolve().parents[1] / "models" / name
+        path = Path(__file__).resolve().parents[2] / "models" / name
         if (path / "config.json").is_file():
             inspect_checkpoint(path)

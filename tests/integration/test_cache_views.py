@@ -14,7 +14,7 @@ import pytest
 from cache import Store, UnitIdentity, collect_tables, read_unit
 from interp.core.errors import CacheError, ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ident(**kw):

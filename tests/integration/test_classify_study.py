@@ -80,7 +80,7 @@ def test_user_bank_csv_and_optional_community(tmp_path):
     "change, field",
     [
         ({"five_label": "Sarcasm"}, "five_label"),
-        # a binary_label differing from the collapsed five_label is accepted (tests/test_validity_classify.py)
+        # a binary_label differing from the collapsed five_label is accepted (tests/unit/test_validity_classify.py)
         ({"binary_label": 2}, "binary_label"),
         ({"language_form": "hindi"}, "language_form"),
         ({"comment": "  "}, "comment"),

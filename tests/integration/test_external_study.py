@@ -23,7 +23,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from _tolerance import bounds_for
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 STUDY = '''
 """A tiny external study: P(word) against P(" no") after each item's text."""

@@ -95,7 +95,7 @@ def test_cli_runs_offline(setup, tmp_path):
         **os.environ,
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
-        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
     out = tmp_path / "res"
     proc = subprocess.run(

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from _cli_process import CLIProcess
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ARGS = ("--study", "pressure", "--study", "cloze", "--max-items", "3", "--threads", "1", "--quiet")
 N_UNITS = 3  # pressure: moral + factual, cloze: cloze
 KEY_TABLES = ("pressure_trials.csv", "pressure_summary.csv", "item_maps.csv", "cloze_scores.csv", "cloze_abs.csv")

@@ -251,7 +251,7 @@ dask_worker_timeout = 1800
 def test_slurm_recipe_builds_the_job_script_without_submitting(tmp_path, monkeypatch):
     from sweeps.slurm import make_slurm_cluster, read_cluster_config, task_resources
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     assert "```toml" + GPU_CLUSTER_TOML in (repo / "SCALE.md").read_text()  # the documented one
     (tmp_path / "gpu.toml").write_text(GPU_CLUSTER_TOML)
     config = read_cluster_config(tmp_path / "gpu.toml")
@@ -282,10 +282,10 @@ def test_slurm_recipe_builds_the_job_script_without_submitting(tmp_path, monkeyp
 
 
 def test_slurm_example_config_is_the_local_cluster_one(tmp_path, monkeypatch):
-    """examples/slurm.toml (what tests/test_slurm_cluster.py submits): loopback, no GPU, 1 CPU per job."""
+    """examples/slurm.toml (what tests/integration/test_slurm_cluster.py submits): loopback, no GPU, 1 CPU per job."""
     from sweeps.slurm import make_slurm_cluster, read_cluster_config, task_resources
 
-    config = read_cluster_config(Path(__file__).resolve().parents[1] / "examples" / "slurm.toml")
+    config = read_cluster_config(Path(__file__).resolve().parents[2] / "examples" / "slurm.toml")
     assert task_resources(config) == {"model_slot": 1.0}
     monkeypatch.chdir(tmp_path)
     cluster = make_slurm_cluster(config)

@@ -11,7 +11,7 @@ MKL's conditional-numerical-reproducibility mode), which change the kernels' sum
 on any x86 machine. A negative control plants a real difference (the models' weights rounded
 to bfloat16) that the comparison must catch, which also fails if a tolerance is loosened past
 that difference. Re-record only on purpose, when a result is meant to change:
-    INTERP_GOLDEN_RECORD=1 python -m pytest tests/test_golden_tables.py
+    INTERP_GOLDEN_RECORD=1 python -m pytest tests/integration/test_golden_tables.py
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from _golden import (
     tokens_per_text,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-GOLDEN = Path(__file__).parent / "golden"
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 # A second float path: ATen's non-vectorized kernels, oneDNN and MKL capped at AVX2, MKL's
 # reproducible code path, and 2 threads (another reduction split) instead of 1. Passive OpenMP
 # waiting changes no number; it stops the second thread spinning (3x the CPU time otherwise).
@@ -86,7 +86,7 @@ def test_golden_tables_on_another_float_path(golden_out: Path, recorded, scale, 
         pytest.skip("recording: compared on the next run")
     env = {**os.environ, **OTHER_PATH_ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     res = subprocess.run(
-        [sys.executable, str(Path(__file__).parent / "_golden.py"), str(tmp_path), "2"],
+        [sys.executable, str(Path(__file__).resolve().parents[1] / "_golden.py"), str(tmp_path), "2"],
         env=env,
         capture_output=True,
         text=True,

@@ -18,7 +18,7 @@ from interp.studies.base import load_template
 from interp.studies.pressure import load_pressure_bank
 from sweeps.discover import discover
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = OrganismConfig(**SMALL)  # what `--small` builds
 
 
@@ -295,7 +295,7 @@ def test_hypergeometric_p_by_enumeration():
 
 
 def test_cli_bad_inputs_exit_2(organism, tmp_path, capsys, monkeypatch):
-    """In this process (the one-line stderr of a real subprocess is tests/bad_inputs' concern)."""
+    """In this process (the one-line stderr of a real subprocess is tests/integration/bad_inputs' concern)."""
     from bad_inputs._util import run_cli
 
     def run(*args):

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import pytest
 
 ERR_PREFIX = "interp: error:"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # a small pressure sweep: what every sweep-level bad input is run as, into the shared OUT
 SWEEP = ("--study", "pressure", "--bank", "moral", "--max-items", "2", "--threads", "1", "--quiet")
 # rewritten or appended by every sweep that gets past planning; checked on their own

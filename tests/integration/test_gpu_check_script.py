@@ -10,7 +10,7 @@ import pytest
 import torch
 from _cli_process import run_cli_process
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_gpu_check_runs_on_cpu(tiny_models, tmp_path):

@@ -32,7 +32,7 @@ from _cli_process import CLIProcess
 
 pytestmark = pytest.mark.timeout(300)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "slurm-local.sh"
 EXAMPLE = REPO / "examples" / "slurm.toml"
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "squeue")
