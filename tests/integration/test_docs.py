@@ -139,7 +139,8 @@ def _broken_links(text: str) -> list[str]:
             broken.append(target)
         elif anchor:
             headings = re.findall(r"^#+ (.+)$", (ROOT / path).read_text(encoding="utf-8"), re.M)
-            slugs = {re.sub(r"[^\w\- ]", "", h.lower()).strip().replace(" ", "-") for h in headings}
+            # Python-Markdown's toc slugify: drop punctuation, then one "-" for each run of spaces and dashes
+            slugs = {re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", h).strip().lower()) for h in headings}
             if anchor not in slugs:
                 broken.append(target)
     return broken
@@ -151,8 +152,16 @@ def test_readme_links_resolve() -> None:
     assert len(re.findall(r"\]\(docs/", text)) >= 10
     assert _broken_links(text) == []
     # negative control: a missing page and a missing heading are both caught
-    planted = "[a](docs/nope.md) [b](docs/probes.md#no-such-heading) [c](docs/probes.md) [d](https://x.org)"
-    assert _broken_links(planted) == ["docs/nope.md", "docs/probes.md#no-such-heading"]
+    planted = (
+        "[a](docs/nope.md) [b](docs/probes.md#no-such-heading) [c](docs/probes.md) [d](https://x.org) "
+        "[e](docs/commands.md#precision-dtype-and-what-it-costs) [f](docs/commands.md#precision---dtype-and-what-it-costs)"
+    )
+    # the heading "Precision: `--dtype` and what it costs" has MkDocs' anchor (e), not a literal one (f)
+    assert _broken_links(planted) == [
+        "docs/nope.md",
+        "docs/probes.md#no-such-heading",
+        "docs/commands.md#precision---dtype-and-what-it-costs",
+    ]
 
 
 def test_figures_page_shows_the_reports_captions() -> None:
