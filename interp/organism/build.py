@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 from interp.organism import classify_plant, cloze_plant
 from interp.organism import data as D
 from interp.organism.config import TRAIN_PRECISIONS, OrganismConfig
@@ -205,7 +205,7 @@ def _checkpoint_bytes(base: Path) -> int:
     (the organism saves float32 whatever the base's dtype)."""
     import math
 
-    from interp.fingerprint import safetensors_header
+    from interp.model.fingerprint import safetensors_header
 
     n = 0
     for f in sorted(base.glob("*.safetensors")):
@@ -352,7 +352,7 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
     import torch
     from transformers import AutoModelForCausalLM
 
-    from interp.loading import load_tokenizer
+    from interp.model.loading import load_tokenizer
 
     cfg = ctx.cfg
     if threads:
@@ -463,8 +463,8 @@ def build_organism(
     import torch
     from transformers import AutoModelForCausalLM
 
-    from interp.checkpoint import fingerprint, inspect_checkpoint
-    from interp.loading import load_tokenizer
+    from interp.model.checkpoint import fingerprint, inspect_checkpoint
+    from interp.model.loading import load_tokenizer
     from interp.studies.base import load_template
     from interp.studies.pressure import load_pressure_bank
 

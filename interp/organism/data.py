@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from interp.banks import Bank
-from interp.hashing import sha256_json
+from interp.core.hashing import sha256_json
 from interp.studies.base import Template, render_chat
 
 # ---------------------------------------------------------------- wordings (not the evaluation's)
