@@ -68,7 +68,7 @@ def sha256_seconds(path: Path) -> float:
 def digest_seconds(weights: list[Path], check_first: bool) -> tuple[float, float]:
     """Seconds of the content digest of every weight file without and with the NaN/Inf check of
     every floating tensor (issue 47), in the order given; each digest the same."""
-    from interp.fingerprint import content_digest
+    from interp.model.fingerprint import content_digest
 
     times = {}
     for finite in (True, False) if check_first else (False, True):
@@ -96,7 +96,7 @@ def main() -> None:
             ck, model_name = build_smollm2_shape(Path(tmp) / "random-135m"), "random Llama, SmolLM2-135M shape"
         weights = sorted(ck.glob("*.safetensors"))
         n_bytes = sum(p.stat().st_size for p in weights)
-        import interp.loading as loading
+        import interp.model.loading as loading
 
         real = loading.content_fingerprint
         runs, plain = [], []
