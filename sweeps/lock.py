@@ -96,9 +96,14 @@ def _try_flock(path: Path, break_lock: bool) -> tuple[int | None, dict | None]:
     if not break_lock and _foreign_live(info):
         os.close(fd)
         return None, info
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(_info()).encode(), 0)
-    os.fsync(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(_info()).encode(), 0)
+        os.fsync(fd)
+    except OSError:  # a full disk: leave no empty lock file behind in OUT
+        path.unlink(missing_ok=True)
+        os.close(fd)
+        raise
     return fd, None
 
 
@@ -120,10 +125,14 @@ def _try_excl(path: Path, break_lock: bool) -> dict | None:
             grave.unlink(missing_ok=True)
             return _try_excl(path, False)
         return info
-    with os.fdopen(fd, "w") as f:
-        json.dump(_info(), f)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_info(), f)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:  # a full disk: leave no empty lock file behind in OUT
+        path.unlink(missing_ok=True)
+        raise
     return None
 
 

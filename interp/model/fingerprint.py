@@ -156,8 +156,10 @@ class _FloatTensor:
         a = np.frombuffer(chunk[:n], dtype=self.numpy)
         if self.mask is None:
             # IEEE: a NaN or an infinity makes the sum non-finite, and only an overflow of
-            # finite values does too (then each value is looked at)
-            if np.isfinite(np.add.reduce(a, dtype=np.float64 if a.dtype.itemsize == 8 else np.float32)):
+            # finite values does too (then each value is looked at, so no overflow warning)
+            with np.errstate(over="ignore", invalid="ignore"):
+                total = np.add.reduce(a, dtype=np.float64 if a.dtype.itemsize == 8 else np.float32)
+            if np.isfinite(total):
                 return
             bad = np.flatnonzero(~np.isfinite(a))
         else:

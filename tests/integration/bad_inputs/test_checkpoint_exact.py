@@ -229,6 +229,23 @@ def test_sharded_and_rotary_buffer_checkpoints_load(bi_model, tmp_path):
     torch.testing.assert_close(logits[2], logits[0], rtol=0, atol=0)
 
 
+def test_every_byte_of_every_shard_is_in_the_content_hash(bi_model, tmp_path):
+    """A one-byte edit to the last byte of the second shard, its mtime kept (`touch -r`), changes
+    the loaded model's content fingerprint; undone, the fingerprint is the first one again (control)."""
+    import interp
+
+    ck = _copy(bi_model, tmp_path, "sharded-edit")
+    _shard(ck)
+    shard = ck / "model-00002-of-00002.safetensors"
+    first = interp.load(ck, threads=1).content
+    st, data = shard.stat(), shard.read_bytes()
+    for payload in (data[:-1] + bytes([data[-1] ^ 0x01]), data):
+        shard.write_bytes(payload)
+        os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
+        seen = interp.load(ck, threads=1).content
+        assert (seen == first) == (payload == data), "a shard byte is outside the content hash"
+
+
 def test_missing_tensor_message_comes_from_transformers_loading_info(bi_model, tmp_path):
     """The check reads what transformers reports; the same directory loaded by plain transformers
     reports the key missing (and would have started it from random values)."""
@@ -293,8 +310,13 @@ def test_float32_sum_overflow_is_not_a_false_alarm(tmp_path):
 
     path = tmp_path / "huge.safetensors"
     save_file(tensors, str(path))
-    assert not np.isfinite(np.add.reduce(tensors["w"]))  # precondition: the shortcut's sum overflows
-    assert content_digest(path, finite=True) == _reference_digest(path)
+    with np.errstate(over="ignore"):
+        assert not np.isfinite(np.add.reduce(tensors["w"]))  # precondition: the shortcut's sum overflows
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nor a RuntimeWarning about the overflow for the user
+        assert content_digest(path, finite=True) == _reference_digest(path)
 
 
 def test_nan_in_unused_stray_file_is_not_checked(bi_model, tmp_path):
@@ -313,7 +335,7 @@ def test_nan_in_unused_stray_file_is_not_checked(bi_model, tmp_path):
 
 
 @pytest.mark.parametrize("victim", ["model.safetensors", "tokenizer.json"])
-def test_unreadable_file_is_named(victim, cli, bi_model, tmp_path, monkeypatch):
+def test_unreadable_file_is_named(victim, cli, bi_model, earlier_out, tmp_path, monkeypatch):
     ck = _copy(bi_model, tmp_path, "unreadable")
     target = ck / victim
     if os.geteuid() != 0:
@@ -329,14 +351,18 @@ def test_unreadable_file_is_named(victim, cli, bi_model, tmp_path, monkeypatch):
             return real_open(file, *a, **k)
 
         monkeypatch.setattr(builtins, "open", deny)
-    res = cli("sweep", ck, *SWEEP, "--out", tmp_path / "OUT", "--dry-run")
+    before, log = snapshot(earlier_out), log_bytes(earlier_out)
+    res = cli("sweep", ck, *SWEEP, "--out", earlier_out)
     assert_one_line_error(res, target, "Permission denied")
+    assert_intact(earlier_out, before, log)
 
 
-def test_fifo_config_json_is_named_not_called_missing(cli, bi_model, tmp_path):
+def test_fifo_config_json_is_named_not_called_missing(cli, bi_model, earlier_out, tmp_path):
     ck = _copy(bi_model, tmp_path, "fifo-config")
     (ck / "config.json").unlink()
     os.mkfifo(ck / "config.json")
-    res = cli("sweep", ck, *SWEEP, "--out", tmp_path / "OUT", "--dry-run")
+    before, log = snapshot(earlier_out), log_bytes(earlier_out)
+    res = cli("sweep", ck, *SWEEP, "--out", earlier_out)
     line = assert_one_line_error(res, ck / "config.json", "FIFO")
     assert "no config.json" not in line
+    assert_intact(earlier_out, before, log)

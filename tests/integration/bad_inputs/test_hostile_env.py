@@ -163,7 +163,8 @@ def test_disk_full_loses_nothing(when, bi_model, earlier_out, tmp_path, cli, mon
             "--out",
             out,
         )
-        assert_one_line_error(res, "cannot write cache unit")
+        line = assert_one_line_error(res, out / "cache", "cannot write cache unit")
+        assert ".h5" in line and ".tmp-" not in line, "the message names the unit file, not its temporary"
         assert (when == "during-write") == filler.exists()
         filler.unlink(missing_ok=True)
         assert_intact(out, before)

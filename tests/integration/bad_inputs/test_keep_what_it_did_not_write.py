@@ -49,10 +49,16 @@ def test_probe_weights_and_other_outputs_survive_a_sweep_and_a_report(cli, bi_mo
     assert cli("probe", out_copy, *PROBE).code == 0
     weights = sorted((out_copy / "results" / "probe_weights").glob("*.npz"))
     assert weights, "precondition: interp probe wrote its weights"
+    steer = ("--direction", "probe:planted", "--layer", "3", "--alpha", "0,1", "--n-boot", "20", "--quiet")
+    assert cli("steer", out_copy, *steer).code == 0
+    steered = [out_copy / "results" / "steer_pressure.csv", out_copy / "figures" / "steer_pressure.png"]
+    # `interp predict` needs two checkpoints: its table stands in as a file of the same name
+    predicted = out_copy / "results" / "predictive.csv"
+    predicted.write_text("target,source,partial_r2\nllama,llama,0.5\n")
     mine = out_copy / "results" / "notes" / "deep" / "mine.txt"  # a user's own folder in results/
     mine.parent.mkdir(parents=True)
     mine.write_text("keep me\n")
-    before = {p: p.read_bytes() for p in [*weights, mine, out_copy / "results" / "probes.csv"]}
+    before = {p: p.read_bytes() for p in [*weights, *steered, predicted, mine, out_copy / "results" / "probes.csv"]}
     res = cli("sweep", bi_model, *SWEEP, "--out", out_copy)  # nothing to run: every unit complete
     assert res.code == 0, res.err[-2000:]
     assert cli("report", out_copy).code == 0
@@ -164,8 +170,10 @@ def test_damaged_current_json_serves_no_unit_it_cannot_confirm(cli, bi_model, ou
     assert len(current) == 1 and len(stale) == 1
     manifest = store.manifest_path
     manifest.write_text(manifest.read_text()[:20])  # cut off mid-write
+    before = snapshot(out_copy)
     res = cli("probe", out_copy, *PROBE)
     assert_one_line_error(res, manifest, "not valid JSON", "cannot confirm")
+    assert_intact(out_copy, before)
     # a sweep of another bank rebuilds it: its own slot confirmed, the moral slot's units left out
     with pytest.warns(UserWarning, match="moved aside"):
         _sweep(bi_model, out_copy, ["factual"], max_items=3)
@@ -186,8 +194,10 @@ def test_damaged_current_json_serves_no_unit_it_cannot_confirm(cli, bi_model, ou
 
 def test_report_names_a_missing_table(cli, out_copy):
     (out_copy / "results" / "pressure_summary.csv").unlink()
+    before = snapshot(out_copy)
     res = cli("report", out_copy)
     assert_one_line_error(res, out_copy / "results" / "pressure_summary.csv", "missing", "pressure_trials.csv")
+    assert_intact(out_copy, before)  # the earlier report.md and figures stay
 
 
 def test_report_names_a_truncated_table(cli, out_copy):
@@ -195,8 +205,10 @@ def test_report_names_a_truncated_table(cli, out_copy):
     data = path.read_bytes()
     cut = data.index(b"\n", data.index(b"\n") + 1) - 5  # five bytes short of the end of the first row
     path.write_bytes(data[:cut])
+    before = snapshot(out_copy)
     res = cli("report", out_copy)
     assert_one_line_error(res, path, "truncated", "row 2")
+    assert_intact(out_copy, before)
 
 
 def test_report_on_whole_tables_works(cli, out_copy):
@@ -213,7 +225,9 @@ def test_report_on_whole_tables_works(cli, out_copy):
 def test_report_names_a_damaged_table_record(cli, out_copy):
     record = out_copy / "results" / ".tables.json"
     record.write_text('["pressure_summary.csv"')
+    before = snapshot(out_copy)
     assert_one_line_error(cli("report", out_copy), record, "rerun the sweep")
+    assert_intact(out_copy, before)
 
 
 def test_disk_full_while_drawing_names_the_figure(cli, earlier_out, tmp_path):
@@ -229,3 +243,46 @@ def test_disk_full_while_drawing_names_the_figure(cli, earlier_out, tmp_path):
         line = assert_one_line_error(res, out / "figures", ".png", "No space left")
         assert ".tmp-" not in line, "the message names the figure, not its temporary"
         assert not list(out.rglob(".*.tmp-*"))
+
+
+def _fill(disk: Path) -> None:
+    with open(disk / "filler", "wb", buffering=0) as f:  # unbuffered: nothing left to flush at close
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("when", ["before-the-lock", "after-the-lock"])
+def test_disk_full_in_a_sweep_names_the_file(when, cli, bi_model, earlier_out, tmp_path, monkeypatch):
+    """Every unit complete, the disk full from the start (the lock file cannot be written) or from
+    just after the lock is taken (the log, lineage or results writes fail): one line naming the file
+    under OUT (never a temporary), and the earlier tables, units and report stay."""
+    from contextlib import contextmanager
+
+    import sweeps.api
+
+    with mounted_tmpfs(tmp_path / "small", "size=16m") as small:
+        out = Path(shutil.copytree(earlier_out, small / "OUT", ignore=shutil.ignore_patterns("*.png")))
+        if when == "before-the-lock":
+            _fill(small)
+        else:
+            real_lock = sweeps.api.sweep_lock
+
+            @contextmanager
+            def lock_then_fill(*a, **kw):
+                with real_lock(*a, **kw) as path:
+                    _fill(small)
+                    yield path
+
+            monkeypatch.setattr(sweeps.api, "sweep_lock", lock_then_fill)
+        before, log = snapshot(out), log_bytes(out)
+        res = cli("sweep", bi_model, *SWEEP, "--out", out)
+        line = assert_one_line_error(res, out, "No space left")
+        assert ".tmp-" not in line, "the message names the file, not its temporary"
+        if when == "before-the-lock":
+            assert str(out / ".interp-sweep.lock") in line
+        (small / "filler").unlink()
+        assert_intact(out, before, log)
+        assert not list(out.rglob(".*.tmp-*")) and not list(out.glob(".results*"))

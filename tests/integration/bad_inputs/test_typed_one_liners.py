@@ -145,7 +145,9 @@ def test_steering_vector_of_the_wrong_shape(name, units, cli, steer_out, tmp_pat
 def test_steering_direction_that_is_a_directory(cli, steer_out, tmp_path):
     d = tmp_path / "direction.npy"
     d.mkdir()
+    before = snapshot(steer_out)
     assert_one_line_error(cli("steer", steer_out, "--direction", d, "--layer", "3", "--alpha", "0", "--quiet"), d)
+    assert_intact(steer_out, before)
 
 
 def test_steering_vector_of_the_right_shape_is_accepted():
@@ -219,12 +221,14 @@ def test_in_bounds_reference():
     ],
     ids=["not-utf8", "empty", "blank-lines"],
 )
-def test_fertility_on_a_bad_text_file(content, must, cli, bi_model, tmp_path):
+def test_fertility_on_a_bad_text_file(content, must, cli, bi_model, earlier_out, tmp_path):
     path = tmp_path / "hin_Deva.devtest"
     path.write_bytes(content)
-    res = cli("fertility", bi_model, "--parallel", path, "--out", tmp_path / "OUT")
+    out = Path(shutil.copytree(earlier_out, tmp_path / "OUT"))
+    before = snapshot(out)
+    res = cli("fertility", bi_model, "--parallel", path, "--out", out)
     assert_one_line_error(res, path, *must)
-    assert not (tmp_path / "OUT" / "results" / "fertility.csv").exists()
+    assert_intact(out, before)  # no fertility.csv, nothing of the earlier sweep touched
 
 
 def test_fertility_on_a_good_text_file(cli, bi_model, tmp_path):
@@ -250,5 +254,25 @@ def test_fertility_on_a_good_text_file(cli, bi_model, tmp_path):
 
 def test_probe_at_an_uncached_layer_lists_the_cached_ones(cli, earlier_out, tmp_path):
     out = Path(shutil.copytree(earlier_out, tmp_path / "OUT"))
+    before = snapshot(out)
     res = cli("probe", out, "--study", "pressure", "--target", "flipped", "--layer", "7", "--shuffles", "2")
     assert_one_line_error(res, "layer 7", "cached: layer(s) 3", "--layer 7")
+    assert_intact(out, before)
+    # control: the cached layer fits
+    assert (
+        cli(
+            "probe",
+            out,
+            "--study",
+            "pressure",
+            "--target",
+            "planted",
+            "--layer",
+            "3",
+            "--folds",
+            "2",
+            "--shuffles",
+            "2",
+        ).code
+        == 0
+    )
