@@ -8,7 +8,10 @@ over the runs. For comparison, the same run times sha256 over the same file (the
 `--full-hash` digest). The time measured is `interp.load` plus the first forward (1 x 16
 tokens: transformers maps the weights lazily, so the load reads no weight byte and the first
 forward reads them all) plus the wait for the hash, which runs in a thread beside both. Loads without the hash (the digest replaced by a stub in this
-process) are interleaved with those with it: the added wall time is the ratio of medians.
+process) are interleaved with those with it: the added wall time is the ratio of medians. A
+third variant in each run hashes without the NaN/Inf check of every floating tensor (issue 47):
+the check's cost is the ratio of the run's load with the check to its load without, median
+and spread over the runs.
 
 Model: the default SmolLM2-135M when installed (`interp fetch-models`), else a random Llama of
 the same shape (30 layers, d 576, ffn 1536, vocab 49152, tied embeddings: 134.5M parameters,
@@ -96,13 +99,24 @@ def main() -> None:
             ck, model_name = build_smollm2_shape(Path(tmp) / "random-135m"), "random Llama, SmolLM2-135M shape"
         weights = sorted(ck.glob("*.safetensors"))
         n_bytes = sum(p.stat().st_size for p in weights)
+        from interp.model.fingerprint import safetensors_header
+
+        dtypes = sorted({t["dtype"] for p in weights for k, t in safetensors_header(p).items() if k != "__metadata__"})
         import interp.model.loading as loading
 
         real = loading.content_fingerprint
+        stubs = {
+            "hash": real,
+            "hash-unchecked": lambda info, **kw: real(info, **{**kw, "finite": False}),  # digest, no NaN/Inf check
+            "no-hash": lambda info, **kw: None,
+        }
+        _ = interp.load(ck, threads=args.threads).content  # untimed warm-up: imports, page cache
         runs, plain = [], []
         for i in range(args.repeats):
-            for variant in ("hash", "no-hash") if i % 2 == 0 else ("no-hash", "hash"):  # interleaved
-                loading.content_fingerprint = real if variant == "hash" else (lambda info, **kw: None)
+            walls, kept = {}, None
+            order = list(stubs)[i % 3 :] + list(stubs)[: i % 3]  # rotated: no variant always first
+            for variant in order:
+                loading.content_fingerprint = stubs[variant]
                 ids = torch.randint(0, 512, (1, 16))
                 t = time.perf_counter()
                 lm = interp.load(ck, threads=args.threads)
@@ -110,27 +124,30 @@ def main() -> None:
                 with torch.no_grad():
                     lm.backend.model(input_ids=ids)  # the HF backend's plain model: reads every weight
                 _ = lm.content  # joins the hash (what a sweep does before writing the first unit)
-                wall = time.perf_counter() - t
-                if variant == "no-hash":
-                    plain.append(wall)
-                    del lm
-                    continue
-                sha = sum(sha256_seconds(p) for p in weights)
-                plain_digest, checked_digest = digest_seconds(weights, check_first=i % 2 == 1)
-                run = {
-                    "load_s": wall,
-                    "load_only_s": t_load,
-                    "hash_s": lm.timings["hash"],
-                    "hash_over_load": lm.timings["hash"] / wall,
-                    "sha256_s": sha,
-                    "sha256_over_load": sha / wall,
-                    "digest_s": plain_digest,
-                    "digest_finite_s": checked_digest,
-                    "finite_over_digest": checked_digest / plain_digest - 1,
-                }
-                runs.append(run)
-                print(f"  run {i + 1}/{args.repeats}: {run}", file=sys.stderr, flush=True)
+                walls[variant] = time.perf_counter() - t
+                if variant == "hash":
+                    kept = (t_load, lm.timings["hash"])
                 del lm
+            plain.append(walls["no-hash"])
+            t_load, hash_s = kept
+            wall = walls["hash"]
+            sha = sum(sha256_seconds(p) for p in weights)
+            plain_digest, checked_digest = digest_seconds(weights, check_first=i % 2 == 1)
+            run = {
+                "load_s": wall,
+                "load_unchecked_s": walls["hash-unchecked"],
+                "check_over_unchecked": wall / walls["hash-unchecked"],
+                "load_only_s": t_load,
+                "hash_s": hash_s,
+                "hash_over_load": hash_s / wall,
+                "sha256_s": sha,
+                "sha256_over_load": sha / wall,
+                "digest_s": plain_digest,
+                "digest_finite_s": checked_digest,
+                "finite_over_digest": checked_digest / plain_digest - 1,
+            }
+            runs.append(run)
+            print(f"  run {i + 1}/{args.repeats}: {run}", file=sys.stderr, flush=True)
         loading.content_fingerprint = real
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     med["load_without_hash_s"] = statistics.median(plain)
@@ -146,12 +163,12 @@ def main() -> None:
         "hash_gb_per_s": n_bytes / med["hash_s"] / 1e9,
         "report": {
             "order": 7.6,
-            "title": "7c. Content hash while loading (issue 23)",
+            "title": "7c. Content hash while loading (issues 23, 47)",
             "rerun": f"python bench/bench_hash.py --repeats {args.repeats} --threads {args.threads}",
             "what": (
-                f"{model_name}, {n_bytes / 1e6:.0f} MB of float32 safetensors, `interp.load` with {args.threads} "
-                f"threads, page cache warm; {args.repeats} loads with the content hash and {args.repeats} without "
-                "(interleaved). Each load hashes every weight byte (xxh3-128, read in 4 MiB chunks: the pass that "
+                f"{model_name}, {n_bytes / 1e6:.0f} MB of {'/'.join(dtypes)} safetensors, `interp.load` with {args.threads} "
+                f"threads, page cache warm; {args.repeats} loads each with the content hash (and its NaN/Inf check of "
+                "every floating tensor), with the hash but not the check, and without the hash (rotated run by run). Each load hashes every weight byte (xxh3-128, read in 4 MiB chunks: the pass that "
                 "brings the pages into the page cache, beside tokenizer and model construction) and times the hash "
                 "thread and load + first forward (transformers maps the weights lazily: the load itself reads no "
                 "weight byte; the first forward does)."
@@ -163,6 +180,15 @@ def main() -> None:
                         [
                             "load + first forward (1 x 16 tokens), content hash taken",
                             common.fmt_time(common.summarize([r["load_s"] for r in runs])),
+                        ],
+                        [
+                            "the same, content hash without the NaN/Inf check (issue 47)",
+                            common.fmt_time(common.summarize([r["load_unchecked_s"] for r in runs])),
+                        ],
+                        [
+                            "with / without the NaN/Inf check, within each run",
+                            f"{med['check_over_unchecked']:.3f} ({min(r['check_over_unchecked'] for r in runs):.3f}-"
+                            f"{max(r['check_over_unchecked'] for r in runs):.3f})",
                         ],
                         ["the same without the content hash", common.fmt_time(common.summarize(plain))],
                         [
@@ -213,6 +239,10 @@ def main() -> None:
                 f"Interleaved runs with and without the hash: ratio of medians {1 + added:.2f}, "
                 f"{med['load_s'] - med['load_without_hash_s']:+.2f} s (without: {min(plain):.2f}-{max(plain):.2f} s; "
                 "where that spread is wider than the hash itself, the machine's other load decides this ratio).",
+                f"The NaN/Inf check of every floating tensor (issue 47), which a load makes while hashing, "
+                f"costs load + first forward + hash a factor {med['check_over_unchecked']:.3f} (median of the ratio "
+                f"within each run, {min(r['check_over_unchecked'] for r in runs):.3f}-"
+                f"{max(r['check_over_unchecked'] for r in runs):.3f}; the three variants rotated run by run).",
                 f"Checking every floating tensor for NaN/Inf while it is in the hash's buffer (a sum per 4 MiB chunk: "
                 f"a finite sum proves every value finite) adds {100 * med['finite_over_digest']:.0f} % to the digest "
                 f"alone ({med['digest_s']:.2f} s -> {med['digest_finite_s']:.2f} s, medians), in the thread that "
