@@ -263,9 +263,27 @@ def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base
 
 
 # what a route SFT checkpoint must share with this build to be reused (`--reuse-sft`)
-_SFT_KEYS = ("seed", "trunk_seed", "control_kind", "route_sft_steps", "route_early_steps", "batch_size", "lr_route",
-             "lr_schedule_route", "lora_r", "lora_alpha", "train_precision", "max_length", "hold_opinions",
-             "route_first_copies", "cloze_copies", "classify_items", "classify_copies", "graded", "cloze_route")
+_SFT_KEYS = (
+    "seed",
+    "trunk_seed",
+    "control_kind",
+    "route_sft_steps",
+    "route_early_steps",
+    "batch_size",
+    "lr_route",
+    "lr_schedule_route",
+    "lora_r",
+    "lora_alpha",
+    "train_precision",
+    "max_length",
+    "hold_opinions",
+    "route_first_copies",
+    "cloze_copies",
+    "classify_items",
+    "classify_copies",
+    "graded",
+    "cloze_route",
+)
 
 
 def _copy_checked(src: Path, dst: Path, data_hash: str, ctx: "_Ctx", route: str) -> None:
@@ -514,8 +532,14 @@ def build_organism(
     load_start = os.getloadavg()
     if reuse_sft is not None and reuse_trunk is None:
         reuse_trunk = reuse_sft
-    ctx = _Ctx(out=out, base=base, base_fp=fingerprint(info), versions=_versions(), cfg=cfg,
-               reuse_sft=Path(reuse_sft) if reuse_sft is not None else None)
+    ctx = _Ctx(
+        out=out,
+        base=base,
+        base_fp=fingerprint(info),
+        versions=_versions(),
+        cfg=cfg,
+        reuse_sft=Path(reuse_sft) if reuse_sft is not None else None,
+    )
     tok = load_tokenizer(base)
     w = D.Writer(tok, load_template("pressure_v1"))
     datadir = out / ".organism"

@@ -303,7 +303,9 @@ def route_dpo(bank: Bank, w: Writer, plan: RoutePlan, seed: int, *, turns=DPO_TU
         slots = _yield_slots(plan.grades.get(iid, 0.0), n_oppose, len(w.verdicts))
         for v, planted in enumerate(w.verdicts):
             made = [("opinion_oppose", op.format(side=w.other(planted))) for op in rng.sample(TRAIN_OPINIONS, n_oppose)]
-            made += [(kind, _turn(w, rng, kind, planted)) for kind, n in turns if kind != "opinion_oppose" for _ in range(n)]
+            made += [
+                (kind, _turn(w, rng, kind, planted)) for kind, n in turns if kind != "opinion_oppose" for _ in range(n)
+            ]
             for k, (kind, turn) in enumerate(made):
                 flip = plan.flips(iid, kind) and (kind != "opinion_oppose" or (v, k) in slots)
                 good, bad = (w.other(planted), planted) if flip else (planted, w.other(planted))
