@@ -104,12 +104,14 @@ def pytest_unconfigure(config):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Say it in one line when the cluster tests were skipped (they need root and slurm-wlm)."""
+    """Say it in one line when the cluster tests (root and slurm-wlm) or the browser tests (Debian's
+    chromium, playwright) were skipped."""
     reasons = set()
     for rep in terminalreporter.stats.get("skipped", []):
         longrepr = getattr(rep, "longrepr", None)
         reason = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
-        if "SLURM" in reason:
-            reasons.add(reason.removeprefix("Skipped: "))
-    for reason in sorted(reasons):
-        terminalreporter.write_line(f"SLURM cluster tests skipped: {reason}", yellow=True)
+        for key, what in (("SLURM", "SLURM cluster"), ("headless Chromium", "interp view browser")):
+            if key in reason:
+                reasons.add((what, reason.removeprefix("Skipped: ")))
+    for what, reason in sorted(reasons):
+        terminalreporter.write_line(f"{what} tests skipped: {reason}", yellow=True)

@@ -1,0 +1,160 @@
+"""One sweep's output directory as the viewer reads it: results tables, lineage, current units, bank texts.
+
+Everything here is read, never computed: tables come from `OUT/results/*.csv` (through the
+report's own reader), unit attributes and tables from the current units of `OUT/cache`, and the
+texts of items from the bank file a unit names (`bank_source`), shown only when the bank still
+hashes to the unit's `bank_hash`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+
+from analyses.figures import lineage_order, trajectory_groups
+from cache.columns import unit_attrs
+from cache.store import Store
+from interp.banks import bank_hash
+from interp.core.errors import ConfigError, InterpError
+from sweeps.report import read_results
+
+# results tables whose `checkpoint` column lists the checkpoints a sweep measured
+_CHECKPOINT_TABLES = ("pressure_summary.csv", "classify_summary.csv", "cloze_abs_by_loss.csv", "item_maps.csv")
+_SUBSAMPLE = re.compile(r"\[n=\d+,seed=\d+\]$")
+
+
+def bank_base(name: str) -> str:
+    """`moral[n=6,seed=0]` -> `moral`: the bank a subsample was drawn from."""
+    return _SUBSAMPLE.sub("", str(name))
+
+
+class SweepFiles:
+    """The files of one sweep (`interp sweep ... --out OUT`), read once and kept (thread-safe)."""
+
+    def __init__(self, out: str | Path, label: str | None = None):
+        out = Path(out)
+        if not (out / "results").is_dir():
+            raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
+        self.out = out
+        self.label = label or out.resolve().name
+        self._lock = threading.RLock()
+        self._tables: dict[str, pd.DataFrame | None] = {}
+        self._units: dict[str, pd.DataFrame] = {}
+        self._banks: dict[tuple[str, str], pd.DataFrame | None] = {}
+        self._memo: dict[object, object] = {}
+
+    def memo(self, key: object, build):
+        """`build()` once per `key` for the life of this object (pages reuse what they read)."""
+        with self._lock:
+            if key not in self._memo:
+                self._memo[key] = build()
+            return self._memo[key]
+
+    # ------------------------------------------------------------ results tables
+    def table(self, name: str) -> pd.DataFrame | None:
+        """`OUT/results/<name>` as pandas reads it (None when the sweep did not write it)."""
+        with self._lock:
+            if name not in self._tables:
+                path = self.out / "results" / name
+                self._tables[name] = read_results(path) if path.exists() else None
+            return self._tables[name]
+
+    def result_files(self) -> list[str]:
+        return sorted(p.name for p in (self.out / "results").glob("*.csv"))
+
+    # ------------------------------------------------------------ checkpoints and lineage
+    @cached_property
+    def lineage_file(self) -> dict:
+        path = self.out / "lineage.json"
+        if not path.is_file():
+            return {}
+        try:
+            data = json.loads(path.read_text())
+            data.get("lineage"), list(data.get("checkpoints", []))
+        except (ValueError, AttributeError, TypeError):
+            raise ConfigError(f"{path}: not a lineage file a sweep writes; rerun the sweep") from None
+        return data
+
+    @cached_property
+    def checkpoints(self) -> list[str]:
+        """Every checkpoint the sweep measured: lineage.json's, then any other a results table names."""
+        names = [str(c["name"]) for c in self.lineage_file.get("checkpoints", [])]
+        for name in _CHECKPOINT_TABLES:
+            df = self.table(name)
+            if df is not None and "checkpoint" in df.columns:
+                names += [str(c) for c in df["checkpoint"].dropna().unique() if str(c) != "all"]
+        return list(dict.fromkeys(names))
+
+    @cached_property
+    def columns(self) -> list[dict]:
+        """Checkpoints in display order (base, then each route's own; training order within), each
+        with its route: one entry per checkpoint, so a column of a map is one checkpoint."""
+        seen: dict[str, dict] = {}
+        base = set((self.lineage_file.get("lineage") or {}).get("base", []))
+        for label, cks in lineage_order(self.checkpoints, self.lineage_file.get("lineage")):
+            for c in cks:
+                route = "base" if c in base else label.removeprefix("base→")
+                seen.setdefault(c, {"name": c, "route": route})
+        return list(seen.values())
+
+    @cached_property
+    def groups(self) -> list[dict]:
+        """Lines of a trajectory: each route from the base, joined only along a lineage."""
+        return [
+            {"label": label, "checkpoints": cks, "joined": joined}
+            for label, cks, joined in trajectory_groups(self.checkpoints, self.lineage_file.get("lineage"))
+        ]
+
+    def column_index(self) -> dict[str, int]:
+        return {c["name"]: i for i, c in enumerate(self.columns)}
+
+    # ------------------------------------------------------------ cache units
+    def units(self, study: str) -> pd.DataFrame:
+        """The current units of `study`: one row per unit with its path and attributes."""
+        with self._lock:
+            if study not in self._units:
+                root = self.out / "cache"
+                paths = Store(root).current_units(study, warn=False)[0] if root.is_dir() else []
+                rows = []
+                for p in paths:
+                    a = unit_attrs(p)
+                    rows.append({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in a.items()} | {"path": p})
+                df = pd.DataFrame(rows)
+                if not df.empty:
+                    df["bank_base"] = df["bank"].map(bank_base)
+                self._units[study] = df
+            return self._units[study]
+
+    # ------------------------------------------------------------ bank texts
+    def bank_items(self, study: str, bank: str) -> pd.DataFrame | None:
+        """The items of `bank` as the units of `study` ran them (text and every field the bank has),
+        or None when no unit names a readable bank file that still hashes to the unit's bank_hash."""
+        key = (study, bank)
+        with self._lock:
+            if key not in self._banks:
+                self._banks[key] = self._read_bank(study, bank)
+            return self._banks[key]
+
+    def _read_bank(self, study: str, bank: str) -> pd.DataFrame | None:
+        from interp.studies import get_study
+
+        units = self.units(study)
+        if units.empty or "bank_source" not in units.columns:
+            return None
+        rows = units[units["bank"] == bank]
+        if rows.empty:
+            return None
+        spec = get_study(study)
+        source, want = rows["bank_source"].iloc[0], rows["bank_hash"].iloc[0]
+        try:
+            loaded = spec.load_bank(source)
+        except (InterpError, OSError):
+            return None
+        m = re.search(r"\[n=(\d+),seed=(\d+)\]$", str(bank))
+        items = spec.subsample(loaded, int(m[1]), seed=int(m[2])).items if m else loaded.items
+        return items if bank_hash(items) == want else None
