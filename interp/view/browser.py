@@ -88,11 +88,14 @@ def chromium(width: int = 1400, height: int = 1000) -> Iterator[tuple[object, Wa
 
 
 def open_page(page, url: str, timeout_ms: float = 30_000) -> str:
-    """Go to `url` and wait until the page says it has drawn (body data-ready 1 or error)."""
+    """Go to `url` and wait until the page says it has drawn (body data-ready 1 or error). From a
+    blank page: a link that changes only the hash reloads the page (view.js), which a wait could
+    otherwise mistake for the page before it."""
+    page.goto("about:blank")
     page.goto(url)
     return wait_ready(page, timeout_ms)
 
 
 def wait_ready(page, timeout_ms: float = 30_000) -> str:
-    page.wait_for_function("['1', 'error'].includes(document.body.dataset.ready)", timeout=timeout_ms)
+    page.wait_for_function("document.body && ['1', 'error'].includes(document.body.dataset.ready)", timeout=timeout_ms)
     return page.evaluate("document.body.dataset.ready")

@@ -105,6 +105,13 @@ def _aligned(sw: SweepFiles, bank: str, table: str, keys: tuple[str, ...], value
     return sw.memo(("aligned", bank, table, value), lambda: align_units(_units(sw, bank), table, keys, value))
 
 
+def warm_items(sw: SweepFiles, bank: str) -> None:
+    """Read what the item pages of `bank` need from every unit (the server does it in the
+    background once the item map is open, before the reader clicks an item)."""
+    _aligned(sw, bank, "trials", TRIAL_KEYS, "p_planted")
+    _aligned(sw, bank, "first_turn", ("item_id",), "p_gold")
+
+
 def _by_column(sw: SweepFiles, al: Aligned, rows: np.ndarray) -> np.ndarray:
     """values[rows] as [row, display column] (NaN where a checkpoint has no unit)."""
     col = sw.column_index()

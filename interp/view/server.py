@@ -28,6 +28,12 @@ class _Payloads:
         self.kept: OrderedDict[str, bytes] = OrderedDict()
         self.lock = threading.Lock()
 
+    def warm(self, key: str) -> None:
+        try:
+            self.site.warm(key)
+        except (KeyError, InterpError):  # the page that needs it will say what is wrong
+            pass
+
     def get(self, key: str) -> bytes:
         with self.lock:
             if key in self.kept:
@@ -73,7 +79,9 @@ def make_server(outs: Sequence[str | Path], port: int = 8765) -> tuple[Threading
                 return self._send(200, (assets / path[7:]).read_bytes(), kind)
             if path.startswith("api/") and path.endswith(".json"):
                 try:
-                    return self._send(200, payloads.get(path[4:-5]), "application/json")
+                    self._send(200, payloads.get(path[4:-5]), "application/json")
+                    threading.Thread(target=payloads.warm, args=(path[4:-5],), daemon=True).start()
+                    return None
                 except KeyError:
                     return self._send(404, f"no data for {path[4:-5]}".encode(), "text/plain")
                 except InterpError as exc:

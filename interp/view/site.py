@@ -110,6 +110,14 @@ class Site:
     def _sweep(self, s: str) -> SweepFiles:
         return self.sweeps[_index(s, len(self.sweeps))]
 
+    def warm(self, key: str) -> None:
+        """After `key` was served: read ahead what its links need (an item map's items)."""
+        parts = key.split("/")
+        if parts[0] == "map" and len(parts) == 4:
+            sw = self._sweep(parts[1])
+            banks = pressure.banks(sw)
+            pressure.warm_items(sw, banks[_index(parts[2], len(banks))])
+
     def payload(self, key: str) -> dict:
         """The payload of `key`; KeyError when the key names nothing (the server answers 404)."""
         parts = key.split("/")

@@ -42,27 +42,31 @@ class SweepFiles:
             raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
         self.out = out
         self.label = label or out.resolve().name
-        self._lock = threading.RLock()
-        self._tables: dict[str, pd.DataFrame | None] = {}
-        self._units: dict[str, pd.DataFrame] = {}
-        self._banks: dict[tuple[str, str], pd.DataFrame | None] = {}
+        self._lock = threading.Lock()
         self._memo: dict[object, object] = {}
+        self._building: dict[object, threading.Lock] = {}
 
     def memo(self, key: object, build):
-        """`build()` once per `key` for the life of this object (pages reuse what they read)."""
+        """`build()` once per `key` for the life of this object (pages reuse what they read). Server
+        threads building different keys do not wait for each other; the same key is built once."""
         with self._lock:
-            if key not in self._memo:
-                self._memo[key] = build()
-            return self._memo[key]
+            if key in self._memo:
+                return self._memo[key]
+            lock = self._building.setdefault(key, threading.Lock())
+        with lock:
+            with self._lock:
+                if key in self._memo:
+                    return self._memo[key]
+            value = build()
+            with self._lock:
+                self._memo[key] = value
+            return value
 
     # ------------------------------------------------------------ results tables
     def table(self, name: str) -> pd.DataFrame | None:
         """`OUT/results/<name>` as pandas reads it (None when the sweep did not write it)."""
-        with self._lock:
-            if name not in self._tables:
-                path = self.out / "results" / name
-                self._tables[name] = read_results(path) if path.exists() else None
-            return self._tables[name]
+        path = self.out / "results" / name
+        return self.memo(("table", name), lambda: read_results(path) if path.exists() else None)
 
     def result_files(self) -> list[str]:
         return sorted(p.name for p in (self.out / "results").glob("*.csv"))
@@ -116,29 +120,25 @@ class SweepFiles:
     # ------------------------------------------------------------ cache units
     def units(self, study: str) -> pd.DataFrame:
         """The current units of `study`: one row per unit with its path and attributes."""
-        with self._lock:
-            if study not in self._units:
-                root = self.out / "cache"
-                paths = Store(root).current_units(study, warn=False)[0] if root.is_dir() else []
-                rows = []
-                for p in paths:
-                    a = unit_attrs(p)
-                    rows.append({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in a.items()} | {"path": p})
-                df = pd.DataFrame(rows)
-                if not df.empty:
-                    df["bank_base"] = df["bank"].map(bank_base)
-                self._units[study] = df
-            return self._units[study]
+        return self.memo(("units", study), lambda: self._read_units(study))
+
+    def _read_units(self, study: str) -> pd.DataFrame:
+        root = self.out / "cache"
+        paths = Store(root).current_units(study, warn=False)[0] if root.is_dir() else []
+        rows = []
+        for p in paths:
+            a = unit_attrs(p)
+            rows.append({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in a.items()} | {"path": p})
+        df = pd.DataFrame(rows)
+        if not df.empty:
+            df["bank_base"] = df["bank"].map(bank_base)
+        return df
 
     # ------------------------------------------------------------ bank texts
     def bank_items(self, study: str, bank: str) -> pd.DataFrame | None:
         """The items of `bank` as the units of `study` ran them (text and every field the bank has),
         or None when no unit names a readable bank file that still hashes to the unit's bank_hash."""
-        key = (study, bank)
-        with self._lock:
-            if key not in self._banks:
-                self._banks[key] = self._read_bank(study, bank)
-            return self._banks[key]
+        return self.memo(("bank", study, bank), lambda: self._read_bank(study, bank))
 
     def _read_bank(self, study: str, bank: str) -> pd.DataFrame | None:
         from interp.studies import get_study
