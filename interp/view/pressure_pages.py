@@ -85,8 +85,10 @@ def map_payload(sw: SweepFiles, bank: str, kind: str) -> dict:
         index="item_id", columns="checkpoint", values="map_value"
     )
     z = wide.reindex(index=ids, columns=names).to_numpy(dtype=np.float64)
-    with np.errstate(all="ignore"):
-        mean = np.where(np.isnan(z).all(axis=1), np.inf, np.nanmean(np.where(np.isnan(z), np.nan, z), axis=1))
+    with warnings.catch_warnings():  # an item no checkpoint measured: sorted last
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(z, axis=1)
+    mean = np.where(np.isnan(mean), np.inf, mean)
     order = np.argsort(mean, kind="stable")  # most-yielding (most negative) first, as the report's heatmap
     fields = item_fields(sw, bank)
     return {
@@ -221,12 +223,13 @@ def _map_column(sw: SweepFiles, bank: str, kind: str, checkpoint: str) -> pd.Ser
 def pair_payload(a: tuple[SweepFiles, int], b: tuple[SweepFiles, int], base: str, kind: str) -> dict:
     """Two checkpoints' item maps item by item (items both measured), and the mean paired
     difference B - A with its 95% item-bootstrap CI (analyses.bootstrap, as the summaries' CIs)."""
+    if kind not in KINDS:
+        raise KeyError(kind)
     sides = []
     for sw, ci in (a, b):
         bank = next((x for x in banks(sw) if bank_base(x) == base), None)
-        if bank is None:
-            raise KeyError(base)
-        sides.append((bank, _map_column(sw, bank, kind, sw.columns[ci]["name"])))
+        column = _map_column(sw, bank, kind, sw.columns[ci]["name"]) if bank else pd.Series(dtype=np.float64)
+        sides.append((bank or f"(no {base} bank in {sw.label})", column))
     joined = pd.concat([sides[0][1].rename("a"), sides[1][1].rename("b")], axis=1, join="inner").dropna()
     joined = joined.sort_index()
     diff = (joined["b"] - joined["a"]).to_numpy()

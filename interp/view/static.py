@@ -52,7 +52,7 @@ def write_site(outs: Sequence[str | Path], dest: str | Path | None = None, *, lo
         for n, key in enumerate(keys):
             try:
                 payload = site.payload(key)
-            except KeyError:  # a pair whose bank one side lacks: the page says the pair is not here
+            except KeyError:  # a key that names nothing here (e.g. a map of a turn kind not swept)
                 continue
             path = tmp / "data" / f"{key}.js"
             path.parent.mkdir(parents=True, exist_ok=True)
