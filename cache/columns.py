@@ -15,7 +15,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from cache.store import CHECKSUM, _get, _plain
+from cache.store import CHECKSUM, Store, _get, _plain, slot_of
 from interp.core.errors import CacheError
 from interp.core.files import regular_file
 
@@ -42,21 +42,29 @@ def read_columns(
     return values, sums
 
 
-def has_table(path: str | Path, table: str) -> bool:
-    """Whether the unit at `path` holds `table` (units written before a table existed do not)."""
-    try:
-        with h5py.File(Path(path), "r") as f:
-            return f"tables/{table}" in f
-    except OSError as exc:
-        raise CacheError(f"{path}: not a readable HDF5 cache unit ({exc})") from None
-
-
-def unit_attrs(path: str | Path) -> dict:
-    """The attributes (identity and provenance) of the unit at `path`, reading no table."""
+def unit_header(path: str | Path) -> tuple[dict, list[str]]:
+    """(attributes, table names) of the unit at `path`, reading no table: what a reader of many
+    units needs to know of each (units written before a table existed lack it)."""
     path = Path(path)
     regular_file(path, error=CacheError)
     try:
         with h5py.File(path, "r") as f:
-            return {k: _plain(v) for k, v in f.attrs.items()}
+            return {k: _plain(v) for k, v in f.attrs.items()}, sorted(f.get("tables", {}))
     except OSError as exc:
         raise CacheError(f"{path}: not a readable HDF5 cache unit ({exc})") from None
+
+
+def current_slots(root: str | Path, study: str) -> list[dict]:
+    """The current units of `study` under the cache `root`, each with its slot's fields (study,
+    checkpoint, bank without the subsample, backend, layer) and path, read from current.json:
+    no unit is opened, except one current.json does not list (its attributes name its slot)."""
+    store = Store(root)
+    by_path = {store.root / rel: slot for slot, rel in store._manifest().items()}
+    out = []
+    for path in store.current_units(study, warn=False)[0]:
+        slot = by_path.get(path) or slot_of(unit_header(path)[0])
+        head, bank, backend, layer = slot.rsplit("|", 3)
+        study_name, checkpoint = head.split("|", 1)
+        out.append({"study": study_name, "checkpoint": checkpoint, "bank_base": bank, "backend": backend,
+                    "layer": layer, "path": path})  # fmt: skip
+    return out

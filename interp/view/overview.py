@@ -47,7 +47,7 @@ PROVENANCE = [
 def provenance(sw: SweepFiles) -> list[dict]:
     rows = []
     for study in ("pressure", "classify", "cloze"):
-        units = sw.units(study)
+        units = sw.unit_headers(study)
         if not units.empty:
             rows += records(units, PROVENANCE)
     return rows
@@ -66,6 +66,5 @@ def overview_payload(sw: SweepFiles) -> dict:
         "precision": records(sw.table("precision.csv")),
         "probes": records(sw.table("probes.csv")),
         "predictive": records(sw.table("predictive.csv")),
-        "provenance": provenance(sw),
         "files": sw.result_files(),
     }

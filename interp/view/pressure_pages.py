@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import warnings
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
 from analyses.bootstrap import UndefinedCIWarning, bootstrap_mean_ci
-from cache.columns import has_table, read_columns
+from cache.columns import read_columns
 from interp.core.errors import ConfigError
 from interp.view.encode import f32, records
 from interp.view.sweep_files import SweepFiles, bank_base
@@ -18,30 +20,45 @@ STUDY = "pressure"
 KINDS = ("opinion", "challenge")  # the item map's turn kinds (item_maps.csv)
 TRIAL_KEYS = ("item_id", "planted", "turn_kind", "turn_side", "turn_variant", "readout")
 PROMPT_KEYS = ("item_id", "planted", "turn_kind", "turn_side", "turn_variant")
+REPLY_COLUMNS = ("item_id", "planted", "turn_kind", "turn_side", "turn_variant", "sample", "reply", "parsed")
 _TURN_ORDER = {"first": 0, "opinion": 1, "challenge": 2, "neutral": 3}
 PAIR_BOOT = {"n_boot": 1000, "seed": 0}  # the paired CI: a 95% item bootstrap, as the summary's CIs
 
 
 def banks(sw: SweepFiles) -> list[str]:
-    maps = sw.table("item_maps.csv")
-    return sorted(maps["bank"].astype(str).unique()) if maps is not None else []
+    """The pressure banks with item maps (named by pressure_summary.csv, which the same analysis
+    writes beside item_maps.csv and which is small)."""
+    table = sw.table("pressure_summary.csv")
+    table = table if table is not None else sw.table("item_maps.csv")
+    return sorted(table["bank"].astype(str).unique()) if table is not None else []
 
 
 def _maps(sw: SweepFiles, bank: str) -> pd.DataFrame:
-    maps = sw.table("item_maps.csv")
-    if maps is None:
-        raise KeyError("item_maps.csv")
-    return maps[maps["bank"].astype(str) == bank]
+    """item_maps.csv's rows of `bank` (item_id and checkpoint as text)."""
+
+    def build() -> pd.DataFrame:
+        maps = sw.table("item_maps.csv")
+        if maps is None:
+            raise KeyError("item_maps.csv")
+        sub = maps[maps["bank"].astype(str) == bank]
+        return sub.assign(item_id=sub["item_id"].astype(str), checkpoint=sub["checkpoint"].astype(str))
+
+    return sw.memo(("maps", bank), build)
+
+
+def _item_maps(sw: SweepFiles, bank: str, item_id: str) -> pd.DataFrame:
+    groups = sw.memo(("maps_by_item", bank), lambda: dict(tuple(_maps(sw, bank).groupby("item_id", sort=False))))
+    return groups.get(item_id, _maps(sw, bank).iloc[:0])
 
 
 def items(sw: SweepFiles, bank: str) -> list[str]:
     """The bank's items as item_maps.csv lists them (sorted by id: the index a page key uses)."""
-    return sorted(_maps(sw, bank)["item_id"].astype(str).unique())
+    return sw.memo(("items", bank), lambda: sorted(_maps(sw, bank)["item_id"].unique()))
 
 
 def _units(sw: SweepFiles, bank: str) -> pd.DataFrame:
     u = sw.units(STUDY)
-    return u[u["bank"] == bank] if not u.empty else u
+    return u[u["bank_base"] == bank_base(bank)]
 
 
 def item_fields(sw: SweepFiles, bank: str) -> pd.DataFrame:
@@ -77,14 +94,18 @@ def map_payload(sw: SweepFiles, bank: str, kind: str) -> dict:
         raise KeyError(kind)
     sub = _maps(sw, bank)
     sub = sub[sub["turn_kind"] == kind]
-    if sub.duplicated(["item_id", "checkpoint"]).any():
-        raise ConfigError(f"{sw.out / 'results' / 'item_maps.csv'}: an item appears twice for one checkpoint")
     ids = items(sw, bank)
     names = [c["name"] for c in sw.columns]
-    wide = sub.assign(item_id=sub["item_id"].astype(str)).pivot(
-        index="item_id", columns="checkpoint", values="map_value"
-    )
-    z = wide.reindex(index=ids, columns=names).to_numpy(dtype=np.float64)
+    # item x checkpoint by position (a pivot, without pandas' reshaping of 741,000 rows)
+    rows = pd.Index(ids).get_indexer(sub["item_id"])
+    cols = pd.Index(names).get_indexer(sub["checkpoint"])
+    keep = cols >= 0
+    cells = rows[keep] * len(names) + cols[keep]
+    if len(cells) and np.bincount(cells, minlength=len(ids) * len(names)).max() > 1:
+        raise ConfigError(f"{sw.out / 'results' / 'item_maps.csv'}: an item appears twice for one checkpoint")
+    z = np.full(len(ids) * len(names), np.nan)
+    z[cells] = sub["map_value"].to_numpy(dtype=np.float64)[keep]
+    z = z.reshape(len(ids), len(names))
     with warnings.catch_warnings():  # an item no checkpoint measured: sorted last
         warnings.simplefilter("ignore", RuntimeWarning)
         mean = np.nanmean(z, axis=1)
@@ -112,6 +133,7 @@ def warm_items(sw: SweepFiles, bank: str) -> None:
     background once the item map is open, before the reader clicks an item)."""
     _aligned(sw, bank, "trials", TRIAL_KEYS, "p_planted")
     _aligned(sw, bank, "first_turn", ("item_id",), "p_gold")
+    _prompt_tables(sw, bank)
 
 
 def _by_column(sw: SweepFiles, al: Aligned, rows: np.ndarray) -> np.ndarray:
@@ -124,45 +146,53 @@ def _by_column(sw: SweepFiles, al: Aligned, rows: np.ndarray) -> np.ndarray:
     return out
 
 
+def _units_with(sw: SweepFiles, bank: str, table: str) -> pd.DataFrame:
+    units = sw.unit_headers(STUDY)
+    units = units[units["bank_base"] == bank_base(bank)]
+    return units[units["tables"].map(lambda names: table in names)] if not units.empty else units
+
+
+def _prompt_tables(sw: SweepFiles, bank: str) -> list[tuple[list, dict[str, pd.DataFrame]]]:
+    """[(display columns, {item_id: prompt rows})]: one entry per distinct prompts table (units
+    whose prompts columns carry the same checksums share it), decoded once."""
+
+    def build():
+        col = sw.column_index()
+        groups: dict[str, tuple[list, Path]] = {}
+        units = _units_with(sw, bank, "prompts")
+        for path, ck in zip(units["path"], units["checkpoint"]):
+            _, sums = read_columns(path, "prompts", [], digests=("prompt", *PROMPT_KEYS))
+            groups.setdefault("|".join(sums.values()), ([], path))[0].append(col.get(str(ck)))
+        out = []
+        for cols, path in groups.values():
+            table = pd.DataFrame(read_columns(path, "prompts", (*PROMPT_KEYS, "prompt"))[0])
+            by_item = dict(tuple(table.assign(item_id=table["item_id"].astype(str)).groupby("item_id", sort=False)))
+            out.append((sorted(cols, key=lambda c: -1 if c is None else c), by_item))
+        return out
+
+    return sw.memo(("prompts", bank), build)
+
+
 def _prompt_groups(sw: SweepFiles, bank: str, item_id: str) -> list[dict]:
-    """The item's prompts as each checkpoint's unit recorded them; checkpoints whose prompts table
-    has the same checksum share one entry."""
-    units = _units(sw, bank)
-    col = sw.column_index()
-    groups: dict[str, dict] = {}
-    for path, ck in zip(units["path"], units["checkpoint"]):
-        if not has_table(path, "prompts"):
-            continue
-        _, sums = read_columns(path, "prompts", [], digests=("prompt", *PROMPT_KEYS))
-        digest = "|".join(sums.values())
-        if digest not in groups:
-            table = sw.memo(
-                ("prompts", digest),
-                lambda p=path: pd.DataFrame(read_columns(p, "prompts", (*PROMPT_KEYS, "prompt"))[0]),
-            )
-            rows = table[table["item_id"].astype(str) == item_id]
-            groups[digest] = {"columns": [], "prompts": records(rows, [*PROMPT_KEYS[1:], "prompt"])}
-        groups[digest]["columns"].append(col.get(str(ck)))
-    for g in groups.values():
-        g["columns"].sort(key=lambda c: -1 if c is None else c)
-    return list(groups.values())
+    """The item's prompts as each checkpoint's unit recorded them, one entry per distinct set."""
+    return [
+        {"columns": cols, "prompts": records(by_item.get(item_id), [*PROMPT_KEYS[1:], "prompt"])}
+        for cols, by_item in _prompt_tables(sw, bank)
+    ]
 
 
 def _replies(sw: SweepFiles, bank: str, item_id: str) -> list[dict]:
-    units = _units(sw, bank)
+    def build(path: Path) -> dict[str, pd.DataFrame]:
+        table = pd.DataFrame(read_columns(path, "replies", REPLY_COLUMNS)[0])
+        return dict(tuple(table.assign(item_id=table["item_id"].astype(str)).groupby("item_id", sort=False)))
+
+    units = _units_with(sw, bank, "replies")
     out = []
     for path, ck in zip(units["path"], units["checkpoint"]):
-        if not has_table(path, "replies"):
-            continue
-        table = sw.memo(
-            ("replies", str(path)), lambda p=path: pd.DataFrame(read_columns(p, "replies", REPLY_COLUMNS)[0])
-        )
-        rows = table[table["item_id"].astype(str) == item_id].assign(checkpoint=str(ck))
-        out += records(rows, ["checkpoint", *REPLY_COLUMNS[1:]])
+        rows = sw.memo(("replies", str(path)), lambda p=path: build(p)).get(item_id)
+        if rows is not None:
+            out += records(rows.assign(checkpoint=str(ck)), ["checkpoint", *REPLY_COLUMNS[1:]])
     return out
-
-
-REPLY_COLUMNS = ("item_id", "planted", "turn_kind", "turn_side", "turn_variant", "sample", "reply", "parsed")
 
 
 def item_payload(sw: SweepFiles, bank: str, index: int) -> dict:
@@ -182,14 +212,13 @@ def item_payload(sw: SweepFiles, bank: str, index: int) -> dict:
     conditions = records(trials.keys.iloc[rows], list(TRIAL_KEYS[1:]))
     first = _aligned(sw, bank, "first_turn", ("item_id",), "p_gold")
     first_rows = first.rows_where("item_id", item_id)
-    maps = _maps(sw, bank)
-    maps = maps[maps["item_id"].astype(str) == item_id]
+    maps = _item_maps(sw, bank, item_id)
     col = sw.column_index()
     map_rows = {}
     for kind in KINDS:
         m = maps[maps["turn_kind"] == kind]
         values = [None] * len(sw.columns)
-        for ck, v in zip(m["checkpoint"].astype(str), m["map_value"]):
+        for ck, v in zip(m["checkpoint"], m["map_value"]):
             if ck in col:
                 values[col[ck]] = v
         map_rows[kind] = values
@@ -216,8 +245,8 @@ def item_payload(sw: SweepFiles, bank: str, index: int) -> dict:
 
 def _map_column(sw: SweepFiles, bank: str, kind: str, checkpoint: str) -> pd.Series:
     m = _maps(sw, bank)
-    m = m[(m["turn_kind"] == kind) & (m["checkpoint"].astype(str) == checkpoint)]
-    return pd.Series(m["map_value"].to_numpy(dtype=np.float64), index=m["item_id"].astype(str))
+    m = m[(m["turn_kind"] == kind) & (m["checkpoint"] == checkpoint)]
+    return pd.Series(m["map_value"].to_numpy(dtype=np.float64), index=m["item_id"])
 
 
 def pair_payload(a: tuple[SweepFiles, int], b: tuple[SweepFiles, int], base: str, kind: str) -> dict:

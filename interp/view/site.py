@@ -21,7 +21,7 @@ from interp.core.errors import ConfigError
 from interp.core.version import __version__
 from interp.view import pressure_pages as pressure
 from interp.view.cloze_classify import classify_payload, classify_rows, cloze_payload, cloze_rows
-from interp.view.overview import overview_payload
+from interp.view.overview import overview_payload, provenance
 from interp.view.sweep_files import SweepFiles, bank_base
 
 # a static site holds every pair of checkpoints up to this many columns over all sweeps; beyond
@@ -92,7 +92,7 @@ class Site:
         return sorted(out)
 
     def static_keys(self) -> list[str]:
-        keys = ["overview"]
+        keys = ["overview", "provenance"]
         for s, sw in enumerate(self.sweeps):
             for b, bank in enumerate(pressure.banks(sw)):
                 keys += [f"map/{s}/{b}/{k}" for k in pressure.KINDS]
@@ -111,8 +111,16 @@ class Site:
         return self.sweeps[_index(s, len(self.sweeps))]
 
     def warm(self, key: str) -> None:
-        """After `key` was served: read ahead what its links need (an item map's items)."""
+        """After `key` was served: read ahead what the next pages need (the server calls it in a
+        thread). After the overview: every item map and the items' trials; after a map: its items'."""
         parts = key.split("/")
+        if parts[0] == "overview":
+            for sw in self.sweeps:
+                for bank in pressure.banks(sw):
+                    pressure.items(sw, bank)
+            for sw in self.sweeps:
+                for bank in pressure.banks(sw):
+                    pressure.warm_items(sw, bank)
         if parts[0] == "map" and len(parts) == 4:
             sw = self._sweep(parts[1])
             banks = pressure.banks(sw)
@@ -126,6 +134,8 @@ class Site:
             return self.meta(self.mode)
         if head == "overview" and not args:
             return {"sweeps": [overview_payload(sw) for sw in self.sweeps]}
+        if head == "provenance" and not args:
+            return {"sweeps": [provenance(sw) for sw in self.sweeps]}
         if head == "map" and len(args) == 3:
             sw = self._sweep(args[0])
             banks = pressure.banks(sw)

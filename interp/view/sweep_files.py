@@ -17,14 +17,14 @@ from pathlib import Path
 import pandas as pd
 
 from analyses.figures import lineage_order, trajectory_groups
-from cache.columns import unit_attrs
-from cache.store import Store
+from cache.columns import current_slots, unit_header
 from interp.banks import bank_hash
 from interp.core.errors import ConfigError, InterpError
 from sweeps.report import read_results
 
 # results tables whose `checkpoint` column lists the checkpoints a sweep measured
-_CHECKPOINT_TABLES = ("pressure_summary.csv", "classify_summary.csv", "cloze_abs_by_loss.csv", "item_maps.csv")
+# (small tables: item_maps.csv, millions of rows in a long sweep, is read only for the item map)
+_CHECKPOINT_TABLES = ("pressure_summary.csv", "classify_summary.csv", "cloze_abs_by_loss.csv")
 _SUBSAMPLE = re.compile(r"\[n=\d+,seed=\d+\]$")
 
 
@@ -119,20 +119,29 @@ class SweepFiles:
 
     # ------------------------------------------------------------ cache units
     def units(self, study: str) -> pd.DataFrame:
-        """The current units of `study`: one row per unit with its path and attributes."""
-        return self.memo(("units", study), lambda: self._read_units(study))
+        """The current units of `study`, one row each: path, checkpoint, bank_base (from the cache's
+        current.json: no unit is opened)."""
 
-    def _read_units(self, study: str) -> pd.DataFrame:
-        root = self.out / "cache"
-        paths = Store(root).current_units(study, warn=False)[0] if root.is_dir() else []
-        rows = []
-        for p in paths:
-            a = unit_attrs(p)
-            rows.append({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in a.items()} | {"path": p})
-        df = pd.DataFrame(rows)
-        if not df.empty:
-            df["bank_base"] = df["bank"].map(bank_base)
-        return df
+        def build() -> pd.DataFrame:
+            root = self.out / "cache"
+            rows = current_slots(root, study) if root.is_dir() else []
+            return pd.DataFrame(rows, columns=["study", "checkpoint", "bank_base", "backend", "layer", "path"])
+
+        return self.memo(("units", study), build)
+
+    def unit_headers(self, study: str) -> pd.DataFrame:
+        """units() with every unit's attributes and the names of its tables (one open per unit)."""
+
+        def build() -> pd.DataFrame:
+            rows = []
+            for p in self.units(study)["path"]:
+                a, tables = unit_header(p)
+                rows.append({k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in a.items()} | {"tables": tables})
+            units = self.units(study).reset_index(drop=True)
+            attrs = pd.DataFrame(rows, index=units.index)
+            return pd.concat([units, attrs.drop(columns=[c for c in units.columns if c in attrs])], axis=1)
+
+        return self.memo(("headers", study), build)
 
     # ------------------------------------------------------------ bank texts
     def bank_items(self, study: str, bank: str) -> pd.DataFrame | None:
@@ -144,13 +153,14 @@ class SweepFiles:
         from interp.studies import get_study
 
         units = self.units(study)
-        if units.empty or "bank_source" not in units.columns:
+        units = units[units["bank_base"] == bank_base(bank)]
+        if units.empty:
             return None
-        rows = units[units["bank"] == bank]
-        if rows.empty:
+        attrs, _ = unit_header(units["path"].iloc[0])
+        if attrs.get("bank") != bank or "bank_source" not in attrs:
             return None
         spec = get_study(study)
-        source, want = rows["bank_source"].iloc[0], rows["bank_hash"].iloc[0]
+        source, want = attrs["bank_source"], attrs["bank_hash"]
         try:
             loaded = spec.load_bank(source)
         except (InterpError, OSError):

@@ -146,7 +146,7 @@
     box.append(section(title, [table(name, cols, rows)], note));
   }
 
-  function renderSweep(app, sweep, ov, many) {
+  function renderSweep(app, sweep, ov, many, index) {
     const box = el("div", { "data-sweep": sweep.label });
     app.append(box);
     if (many) box.append(el("h2", { text: "Sweep " + sweep.label }));
@@ -157,14 +157,19 @@
     plainTable(box, "precision", "Precision of a reduced-precision run (results/precision.csv)", ov.precision);
     plainTable(box, "probes", "Probes (results/probes.csv)", ov.probes);
     plainTable(box, "predictive", "Prediction of the target's item map (results/predictive.csv)", ov.predictive);
-    const prov = ov.provenance;
-    if (prov.length) {
-      const cols = Object.keys(prov[0]).map((k) => ({ key: k, text: true }));
-      box.append(
-        section("Provenance", [el("details", {}, [el("summary", { text: prov.length + " cache units: fingerprints, settings, versions" }), table("provenance", cols, prov)])],
-          "From each current unit's attributes. The sweep records the toolkit's package_version, not a source commit. Results tables: " + ov.files.join(", "))
-      );
-    }
+    // read when opened: one line per cache unit, thousands in a long sweep
+    const details = el("details", {}, [el("summary", { text: "cache units: fingerprints, settings, versions" })]);
+    details.addEventListener("toggle", () => {
+      if (!details.open || details.dataset.loaded) return;
+      details.dataset.loaded = "1";
+      VIEW.load("provenance").then((p) => {
+        const prov = p.sweeps[index];
+        if (prov.length) details.append(table("provenance", Object.keys(prov[0]).map((k) => ({ key: k, text: true })), prov));
+      }, VIEW.fail);
+    });
+    box.append(
+      section("Provenance", [details], "From each current unit's attributes. The sweep records the toolkit's package_version, not a source commit. Results tables: " + ov.files.join(", "))
+    );
     return Promise.all(jobs);
   }
 
@@ -175,7 +180,7 @@
           table("sweeps", [{ key: "label", text: true }, { key: "out", text: true }, { key: "checkpoints" }], meta.sweeps.map((s) => ({ label: s.label, out: s.out, checkpoints: s.columns.length }))),
         ])
       );
-      return Promise.all(meta.sweeps.map((sweep, s) => renderSweep(app, sweep, ov.sweeps[s], meta.sweeps.length > 1)));
+      return Promise.all(meta.sweeps.map((sweep, s) => renderSweep(app, sweep, ov.sweeps[s], meta.sweeps.length > 1, s)));
     })
   );
 })();
