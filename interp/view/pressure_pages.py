@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 
 from analyses.bootstrap import UndefinedCIWarning, bootstrap_mean_ci
-from cache.columns import read_columns
+from cache.columns import read_columns, unit_header
 from interp.core.errors import ConfigError
 from interp.view.encode import f32, records
 from interp.view.sweep_files import SweepFiles, bank_base
-from interp.view.unit_columns import Aligned, align_units
+from interp.view.unit_columns import Aligned, align_units, align_units_kept
 
 STUDY = "pressure"
 KINDS = ("opinion", "challenge")  # the item map's turn kinds (item_maps.csv)
@@ -22,6 +22,8 @@ TRIAL_KEYS = ("item_id", "planted", "turn_kind", "turn_side", "turn_variant", "r
 PROMPT_KEYS = ("item_id", "planted", "turn_kind", "turn_side", "turn_variant")
 REPLY_COLUMNS = ("item_id", "planted", "turn_kind", "turn_side", "turn_variant", "sample", "reply", "parsed")
 _TURN_ORDER = {"first": 0, "opinion": 1, "challenge": 2, "neutral": 3}
+UNITS_COMPARED_UP_TO = 64  # the item page compares the prompts of every unit of a bank up to this many
+UNITS_SCANNED = 8  # beyond, it shows those of the first unit (in display order) of these that has them
 PAIR_BOOT = {"n_boot": 1000, "seed": 0}  # the paired CI: a 95% item bootstrap, as the summary's CIs
 
 
@@ -47,8 +49,20 @@ def _maps(sw: SweepFiles, bank: str) -> pd.DataFrame:
 
 
 def _item_maps(sw: SweepFiles, bank: str, item_id: str) -> pd.DataFrame:
-    groups = sw.memo(("maps_by_item", bank), lambda: dict(tuple(_maps(sw, bank).groupby("item_id", sort=False))))
-    return groups.get(item_id, _maps(sw, bank).iloc[:0])
+    """One item's rows of item_maps.csv (the bank's rows ordered by item once, then a binary search)."""
+
+    def build() -> dict[str, np.ndarray]:
+        m = _maps(sw, bank)
+        ids = m["item_id"].to_numpy(dtype=object)
+        order = np.argsort(ids, kind="stable")
+        return {c: m[c].to_numpy(dtype=object if c != "map_value" else np.float64)[order] for c in MAP_COLUMNS}
+
+    by_item = sw.memo(("maps_by_item", bank), build)
+    lo, hi = (np.searchsorted(by_item["item_id"], item_id, side=side) for side in ("left", "right"))
+    return pd.DataFrame({c: v[lo:hi] for c, v in by_item.items()})
+
+
+MAP_COLUMNS = ("item_id", "checkpoint", "turn_kind", "map_value")
 
 
 def items(sw: SweepFiles, bank: str) -> list[str]:
@@ -125,7 +139,12 @@ def map_payload(sw: SweepFiles, bank: str, kind: str) -> dict:
 
 
 def _aligned(sw: SweepFiles, bank: str, table: str, keys: tuple[str, ...], value: str) -> Aligned:
-    return sw.memo(("aligned", bank, table, value), lambda: align_units(_units(sw, bank), table, keys, value))
+    def build() -> Aligned:
+        if sw.index_dir is None:
+            return align_units(_units(sw, bank), table, keys, value)
+        return align_units_kept(_units(sw, bank), table, keys, value, sw.index_dir)
+
+    return sw.memo(("aligned", bank, table, value), build)
 
 
 def warm_items(sw: SweepFiles, bank: str) -> None:
@@ -134,6 +153,7 @@ def warm_items(sw: SweepFiles, bank: str) -> None:
     _aligned(sw, bank, "trials", TRIAL_KEYS, "p_planted")
     _aligned(sw, bank, "first_turn", ("item_id",), "p_gold")
     _prompt_tables(sw, bank)
+    _item_maps(sw, bank, "")
 
 
 def _by_column(sw: SweepFiles, al: Aligned, rows: np.ndarray) -> np.ndarray:
@@ -147,9 +167,24 @@ def _by_column(sw: SweepFiles, al: Aligned, rows: np.ndarray) -> np.ndarray:
 
 
 def _units_with(sw: SweepFiles, bank: str, table: str) -> pd.DataFrame:
-    units = sw.unit_headers(STUDY)
-    units = units[units["bank_base"] == bank_base(bank)]
-    return units[units["tables"].map(lambda names: table in names)] if not units.empty else units
+    """The units of `bank` that hold `table` (prompts, replies). Over more than
+    UNITS_COMPARED_UP_TO units, only the first in display order that holds it, among the first
+    UNITS_SCANNED: a page never opens every unit of a long sweep to show one item's prompts."""
+
+    def build() -> pd.DataFrame:
+        units = _units(sw, bank)
+        if len(units) <= UNITS_COMPARED_UP_TO:
+            heads = sw.unit_headers(STUDY)
+            heads = heads[heads["bank_base"] == bank_base(bank)]
+            return heads[heads["tables"].map(lambda names: table in names)] if not heads.empty else heads
+        col = sw.column_index()
+        first = sorted(range(len(units)), key=lambda i: col.get(str(units["checkpoint"].iloc[i]), len(col)))
+        for i in first[:UNITS_SCANNED]:
+            if table in unit_header(units["path"].iloc[i])[1]:
+                return units.iloc[[i]]
+        return units.iloc[:0]
+
+    return sw.memo(("units_with", bank, table), build)
 
 
 def _prompt_tables(sw: SweepFiles, bank: str) -> list[tuple[list, dict[str, pd.DataFrame]]]:

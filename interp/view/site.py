@@ -27,6 +27,7 @@ from interp.view.sweep_files import SweepFiles, bank_base
 # a static site holds every pair of checkpoints up to this many columns over all sweeps; beyond
 # it, neighbours along each sweep and same-named checkpoints across sweeps (`--serve`: any pair)
 ALL_PAIRS_UP_TO = 16
+INDEX_DIR = ".view-index"
 
 
 def _labels(outs: Sequence[Path]) -> list[str]:
@@ -41,7 +42,11 @@ class Site:
         self.mode = mode  # "files": a static site read by file://; "api": served (`interp view --serve`)
         if not outs:
             raise ConfigError("interp view: name at least one sweep output directory")
-        self.sweeps = [SweepFiles(o, label) for o, label in zip(outs, _labels([Path(o) for o in outs]))]
+        # served: the trials of a long sweep's units are kept in OUT/.view-index for the next server
+        kept = {"api": lambda o: Path(o) / INDEX_DIR}.get(mode, lambda o: None)
+        self.sweeps = [
+            SweepFiles(o, label, index_dir=kept(o)) for o, label in zip(outs, _labels([Path(o) for o in outs]))
+        ]
 
     # ------------------------------------------------------------ the index of everything
     def pair_banks(self) -> list[str]:
@@ -111,16 +116,9 @@ class Site:
         return self.sweeps[_index(s, len(self.sweeps))]
 
     def warm(self, key: str) -> None:
-        """After `key` was served: read ahead what the next pages need (the server calls it in a
-        thread). After the overview: every item map and the items' trials; after a map: its items'."""
+        """After `key` was served: read ahead what the next page needs (the server calls it in a
+        thread): after an item map, the trials of its items."""
         parts = key.split("/")
-        if parts[0] == "overview":
-            for sw in self.sweeps:
-                for bank in pressure.banks(sw):
-                    pressure.items(sw, bank)
-            for sw in self.sweeps:
-                for bank in pressure.banks(sw):
-                    pressure.warm_items(sw, bank)
         if parts[0] == "map" and len(parts) == 4:
             sw = self._sweep(parts[1])
             banks = pressure.banks(sw)

@@ -36,12 +36,13 @@ def bank_base(name: str) -> str:
 class SweepFiles:
     """The files of one sweep (`interp sweep ... --out OUT`), read once and kept (thread-safe)."""
 
-    def __init__(self, out: str | Path, label: str | None = None):
+    def __init__(self, out: str | Path, label: str | None = None, *, index_dir: Path | None = None):
         out = Path(out)
         if not (out / "results").is_dir():
             raise ConfigError(f"{out}: no results/ directory (run `interp sweep ... --out {out}` first)")
         self.out = out
         self.label = label or out.resolve().name
+        self.index_dir = index_dir  # where the trials of many units are kept between servers (None: not kept)
         self._lock = threading.Lock()
         self._memo: dict[object, object] = {}
         self._building: dict[object, threading.Lock] = {}

@@ -9,26 +9,18 @@ import pandas as pd
 import pytest
 
 from cache.columns import read_columns
-from cache.store import Store, UnitIdentity
+from cache.store import Store
 from interp.core.errors import CacheError
 from interp.view.unit_columns import align_units
+from test_cache import ident
 
 KEYS = ("item_id", "turn")
 
 
 def _unit(store: Store, ck: str, rows: pd.DataFrame):
-    ident = UnitIdentity(
-        checkpoint=ck,
-        checkpoint_fingerprint=ck.encode().hex().ljust(64, "0"),
-        study="pressure",
-        study_version="1",
-        bank="b",
-        bank_hash="0" * 64,
-        template_hash="0" * 64,
-        settings_hash="0" * 64,
-        layer=0,
+    return store.write(
+        ident(checkpoint=ck, checkpoint_fingerprint=ck.encode().hex().ljust(64, "0")), tables={"trials": rows}
     )
-    return store.write(ident, tables={"trials": rows})
 
 
 def test_align_units_by_key_not_by_position(tmp_path):

@@ -3,21 +3,14 @@
 "use strict";
 
 (() => {
-  const { el, select, table, section, plot } = VIEW;
-  const uniq = (xs) => [...new Set(xs.map(String))];
+  const { el, select, table, plot, uniq } = VIEW;
 
   VIEW.start((app, meta) => {
     const p = VIEW.params();
-    const withCls = meta.sweeps.map((s, i) => i).filter((i) => meta.sweeps[i].classify);
-    if (!withCls.length) {
-      app.replaceChildren(el("p", { text: "No classify results in these sweeps (results/classify_confusion.csv)." }));
-      return;
-    }
+    const withCls = VIEW.sweepsWith(app, meta, "classify", "No classify results in these sweeps (results/classify_confusion.csv).");
+    if (!withCls) return;
     const st = { s: VIEW.int(p, "s", withCls[0]), c: VIEW.int(p, "c", 0), bank: p.bank || "", task: p.task || "", order: p.order || "", gold: p.gold, pred: p.pred };
-    const controls = el("div", { class: "controls" });
-    const chart = el("div", { class: "chart", id: "confusion" });
-    const drill = el("div", { id: "drill" });
-    app.replaceChildren(section("Classify: confusion matrix", [controls, chart, drill], "Counts from results/classify_confusion.csv (rows: gold label, columns: the label given most probability). Click a cell for its examples."));
+    const { controls, chart, drill } = VIEW.drillPage(app, "Classify: confusion matrix", "Counts from results/classify_confusion.csv (rows: gold label, columns: the label given most probability). Click a cell for its examples.", "confusion");
 
     function showDrill() {
       if (st.gold === undefined || st.pred === undefined) return drill.replaceChildren();
@@ -80,14 +73,11 @@
             { title: { text: `${ck} · ${st.task} · ${st.order}` }, xaxis: { type: "category", title: { text: "predicted" } }, yaxis: { type: "category", autorange: "reversed", title: { text: "gold" } }, height: 420 }
           ).then((gd) => {
             window.VIEW_CONFUSION = { gd, golds, preds };
-            gd.removeAllListeners && gd.removeAllListeners("plotly_click");
-            gd.on("plotly_click", (ev) => {
-              const pt = ev.points[0];
+            VIEW.onCellClick(gd, (pt) => {
               st.gold = golds[pt.pointIndex[0]];
               st.pred = preds[pt.pointIndex[1]];
               VIEW.setParams(st);
-              VIEW.busy();
-              Promise.resolve(showDrill()).then(VIEW.done, VIEW.fail);
+              return showDrill();
             });
             return showDrill();
           });

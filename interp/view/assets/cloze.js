@@ -3,21 +3,14 @@
 "use strict";
 
 (() => {
-  const { el, select, table, section, plot } = VIEW;
-  const uniq = (xs) => [...new Set(xs.map(String))];
+  const { el, select, table, plot, uniq } = VIEW;
 
   VIEW.start((app, meta) => {
     const p = VIEW.params();
-    const withCloze = meta.sweeps.map((s, i) => i).filter((i) => meta.sweeps[i].cloze);
-    if (!withCloze.length) {
-      app.replaceChildren(el("p", { text: "No cloze results in these sweeps (results/cloze_abs.csv)." }));
-      return;
-    }
+    const withCloze = VIEW.sweepsWith(app, meta, "cloze", "No cloze results in these sweeps (results/cloze_abs.csv).");
+    if (!withCloze) return;
     const st = { s: VIEW.int(p, "s", withCloze[0]), ck: p.ck || "", loss: p.loss || "", lang: p.lang || "", axis: p.axis || "" };
-    const controls = el("div", { class: "controls" });
-    const chart = el("div", { class: "chart", id: "absmap" });
-    const drill = el("div", { id: "drill" });
-    app.replaceChildren(section("Cloze: ABS by language × axis", [controls, chart, drill], "ABS from results/cloze_abs.csv under the loss chosen; click a cell for its sentence triples: the three completions, their NLL (−log-prob) under each loss, token and byte counts."));
+    const { controls, chart, drill } = VIEW.drillPage(app, "Cloze: ABS by language × axis", "ABS from results/cloze_abs.csv under the loss chosen; click a cell for its sentence triples: the three completions, their NLL (−log-prob) under each loss, token and byte counts.", "absmap");
 
     function showDrill(sweep) {
       if (!st.lang) return drill.replaceChildren();
@@ -78,14 +71,11 @@
             { title: { text: `ABS · ${st.ck} · loss ${st.loss}` }, xaxis: { type: "category" }, yaxis: { type: "category" }, height: 360 }
           ).then((gd) => {
             window.VIEW_CLOZE = { gd, langs, axes };
-            gd.removeAllListeners && gd.removeAllListeners("plotly_click");
-            gd.on("plotly_click", (ev) => {
-              const pt = ev.points[0];
+            VIEW.onCellClick(gd, (pt) => {
               st.lang = langs[pt.pointIndex[0]];
               st.axis = axes[pt.pointIndex[1]];
               VIEW.setParams(st);
-              VIEW.busy();
-              Promise.resolve(showDrill(sweep)).then(VIEW.done, VIEW.fail);
+              return showDrill(sweep);
             });
             return showDrill(sweep);
           });

@@ -97,11 +97,8 @@
           { height, xaxis: xOrder(sweep), yaxis: { type: "category", autorange: "reversed", automargin: true, showticklabels: rows.length <= 120 }, title: { text: `${m.bank} · ${m.kind} turn · ${rows.length} items` } }
         ).then((gd) => {
           window.VIEW_MAP.gd = gd;
-          gd.removeAllListeners && gd.removeAllListeners("plotly_click");
-          gd.on("plotly_click", (ev) => {
-            const pt = ev.points[0];
-            const r = rows[pt.pointIndex[0]];
-            location.href = `item.html#s=${st.s}&b=${st.b}&i=${r}`;
+          VIEW.onCellClick(gd, (pt) => {
+            location.href = `item.html#s=${st.s}&b=${st.b}&i=${rows[pt.pointIndex[0]]}`;
           });
         });
         const shown = rows.slice(0, 300).map((i, rank) => ({ rank: rank + 1, item_id: m.items[i], i, gold: m.gold[i], topic: m.topic[i], text: m.text[i] }));

@@ -2,8 +2,7 @@
 "use strict";
 
 (() => {
-  const { el, select, table, section, plot, routeTraces, xOrder } = VIEW;
-  const uniq = (xs) => [...new Set(xs.map(String))];
+  const { el, select, table, section, plot, routeTraces, xOrder, uniq } = VIEW;
 
   function charts(sweep, rows, metrics, title) {
     const grid = el("div", { class: "grid" });

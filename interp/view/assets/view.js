@@ -200,6 +200,31 @@ const VIEW = (() => {
     return { shape: m.shape, values: new Float32Array(bytes.buffer) };
   }
 
+  const uniq = (xs) => [...new Set(xs.map(String))];
+
+  // the sweeps that hold a study's results (meta.sweeps[i][flag]); none: say so and return null
+  function sweepsWith(app, meta, flag, missing) {
+    const found = meta.sweeps.map((s, i) => i).filter((i) => meta.sweeps[i][flag]);
+    if (!found.length) app.replaceChildren(el("p", { text: missing }));
+    return found.length ? found : null;
+  }
+
+  // a page of controls, one chart and what a click on the chart opens under it
+  function drillPage(app, title, note, chartId) {
+    const parts = { controls: el("div", { class: "controls" }), chart: el("div", { class: "chart", id: chartId }), drill: el("div", { id: "drill" }) };
+    app.replaceChildren(section(title, [parts.controls, parts.chart, parts.drill], note));
+    return parts;
+  }
+
+  // a click on a heatmap cell: open(point) draws what it opens; the page is busy meanwhile
+  function onCellClick(gd, open) {
+    if (gd.removeAllListeners) gd.removeAllListeners("plotly_click");
+    gd.on("plotly_click", (ev) => {
+      busy();
+      Promise.resolve(open(ev.points[0])).then(done, fail);
+    });
+  }
+
   // ---------------------------------------------------------------- page start and end
   function start(render) {
     // a link to this page with other parameters only changes the hash: draw the page anew
@@ -221,5 +246,5 @@ const VIEW = (() => {
     document.body.setAttribute("data-ready", "error");
   }
 
-  return { put, load, site, params, setParams, int, fmt, el, select, table, section, plot, routeTraces, xOrder, decode, start, busy, done, fail, numCell };
+  return { put, load, site, params, setParams, int, fmt, el, select, table, section, plot, routeTraces, xOrder, decode, start, busy, done, fail, numCell, uniq, sweepsWith, drillPage, onCellClick };
 })();
