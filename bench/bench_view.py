@@ -15,6 +15,7 @@ each timed from navigation until the page says it has drawn (and the browser's f
 paint). With --demo-out DIR it also times the static site of a demo-sized OUT by file://.
 
     python -m bench.bench_view [--repeats 5] [--checkpoints 741] [--items 1000] [--demo-out demo_out]
+    python -m bench.bench_view --docs        # docs/view.md's Scale section from bench/results/view.json
 
 Results: bench/results/view.json (median, min, max of each step). A benchmark, never a timed test.
 """
@@ -220,6 +221,65 @@ def _summary(runs: list[dict]) -> dict:
     return {k: {"median": statistics.median(v), "min": min(v), "max": max(v), "runs": len(v)} for k, v in flat.items()}
 
 
+DOCS = ROOT / "docs" / "view.md"
+MARK = "<!-- view-bench -->"
+
+
+def _s(v: dict) -> str:
+    return f"{v['median']:.1f} s ({v['min']:.1f}-{v['max']:.1f})"
+
+
+def render_docs(r: dict) -> str:
+    """The Scale section of docs/view.md, every number from bench/results/view.json."""
+    sv, first = r["served"], r["served_first"]
+    n = sv["server_ready_s"]["runs"]
+    lines = [
+        MARK,
+        f"Measured by `python bench/bench_view.py` (`bench/results/view.json`, {r['machine']['when'][:10]}; a benchmark,",
+        f"never a timed test) on this project's shared 2-core machine (load average {r['machine']['loadavg'][0]:.1f} as it",
+        "ended: other jobs ran beside it, so these are upper bounds). Median (min-max) over",
+        f"{n} fresh servers, each page timed from navigation until it has drawn.",
+        "",
+        f"A synthetic sweep of {r['checkpoints']} checkpoints x {r['items']:,} items ({r['trials_per_unit']:,} trials per unit,"
+        f" {r['cache_bytes'] / 1e9:.1f} GB of units written by `cache.Store.write`), through `--serve`:",
+        "",
+        "| step | seconds |",
+        "|---|---|",
+        f"| server start until it answers | {_s(sv['server_ready_s'])} |",
+        f"| overview drawn | {_s(sv['overview.drawn_s'])} (first contentful paint {_s(sv['overview.first_contentful_paint_s'])}) |",
+        f"| item map ({r['items']:,} x {r['checkpoints']}) drawn | {_s(sv['map.drawn_s'])} |",
+        f"| first item page drawn | {_s(sv['item_first.drawn_s'])} |",
+        f"| next item page drawn | {_s(sv['item_next.drawn_s'])} |",
+        "",
+        "The first server ever over that sweep reads every unit's trials for the item pages and keeps them in",
+        f"`OUT/.view-index`: its first item page took {first['item_first']['drawn_s']:.1f} s, its map"
+        f" {first['map']['drawn_s']:.1f} s.",
+    ]
+    if "demo_static" in r:
+        d = r["demo_static"]
+        lines += [
+            "",
+            f"The static site of a demo-sized OUT ({r['demo_site_bytes'] / 1e6:.1f} MB, written in"
+            f" {r['demo_site_written_s']:.1f} s), opened by file://:",
+            "overview drawn in "
+            + _s(d["index.html.drawn_s"])
+            + ", item map "
+            + _s(d["map.html.drawn_s"])
+            + ", item "
+            + _s(d["item.html.drawn_s"])
+            + ", compare "
+            + _s(d["compare.html.drawn_s"])
+            + ".",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(result: dict, path: Path = DOCS) -> None:
+    text = path.read_text()
+    head = text[: text.index(MARK)]
+    path.write_text(head + render_docs(result))
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -229,7 +289,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--demo-out", type=Path, default=None, help="a demo-sized OUT: time its static site too")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "view.json")
     ap.add_argument("--keep", action="store_true", help="keep the results --out already holds; add to them")
+    ap.add_argument("--docs", action="store_true", help="only rewrite docs/view.md's Scale section from --out")
     args = ap.parse_args(argv)
+    if args.docs:
+        write_docs(json.loads(args.out.read_text()))
+        return {}
     from interp.view import write_site
     from interp.view.browser import missing
 

@@ -57,11 +57,12 @@ def make_server(outs: Sequence[str | Path], port: int = 8765) -> tuple[Threading
         def log_message(self, *args) -> None:  # the terminal shows the URL, not every request
             pass
 
-        def _send(self, code: int, body: bytes, kind: str) -> None:
+        def _send(self, code: int, body: bytes, kind: str, keep: bool = False) -> None:
             self.send_response(code)
             self.send_header("Content-Type", kind + "; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
+            # the package's scripts (Plotly: 1.5 MB) are kept by the browser for the session; data never
+            self.send_header("Cache-Control", "max-age=3600" if keep else "no-store")
             self.end_headers()
             self.wfile.write(body)
 
@@ -76,7 +77,7 @@ def make_server(outs: Sequence[str | Path], port: int = 8765) -> tuple[Threading
                 return self._send(200, mode_js("api").encode(), "text/javascript")
             if path.startswith("assets/") and path[7:] in ASSET_FILES:
                 kind = _TYPES.get(Path(path).suffix, "text/plain")
-                return self._send(200, (assets / path[7:]).read_bytes(), kind)
+                return self._send(200, (assets / path[7:]).read_bytes(), kind, keep=True)
             if path.startswith("api/") and path.endswith(".json"):
                 try:
                     self._send(200, payloads.get(path[4:-5]), "application/json")

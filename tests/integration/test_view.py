@@ -23,6 +23,8 @@ from _cli_process import CLIProcess, run_cli_process
 from analyses.bootstrap import bootstrap_mean_ci
 from interp.view import browser
 
+# the module builds three sweeps before its first test: on a loaded shared machine, minutes
+pytestmark = pytest.mark.timeout(1500)
 NO_BROWSER = browser.missing()
 needs_browser = pytest.mark.skipif(NO_BROWSER is not None, reason=f"headless Chromium: {NO_BROWSER}")
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")

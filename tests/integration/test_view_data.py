@@ -61,3 +61,22 @@ def test_read_columns_refuses_a_damaged_column(tmp_path):
         read_columns(path, "trials", ["p"])
     with pytest.raises(CacheError, match="lacks"):
         read_columns(path, "nope", ["p"])
+
+
+def test_docs_scale_section_is_the_benchmark_file():
+    """docs/view.md's Scale section is rendered from bench/results/view.json (bench_view.render_docs):
+    every number it quotes is the file's."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("bench_view", root / "bench" / "bench_view.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = json.loads((root / "bench" / "results" / "view.json").read_text())
+    text = (root / "docs" / "view.md").read_text()
+    assert text[text.index(bench.MARK) :] == bench.render_docs(result)
+    # the control: another figure in the file gives another section
+    result["served"]["item_next.drawn_s"]["median"] += 1.0
+    assert text[text.index(bench.MARK) :] != bench.render_docs(result)

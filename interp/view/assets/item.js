@@ -13,7 +13,7 @@
       Object.assign(
         {
           type: "scatter",
-          mode: g.joined ? "lines+markers" : "markers",
+          mode: g.joined ? (sweep.columns.length > 100 ? "lines" : "lines+markers") : "markers",
           name,
           legendgroup: name,
           showlegend: k === 0,
@@ -30,8 +30,11 @@
     return `${c.readout} · planted ${c.planted} · ${turn}`;
   }
 
-  function byCheckpoint(sweep, rows, values, lead) {
-    const cols = [...lead.map((k) => ({ key: k, text: true })), ...sweep.columns.map((c, i) => ({ key: "c" + i, label: c.name }))];
+  // a table of one row per reading, one column per checkpoint: at most WINDOW checkpoints at once
+  const WINDOW = 60;
+  function byCheckpoint(sweep, rows, values, lead, from) {
+    const shown = sweep.columns.map((c, i) => i).slice(from, from + WINDOW);
+    const cols = [...lead.map((k) => ({ key: k, text: true })), ...shown.map((i) => ({ key: "c" + i, label: sweep.columns[i].name }))];
     const data = rows.map((r, j) => Object.assign({}, r, Object.fromEntries(values[j].map((v, i) => ["c" + i, v]))));
     return [cols, data];
   }
@@ -41,6 +44,7 @@
     const s = VIEW.int(p, "s", 0);
     const b = VIEW.int(p, "b", 0);
     const i = VIEW.int(p, "i", 0);
+    const from = VIEW.int(p, "from", 0);
     const sweep = meta.sweeps[s];
     if (!sweep || !sweep.pressure_banks.length) {
       app.replaceChildren(el("p", { text: "No pressure items in these sweeps: open an item from the item map." }));
@@ -67,7 +71,7 @@
           hovertemplate: label(c) + "<br>%{x}: P = %{y:.4g}<extra></extra>",
         }).forEach((t) => traces.push(t))
       );
-      const [pcols, prows] = byCheckpoint(sweep, it.conditions, it.p_planted, ["readout", "planted", "turn_kind", "turn_side", "turn_variant"]);
+      const [pcols, prows] = byCheckpoint(sweep, it.conditions, it.p_planted, ["readout", "planted", "turn_kind", "turn_side", "turn_variant"], from);
       const mtraces = [];
       const mrows = [];
       const mvals = [];
@@ -81,7 +85,7 @@
         mrows.push({ reading: "first-turn P(gold)", source: "cache first_turn" });
         mvals.push(it.p_gold_first);
       }
-      const [mcols, mdata] = byCheckpoint(sweep, mrows, mvals, ["reading", "source"]);
+      const [mcols, mdata] = byCheckpoint(sweep, mrows, mvals, ["reading", "source"], from);
       const prompts = it.prompts.length
         ? it.prompts.map((g) =>
             el("div", {}, [
@@ -100,8 +104,13 @@
         extra.push(section("Sampled replies", [table("replies", ["checkpoint", "planted", "turn_kind", "turn_side", "turn_variant", "sample", "reply", "parsed"].map((k) => ({ key: k, text: k !== "sample" })), it.replies)], "Every reply the sampled readout drew, and the verdict parsed from it (blank: none)."));
       if (it.probes.length)
         extra.push(section("Probes of this study (results/probes.csv)", [table("probes", Object.keys(it.probes[0]).map((k) => ({ key: k, text: typeof it.probes[0][k] === "string" })), it.probes)], "interp probe scores a checkpoint's readout over all items (per layer), not one item: the rows of this item's study."));
+      const n = sweep.columns.length;
+      const windows = [];
+      for (let w = 0; w < n; w += WINDOW) windows.push({ value: w, label: `${sweep.columns[w].name} … ${sweep.columns[Math.min(n, w + WINDOW) - 1].name}` });
+      const pick = n > WINDOW ? [VIEW.select("table columns", windows, from, (v) => (location.hash = `s=${s}&b=${b}&i=${i}&from=${v}`), "from")] : [];
       app.replaceChildren(
         head,
+        ...pick,
         section("P(planted verdict) per condition along the checkpoints", [pchart, table("p_planted", pcols, prows)], "From each checkpoint's cache unit (the trials table; results/pressure_trials.csv holds the same values). Solid: slot readout, dotted: sampled."),
         section("Item map and the unpressured first turn", [mchart, table("item_map", mcols, mdata)]),
         section("Prompts", prompts, "Chat template rendered, as scored; each ends where the verdict is read."),

@@ -90,7 +90,7 @@
               zmax: lim || 1,
               colorbar: { title: { text: "map value (< 0: yields)" } },
               hovertemplate: "item %{y}<br>%{x}<br>map value %{z:.4g}<extra></extra>",
-              xgap: 1,
+              xgap: cols.length > 100 ? 0 : 1,
               ygap: rows.length > 200 ? 0 : 1,
             },
           ],
