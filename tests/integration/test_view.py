@@ -172,6 +172,120 @@ def changed_count(maps_a: pd.DataFrame, maps_b: pd.DataFrame, ck_a: str, ck_b: s
     return int((d.abs() >= t).sum()), len(d), float(d.mean()), d.sort_index().to_numpy()
 
 
+SHOWN_TABLES = {  # the overview's tables: the columns that say which row it is
+    "pressure_summary": ("checkpoint", "bank", "readout"),
+    "classify_summary": ("checkpoint", "bank", "task", "order"),
+    "cloze_abs_by_loss": ("checkpoint", "bank", "language"),
+}
+
+
+def shown_numbers(page, site: str) -> dict:
+    """What the pages show of sweep 0, read from the pages: the overview's tables and the points of
+    its charts, the item map's cells and row order, the cloze ABS grid and a confusion matrix."""
+    out = {}
+    browser.open_page(page, site + "index.html")
+    for name in SHOWN_TABLES:
+        out[name] = page_table(page, name)[1]  # the first sweep's table comes first
+    out["charts"] = page.evaluate(
+        """() => [...document.querySelector("[data-sweep]").querySelectorAll(".chart[data-metric]")].map((d) =>
+            [d.dataset.metric, d.data.flatMap((t) => t.x.map((x, j) => [x, t.y[j]]))])"""
+    )
+    browser.open_page(page, site + "map.html#s=0&b=1&k=opinion")
+    out["map"] = page.evaluate(
+        """() => VIEW.load("site").then((m) => { const t = window.VIEW_MAP.gd.data[0];
+            return {bank: m.sweeps[0].pressure_banks[1], x: t.x, y: t.y, z: t.z}; })"""
+    )
+    browser.open_page(page, site + "cloze.html#s=0")
+    out["cloze"] = page.evaluate(
+        """() => { const t = window.VIEW_CLOZE.gd.data[0], v = (n) => document.querySelector(`select[name=${n}]`).value;
+            return {checkpoint: v("checkpoint"), loss: v("loss"), x: t.x, y: t.y, z: t.z}; }"""
+    )
+    browser.open_page(page, site + "classify.html#s=0&c=1")
+    out["confusion"] = page.evaluate(
+        """() => { const t = window.VIEW_CONFUSION.gd.data[0], v = (n) => document.querySelector(`select[name=${n}]`);
+            return {checkpoint: v("checkpoint").selectedOptions[0].textContent, bank: v("bank").value,
+                    task: v("task").value, order: v("order").value, x: t.x, y: t.y, z: t.z}; }"""
+    )
+    return out
+
+
+def same(shown, value) -> bool:
+    """A number as the page holds it (data-v text, a chart's number, None / "" for none) equals the
+    CSV's value as pandas reads it: the page carries the float64 pandas read, unrounded."""
+    if shown in ("", None):
+        return pd.isna(value)
+    return not pd.isna(value) and float(shown) == float(value)
+
+
+def check_shown(shown: dict, results: dict[str, pd.DataFrame]) -> int:
+    """Every number of `shown_numbers` equals pandas on the CSVs in `results`; returns how many."""
+    n = 0
+    for name, keys in SHOWN_TABLES.items():
+        table = results[f"{name}.csv"]
+        assert shown[name], name
+        for r in shown[name]:
+            m = table[np.logical_and.reduce([table[k].astype(str) == r[k] for k in keys])]
+            assert len(m) == 1, (name, r)
+            for col, v in r.items():
+                if col in keys:
+                    continue
+                want = m[col].iloc[0]
+                if pd.api.types.is_bool_dtype(table[col]):
+                    assert v == str(want).lower(), (name, col, r)
+                elif pd.api.types.is_numeric_dtype(table[col]):
+                    assert same(v, want), (name, col, r)
+                else:  # a label column (pandas 3 reads text as str, not object)
+                    assert v == ("" if pd.isna(want) else str(want)), (name, col, r)
+                n += 1
+        # every CSV row of the selection shown (the selection: the shown rows' bank, readout, task ...)
+        sel = {k: {r[k] for r in shown[name]} for k in keys if k != "checkpoint"}
+        want = table[np.logical_and.reduce([table[k].astype(str).isin(v) for k, v in sel.items()])]
+        assert len(want) == len(shown[name]), name
+    for metric, points in shown["charts"]:  # the overview's charts: the points of the same rows
+        name = next(t for t in ("pressure_summary", "classify_summary") if metric in results[f"{t}.csv"].columns)
+        table, keys = results[f"{name}.csv"], SHOWN_TABLES[name][1:]
+        first = shown[name][0]
+        rows = table[np.logical_and.reduce([table[k].astype(str) == first[k] for k in keys])].set_index("checkpoint")
+        assert {x for x, _ in points} == set(rows.index), metric  # a route's line repeats its branch point
+        for x, y in points:
+            assert same(y, rows.loc[x, metric]), (metric, x)
+            n += 1
+    mp = shown["map"]
+    maps = results["item_maps.csv"]
+    maps = maps[(maps["bank"] == mp["bank"]) & (maps["turn_kind"] == "opinion")]
+    grid = maps.pivot(index="item_id", columns="checkpoint", values="map_value")
+    assert mp["y"] == grid.mean(axis=1).sort_values(kind="stable").index.tolist()  # most-yielding first
+    for i, item in enumerate(mp["y"]):
+        for j, ck in enumerate(mp["x"]):
+            # the heatmap's cells are float32 (interp.view.encode.f32): the CSV's value rounded to it
+            v = grid.loc[item, ck]
+            assert same(mp["z"][i][j], None if pd.isna(v) else float(np.float32(v))), (item, ck)
+            n += 1
+    assert grid.size == len(mp["y"]) * len(mp["x"])
+    cz = shown["cloze"]
+    cloze = results["cloze_abs.csv"]
+    cloze = cloze[(cloze["checkpoint"] == cz["checkpoint"]) & (cloze["loss"] == cz["loss"])]
+    assert cz["z"] and len(cloze) == sum(v is not None for row in cz["z"] for v in row)
+    for i, lang in enumerate(cz["y"]):
+        for j, axis in enumerate(cz["x"]):
+            m = cloze[(cloze["language"] == lang) & (cloze["axis"] == axis)]["abs"]
+            assert same(cz["z"][i][j], m.iloc[0] if len(m) else None), (lang, axis)
+            n += 1
+    cf = shown["confusion"]
+    conf = results["classify_confusion.csv"]
+    conf = conf[
+        (conf["checkpoint"] == cf["checkpoint"]) & (conf["bank"] == cf["bank"]) & (conf["task"] == cf["task"])
+        & (conf["order"] == cf["order"])
+    ]  # fmt: skip
+    assert len(conf) == len(cf["y"]) * len(cf["x"]) > 0
+    for i, gold in enumerate(cf["y"]):
+        for j, pred in enumerate(cf["x"]):
+            m = conf[(conf["gold"].astype(str) == gold) & (conf["pred"].astype(str) == pred)]["count"]
+            assert same(cf["z"][i][j], m.iloc[0]), (gold, pred)
+            n += 1
+    return n
+
+
 def read_stat(page, name: str) -> float:
     return float(page.get_attribute(f"#{name}", "data-v"))
 
@@ -245,6 +359,41 @@ def test_item_check_fails_on_an_altered_csv(static_site, sweeps, tmp_path):
         assert check_item_page(page, trials, maps, item_id) > 0
         with pytest.raises(AssertionError):
             check_item_page(page, pd.read_csv(altered), maps, item_id)
+
+
+@needs_browser
+def test_every_number_shown_equals_pandas(site, sweeps):
+    """The overview's tables and charts, the item map, the cloze grid and a confusion matrix show
+    the CSVs' values; negative control: a copy of each CSV with one shown value moved fails."""
+    names = [f"{t}.csv" for t in SHOWN_TABLES] + ["item_maps.csv", "cloze_abs.csv", "classify_confusion.csv"]
+    results = {f: pd.read_csv(sweeps["out"] / "results" / f) for f in names}
+    with browser.chromium() as (page, watch):
+        shown = shown_numbers(page, site)
+    assert watch.errors == [] and watch.refused == []
+    assert check_shown(shown, results) > 100
+    key = {t: {k: shown[t][i][k] for k in SHOWN_TABLES[t]} for t, i in (("pressure_summary", 0),
+           ("classify_summary", -1), ("cloze_abs_by_loss", 0))}  # fmt: skip
+    rows = {  # one value each page shows, per table: the row it is in and its column
+        "pressure_summary.csv": (key["pressure_summary"], "s_op"),
+        "classify_summary.csv": (key["classify_summary"], "macro_f1"),
+        "cloze_abs_by_loss.csv": (key["cloze_abs_by_loss"], "abs_byte_mean"),
+        "item_maps.csv": ({"item_id": shown["map"]["y"][-1], "checkpoint": shown["map"]["x"][0], "bank": shown["map"]["bank"],
+                           "turn_kind": "opinion"}, "map_value"),
+        "cloze_abs.csv": ({"checkpoint": shown["cloze"]["checkpoint"], "loss": shown["cloze"]["loss"],
+                           "language": shown["cloze"]["y"][0], "axis": shown["cloze"]["x"][-1]}, "abs"),
+        "classify_confusion.csv": ({k: shown["confusion"][k] for k in ("checkpoint", "bank", "task", "order")}
+                                   | {"gold": shown["confusion"]["y"][0], "pred": shown["confusion"]["x"][0]}, "count"),
+    }  # fmt: skip
+    for name, (row, col) in rows.items():
+        altered = {k: v.copy() for k, v in results.items()}
+        df = altered[name]
+        hit = np.logical_and.reduce([df[k].astype(str) == str(v) for k, v in row.items()])
+        assert hit.sum() == 1, name
+        # map_value by one float32 step (what the heatmap could still tell apart), the rest by one count
+        step = max(abs(float(df.loc[hit, col].iloc[0])) * 2.0**-22, 1e-30) if col == "map_value" else 1
+        df.loc[hit, col] = df.loc[hit, col].fillna(0) + step
+        with pytest.raises(AssertionError):
+            check_shown(shown, altered)
 
 
 @needs_browser

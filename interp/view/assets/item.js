@@ -6,23 +6,35 @@
   const { el, table, section, plot, xOrder } = VIEW;
   const COLOR = { first: "#555", opinion: "#d62728", challenge: "#ff7f0e", neutral: "#1f77b4" };
 
-  // one trace per line of the lineage, grouped under one legend entry: routes drawn as routes
-  function routeLines(sweep, values, name, style) {
+  // the lines of the lineage as one trace (routes drawn as routes, split by gaps) and its unrelated
+  // models as points: a reading costs Plotly two traces at most, however many routes
+  function routeLines(sweep, values, name, style, legend) {
     const col = Object.fromEntries(sweep.columns.map((c, i) => [c.name, i]));
-    return sweep.groups.map((g, k) =>
-      Object.assign(
-        {
-          type: "scatter",
-          mode: g.joined ? (sweep.columns.length > 100 ? "lines" : "lines+markers") : "markers",
-          name,
-          legendgroup: name,
-          showlegend: k === 0,
-          x: g.checkpoints,
-          y: g.checkpoints.map((c) => values[col[c]]),
-        },
-        style
-      )
-    );
+    const joined = { x: [], y: [] };
+    const apart = { x: [], y: [] };
+    sweep.groups.forEach((g) => {
+      const to = g.joined ? joined : apart;
+      if (g.joined && to.x.length) (to.x.push(null), to.y.push(null));
+      g.checkpoints.forEach((c) => (to.x.push(c), to.y.push(values[col[c]])));
+    });
+    const many = sweep.columns.length > 100;
+    return [
+      [joined, many ? "lines" : "lines+markers"],
+      [apart, "markers"],
+    ]
+      .filter(([xy]) => xy.x.length)
+      .map(([xy, mode]) =>
+        Object.assign({ type: "scatter", mode, name, legendgroup: legend || name, showlegend: false, connectgaps: false, x: xy.x, y: xy.y }, style)
+      );
+  }
+
+  // one legend entry per group of lines (the first trace of each group shows it)
+  function legendOnce(traces) {
+    const seen = new Set();
+    traces.forEach((t) => {
+      if (!seen.has(t.legendgroup)) (seen.add(t.legendgroup), (t.showlegend = true), (t.name = t.legendgroup));
+    });
+    return traces;
   }
 
   function label(c) {
@@ -69,8 +81,9 @@
           line: { color: COLOR[c.turn_kind], dash: c.readout === "slot" ? "solid" : "dot", width: 1 },
           marker: { color: COLOR[c.turn_kind], size: 5 },
           hovertemplate: label(c) + "<br>%{x}: P = %{y:.4g}<extra></extra>",
-        }).forEach((t) => traces.push(t))
+        }, `${c.readout} · planted ${c.planted} · ${c.turn_kind}`).forEach((t) => traces.push(t))
       );
+      legendOnce(traces);
       const [pcols, prows] = byCheckpoint(sweep, it.conditions, it.p_planted, ["readout", "planted", "turn_kind", "turn_side", "turn_variant"], from);
       const mtraces = [];
       const mrows = [];
@@ -118,7 +131,7 @@
       );
       return Promise.all([
         plot(pchart, traces, { title: { text: "P(planted verdict)" }, xaxis: xOrder(sweep), yaxis: { range: [0, 1], title: { text: "P" } }, height: 420 }),
-        plot(mchart, mtraces, {
+        plot(mchart, legendOnce(mtraces), {
           title: { text: "item map (log-odds vs neutral; < 0: yields)" },
           xaxis: xOrder(sweep),
           yaxis: { title: { text: "map value" }, zeroline: true },

@@ -120,7 +120,7 @@
           traces.push(t);
         })
       );
-      out.replaceChildren(div, table("cloze_abs_by_loss", ["checkpoint", "language", "abs_sum", "abs_token_mean", "band_token_mean", "abs_byte_mean"].map((k) => ({ key: k, text: ["checkpoint", "language", "band_token_mean"].includes(k) })), sel));
+      out.replaceChildren(div, table("cloze_abs_by_loss", ["checkpoint", "bank", "language", "abs_sum", "abs_token_mean", "band_token_mean", "abs_byte_mean"].map((k) => ({ key: k, text: ["checkpoint", "bank", "language", "band_token_mean"].includes(k) })), sel));
       return plot(div, traces, { title: { text: "ABS per language (" + measure + ")" }, xaxis: xOrder(sweep), yaxis: { title: { text: measure } } });
     }
     box.append(

@@ -189,8 +189,10 @@ const VIEW = (() => {
     });
   }
 
+  // a long sweep labels some of its checkpoints (Plotly measures every label it draws)
   function xOrder(sweep) {
-    return { type: "category", categoryorder: "array", categoryarray: sweep.columns.map((c) => c.name), automargin: true };
+    const axis = { type: "category", categoryorder: "array", categoryarray: sweep.columns.map((c) => c.name), automargin: true };
+    return sweep.columns.length > 60 ? Object.assign(axis, { nticks: 30, tickangle: -60 }) : axis;
   }
 
   function decode(m) {
