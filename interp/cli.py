@@ -6,6 +6,7 @@ Errors from bad input are one line on stderr and exit code 2.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -157,7 +158,7 @@ def sweep(**kw) -> None:
         if name.endswith("summary"):
             typer.echo(f"\n{name}:\n{tables[name].to_string(index=False, max_cols=12)}")
     typer.echo(f"\nresults in {out / 'results'}; report {out / 'report.md'}")
-    typer.echo(f"browse them: interp view {out}")
+    typer.echo(f"browse them: interp view {shlex.quote(str(out))}")  # pasted into a shell as printed
 
 
 def _register_sweep() -> None:

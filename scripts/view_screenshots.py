@@ -26,6 +26,16 @@ from interp.view.browser import chromium, missing, open_page, wait_ready  # noqa
 CLICK = "(name) => window[name].gd.emit('plotly_click', {points: [{pointIndex: [0, 0]}]})"
 
 
+def small(path: Path) -> None:
+    """The PNG in 256 colours (a page of flat colours and text looks the same; the repository keeps
+    a third of the bytes)."""
+    from PIL import Image
+
+    with Image.open(path) as img:
+        flat = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    flat.save(path, optimize=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outs", nargs="+", type=Path)
@@ -47,6 +57,7 @@ def main(argv: list[str] | None = None) -> None:
                     page.wait_for_timeout(300)
                 path = args.dest / f"view_{name}.png"
                 page.screenshot(path=str(path), full_page=full)
+                small(path)
                 shots.append(path)
 
             shot("overview", "index.html")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -292,7 +293,9 @@ def read_stat(page, name: str) -> float:
 
 # ------------------------------------------------------------------ tests
 def test_sweep_prints_the_view_command(sweeps):
-    assert f"interp view {sweeps['out']}" in sweeps["stdout"]
+    """The sweep's last line is the command that views its OUT, quoted for a shell."""
+    last = sweeps["stdout"].strip().splitlines()[-1]
+    assert shlex.split(last.removeprefix("browse them: ")) == ["interp", "view", str(sweeps["out"])]
 
 
 @needs_browser

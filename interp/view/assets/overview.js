@@ -14,6 +14,9 @@
         xaxis: xOrder(sweep),
         yaxis: { title: { text: y }, zeroline: true },
         showlegend: sweep.groups.length > 1,
+        // the routes' names below the chart: a half-width chart has no room for them at its side
+        legend: { orientation: "h", x: 0, xanchor: "left", y: -0.3, yanchor: "top" },
+        margin: { l: 60, r: 20, t: 36, b: 120 },
       });
     });
     return [grid, jobs];

@@ -159,8 +159,11 @@ const VIEW = (() => {
 
   // ---------------------------------------------------------------- charts (Plotly, vendored)
   const CONFIG = { displaylogo: false, responsive: true };
+  // a chart drawn into a div not yet on the page would take Plotly's default width (700 px), wider
+  // than its cell: wait for the caller to put it in place (a task later) and draw at the cell's width
   function plot(div, traces, layout) {
-    return Plotly.newPlot(div, traces, Object.assign({ margin: { l: 60, r: 20, t: 36, b: 80 }, font: { size: 11 } }, layout), CONFIG);
+    const draw = () => Plotly.newPlot(div, traces, Object.assign({ margin: { l: 60, r: 20, t: 36, b: 80 }, font: { size: 11 } }, layout), CONFIG);
+    return div.isConnected ? draw() : new Promise((done) => setTimeout(done, 0)).then(draw);
   }
 
   // one trace per line of the lineage (sweep.groups): the routes as routes, checkpoints in order
