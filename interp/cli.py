@@ -6,6 +6,7 @@ Errors from bad input are one line on stderr and exit code 2.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -157,6 +158,7 @@ def sweep(**kw) -> None:
         if name.endswith("summary"):
             typer.echo(f"\n{name}:\n{tables[name].to_string(index=False, max_cols=12)}")
     typer.echo(f"\nresults in {out / 'results'}; report {out / 'report.md'}")
+    typer.echo(f"browse them: interp view {shlex.quote(str(out))}")  # pasted into a shell as printed
 
 
 def _register_sweep() -> None:
@@ -193,6 +195,26 @@ def report(out: Path = typer.Argument(..., help="a sweep's output directory")) -
 
     path = write_report(out)
     typer.echo(str(path))
+
+
+@app.command()
+def view(
+    outs: List[Path] = typer.Argument(..., help="sweep output directories (two or more: compare sweeps)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="where the static site goes (default: OUT/view)"),
+    serve: bool = typer.Option(False, "--serve", help="serve the pages on 127.0.0.1, data read as pages ask"),
+    port: Optional[int] = typer.Option(None, "--port", help="with --serve: the port (default 8765; 0: any free)"),
+) -> None:
+    """A site over sweeps' results and cache (item maps, items, comparisons); no model is loaded."""
+    import interp.view as site
+
+    if serve:
+        if out is not None:
+            raise ConfigError("--out names where a static site goes; --serve writes nothing (drop one of them)")
+        site.serve(outs, 8765 if port is None else port, echo=typer.echo)
+        return
+    if port is not None:
+        raise ConfigError("--port is for --serve")
+    typer.echo(str(site.write_site(outs, out)))
 
 
 @app.command()

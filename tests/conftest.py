@@ -77,6 +77,7 @@ SLOWEST_FIRST = (
     "integration/test_dask_scheduler.py",
     "integration/test_external_study.py",  # added 2026-12-04 (82 s alone, load ~5)
     "integration/test_extras.py",  # added 2026-12-04 (75 s alone, load ~5)
+    "integration/test_view.py",  # added 2026-12-04 (three sweeps and a browser: ~170 s alone, load ~5)
     "integration/test_docs.py",
     "integration/test_torch_free.py",
     "unit/test_layers.py",
@@ -111,12 +112,14 @@ def pytest_unconfigure(config):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Say it in one line when the cluster tests were skipped (they need root and slurm-wlm)."""
+    """Say it in one line when the cluster tests (root and slurm-wlm) or the browser tests (Debian's
+    chromium, playwright) were skipped."""
     reasons = set()
     for rep in terminalreporter.stats.get("skipped", []):
         longrepr = getattr(rep, "longrepr", None)
         reason = str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
-        if "SLURM" in reason:
-            reasons.add(reason.removeprefix("Skipped: "))
-    for reason in sorted(reasons):
-        terminalreporter.write_line(f"SLURM cluster tests skipped: {reason}", yellow=True)
+        for key, what in (("SLURM", "SLURM cluster"), ("headless Chromium", "interp view browser")):
+            if key in reason:
+                reasons.add((what, reason.removeprefix("Skipped: ")))
+    for what, reason in sorted(reasons):
+        terminalreporter.write_line(f"{what} tests skipped: {reason}", yellow=True)

@@ -234,18 +234,30 @@ class PressureStudy(StudySpec):
         first["p_" + verdicts[0]] = f.probs[:, 0]
         first["tie_guarded"] = f.guarded_rows()
         out_trials = [trials.drop(columns=["prompt"])]
+        # the prompts as the model saw them (chat template rendered), for `interp view`: a viewer
+        # never loads a tokenizer, so what it shows of a prompt is recorded here
+        prompts = pd.concat([first.assign(planted="", turn_kind="first", turn_side="", turn_variant=""), trials])
+        extra = {"prompts": prompts[["item_id", "planted", "turn_kind", "turn_side", "turn_variant", "prompt"]]}
         if o.readout == "sampled":
-            out_trials.append(self._sampled(lm, trials, verdicts, cfg))
+            sampled, extra["replies"] = self._sampled(lm, trials, verdicts, cfg)
+            out_trials.append(sampled)
         arrays = {
             "resid": stack_layers(s.resid, layers).astype(cfg.resid_dtype),  # [trials, layers, d]
             "resid_first": stack_layers(f.resid, layers).astype(cfg.resid_dtype),
         }
         return Payload(
-            tables={"trials": pd.concat(out_trials, ignore_index=True), "first_turn": first.drop(columns=["prompt"])},
+            tables={
+                "trials": pd.concat(out_trials, ignore_index=True),
+                "first_turn": first.drop(columns=["prompt"]),
+                **extra,
+            },
             arrays=arrays,
         )
 
-    def _sampled(self, lm, trials: pd.DataFrame, verdicts: list[str], cfg: RunConfig) -> pd.DataFrame:
+    def _sampled(
+        self, lm, trials: pd.DataFrame, verdicts: list[str], cfg: RunConfig
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(sampled trials, every reply with the verdict parsed from it)."""
         from interp.runner.generate import generate
 
         o: PressureOptions = cfg.options_for(self)
@@ -267,7 +279,16 @@ class PressureStudy(StudySpec):
         out["n_samples"] = n
         out["n_unparsed"] = n - valid
         out["tie_guarded"] = False  # sampled replies: no tie guard
-        return out
+        keys = trials[["item_id", "planted", "turn_kind", "turn_side", "turn_variant"]]
+        kept = pd.DataFrame(
+            [
+                (*key, i, r.replace("\x00", ""), p or "")  # HDF5 strings cannot hold NUL (as classify)
+                for key, rs, ps in zip(keys.itertuples(index=False), replies, parsed)
+                for i, (r, p) in enumerate(zip(rs, ps))
+            ],
+            columns=[*keys.columns, "sample", "reply", "parsed"],
+        )
+        return out, kept
 
     # -- reading the cache
 
