@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmark scripts in bench/ (scripts, never timed unit tests).
+"""Shared helpers for the benchmarks in bench/ (`python -m bench NAME`; never timed unit tests).
 
 * `setup(threads)`: offline Hugging Face, one thread count for torch / OpenMP / BLAS.
   Call it before importing torch (it sets the environment) and again after (it sets
@@ -40,9 +40,6 @@ MODELS = {
     "smollm2": _MODELS_DIR / "smollm2-135m-instruct",
     "gemma3": _MODELS_DIR / "gemma3-270m",
 }
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 _THREAD_VARS = (
     "OMP_NUM_THREADS",
@@ -349,12 +346,10 @@ def write_results(
     meta = machine_info(threads)
     meta["loadavg_start"] = list(started_load) if started_load is not None else None
     meta["date"] = _dt.datetime.now().isoformat(timespec="seconds")
-    meta["command"] = shlex.join(
-        [
-            os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else "python",
-            *[os.path.relpath(a, ROOT) if a.startswith(str(ROOT)) else a for a in sys.argv],
-        ]
-    )
+    args = [os.path.relpath(a, ROOT) if a.startswith(str(ROOT)) else a for a in sys.argv[1:]]
+    # `python -m bench NAME` puts its own command line in argv[0] (bench/__main__.py)
+    head = sys.argv[0].split() if sys.argv[0].startswith("python -m bench") else ["python", sys.argv[0]]
+    meta["command"] = shlex.join([*head, *args])
     payload = {"name": name, "meta": meta, **data}
     path = results_dir / f"{name}.json"
     from interp.core.atomic import atomic_write_text

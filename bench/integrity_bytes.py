@@ -1,4 +1,4 @@
-"""Integrity suite, issue-23 part (run by `python bench/integrity_suite.py --part bytes`):
+"""Integrity suite, issue-23 part (run by `python -m bench integrity_suite --part bytes`):
 the unit's identity is the bytes that ran, no path hangs, one line for the rest.
 
 * weight edits the sampled fingerprint cannot see (each round on a fresh copy of a tiny Llama;

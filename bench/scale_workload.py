@@ -8,7 +8,7 @@ ScoringConfig, variants space_case, one residual layer) on a 1-layer, width-16 r
 that carries that tokenizer: the backend is wrapped to record every forward (rows, padded
 width, cached prefix length, real tokens, read positions). The same run is repeated with
 prefix reuse off. FLOPs for the paper's models are then those recorded shapes x the model's
-dense weights, attention and unembedding at read positions (bench_flops.Shape).
+dense weights, attention and unembedding at read positions (bench.flop_counts.Shape).
 
 GPU time is an ESTIMATE: no GPU was measured. Throughput = (the fraction of the CPU's fp32
 matmul rate the engine achieved in bench/results/flops.json) x --gpu-peak-tflops; weight
@@ -16,20 +16,18 @@ loading at --disk-gbps; sampled decoding bound below by reading all weights once
 at --hbm-tbps.
 
 Rerun:
-    python bench/scale_workload.py --tokenizers models/smollm2-135m-instruct,models/gemma3-270m
+    python -m bench scale_workload --tokenizers models/smollm2-135m-instruct,models/gemma3-270m
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common
-from bench_flops import Recorder, Shape, runner_counts
+from bench import common
+from bench.flop_counts import Recorder, Shape, runner_counts
 
 # Public configs (Hugging Face config.json of each model); dense = every Linear in the decoder
 # stack (attention + MLP), i.e. all weights but the embedding and the LM head.

@@ -2,7 +2,7 @@
 one process (issue 25): speed of each against float32 and each one's error against float32, the
 mixed precisions with their default tie guard (near-ties re-scored in float32) and without it.
 
-    python bench/bench_precisions.py --threads 2 --repeats 3 --items 40
+    python -m bench precision_speed_and_error --threads 2 --repeats 3 --items 40
 
 `float32-medium` runs the blocks' Linears at torch's "medium" float32 matmul precision (on this
 CPU's AVX512-BF16 a oneDNN path with nearly float32 products); `mixed-bf16` gives them bf16
@@ -13,13 +13,10 @@ whose argmax flipped, and how many prompts the tie guard re-scored. Writes bench
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-from bench_bank import precision  # noqa: E402
+from bench import common
+from bench.precision_error import precision_error
 
 DTYPES = ("float32", "float32-medium", "mixed-bf16-medium", "mixed-bf16")
 UNGUARDED = ("mixed-bf16-medium", "mixed-bf16")  # also run with tie_guard=0: the precision's own error
@@ -62,7 +59,7 @@ def main() -> None:
         "speedup": {f"{k} vs float32": common.ratio(timing["float32"], timing[k]) for k in labels},
         "precision": {
             k: {
-                **precision(outs[k], f32),
+                **precision_error(outs[k], f32),
                 "dtype": runs[k][0],
                 "tie_guard": tie_guard_in_force(runs[k][0], runs[k][1].tie_guard),
                 "tie_guarded": int(len(outs[k].tie_guarded)),
@@ -100,7 +97,7 @@ def main() -> None:
         'it; its time is in the row\'s time. How exact "medium" is on this CPU: a planted product '
         f'(1.001 x 1 over 576 terms) off by {res["medium_operand_error"]:.1e} relative at "medium" (bf16 '
         "operands would give 1e-3).",
-        "rerun": f"python bench/bench_precisions.py --threads {args.threads} --repeats {args.repeats} --items {args.items}",
+        "rerun": f"python -m bench precision_speed_and_error --threads {args.threads} --repeats {args.repeats} --items {args.items}",
         "tables": [
             {
                 "columns": [

@@ -22,7 +22,7 @@ script also reports the smallest item count at which the measured non-scoring sh
 under 10% (fixed seconds and per-item seconds from this run).
 
 Rerun:
-    nice -n 10 python bench/bench_sweep_overhead.py --study pressure --max-items 16 --threads 2
+    python -m bench sweep_overhead --study pressure --max-items 16 --threads 2
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common
+from bench import common
 
 _stack: list[list] = []  # [category, start, child time]
 _totals: dict[str, float] = defaultdict(float)
@@ -152,8 +151,7 @@ def main() -> None:
         "order": 0.5,
         "title": f"0b. Sweep overhead: {args.study}, {args.max_items} items, {', '.join(res['models'])}",
         "rerun": (
-            f"nice -n 10 python bench/bench_sweep_overhead.py --study {args.study} --max-items {args.max_items} "
-            f"--threads {args.threads}"
+            f"python -m bench sweep_overhead --study {args.study} --max-items {args.max_items} --threads {args.threads}"
         ),
         "what": (
             "One `run_sweep` (what `interp sweep` runs) into a fresh directory, cold fingerprint memo; exclusive "
