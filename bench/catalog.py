@@ -99,10 +99,21 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     ),
     Benchmark(
         "precision_speed_and_error",
-        "each --dtype's speed and verdict error against float32 at bank size, tie guard on and off",
-        ("precisions",),
-        (_a("--threads {threads} --repeats 5 --items 40"),),
-        (_a("--threads {threads} --repeats 2 --items 2"),),
+        "each --dtype kind's speed and error against float32 on three workloads (moral bank, long contexts, cloze)",
+        ("precision_moral", "precision_long", "precision_cloze"),
+        (
+            _a("--threads {threads} --repeats 3 --workload moral --items 40"),
+            _a("--threads {threads} --repeats 3 --workload long --items 40"),
+            _a("--threads {threads} --repeats 3 --workload cloze --items 0"),
+        ),
+        (_a("--threads {threads} --repeats 1 --workload long --items 1 --kinds mixed-bf16"),),
+    ),
+    Benchmark(
+        "precision_time_breakdown",
+        "where a scoring call's time goes per --dtype kind on long chat contexts (py-spy samples, shares)",
+        ("precision_time_breakdown",),
+        (_a("--threads {threads} --items 2"),),
+        (_a("--threads {threads} --items 1 --kinds float32,mixed-bf16"),),
     ),
     Benchmark(
         "medium_bf16_operands_error",
@@ -201,6 +212,7 @@ BY_NAME = {b.name: b for b in BENCHMARKS}
 # modules of bench/ that are not benchmarks: the driver, shared helpers, the page writer
 HELPERS = frozenset(
     {"__init__", "__main__", "catalog", "common", "report", "baselines", "flop_counts", "precision_error"}
+    | {"ethics_long_contexts"}  # precision_speed_and_error's long workload (its CSV in bench/data/)
     | {"integrity_bytes"}  # integrity_suite --part bytes
 )
 

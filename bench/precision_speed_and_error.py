@@ -1,122 +1,232 @@
-"""float32 vs `float32-medium` vs `mixed-bf16-medium` vs `mixed-bf16` on the bank-size pressure workload, interleaved in
-one process (issue 25): speed of each against float32 and each one's error against float32, the
-mixed precisions with their default tie guard (near-ties re-scored in float32) and without it.
+"""Each `--dtype` kind against float32 on three workloads of different shape (issue 50): its speed,
+as the ratio of interleaved runs in one process, and its error on the same prompts.
 
-    python -m bench precision_speed_and_error --threads 2 --repeats 3 --items 40
+    python -m bench precision_speed_and_error --workload moral --items 40 --repeats 3
+    python -m bench precision_speed_and_error --workload long --items 40 --repeats 3
+    python -m bench precision_speed_and_error --workload cloze --repeats 3
 
-`float32-medium` runs the blocks' Linears at torch's "medium" float32 matmul precision (on this
-CPU's AVX512-BF16 a oneDNN path with nearly float32 products); `mixed-bf16` gives them bf16
-operands (the key projection excepted); `mixed-bf16-medium` only the MLP's gate / up projections,
-the rest at "medium". Also per dtype: the float32 margin (|P(first) - P(second)|) of each prompt
-whose argmax flipped, and how many prompts the tie guard re-scored. Writes bench/results/precisions.json (section of BENCHMARKS.md via bench/report.py).
+Workloads (SmolLM2-135M-Instruct by default, `interp.score_options` / `score_continuations` at their
+default settings: surface forms space_case, the default tie guard):
+
+* `moral`: the shipped moral pressure bank, --items items x 31 readings (30 trials and the first turn),
+  short scenarios (BENCHMARKS.md's bank workload);
+* `long`: long first-person dilemmas with disputed verdicts, read through the pressure study's ETHICS
+  loader from bench/data/ethics_long_contexts.csv (--ethics-csv: a real ETHICS commonsense CSV),
+  --items items x 16 conditions (the papers' cut of the template), ~250-token chat contexts whose
+  verdicts lie near a tie more often;
+* `cloze`: the shipped cloze bank (every prompt x six languages; --items cuts the prompts), three
+  continuations of several tokens each.
+
+Every kind is loaded once; its runs and float32's alternate round by round (the first rotating), so a
+shared machine's drift hits them alike; a kind's speed is float32's time over its own within each
+round (median and range over the rounds), the 1-minute load average is recorded at each round.
+Errors are against float32 on the same prompts: P a choice's probability renormalized over the
+choices scored together (a verdict's two options, a cloze item's continuations), a flip a prompt
+whose most probable choice differs. Switchable kinds also run with `--unguarded` (tie guard 0),
+which shows what the guard costs and what it saves. Writes bench/results/precision_<workload>.json.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from bench import common
+from bench.ethics_long_contexts import CSV as ETHICS_CSV
 from bench.precision_error import precision_error
 
-DTYPES = ("float32", "float32-medium", "mixed-bf16-medium", "mixed-bf16")
-UNGUARDED = ("mixed-bf16-medium", "mixed-bf16")  # also run with tie_guard=0: the precision's own error
+KINDS = ("float32-medium", "mixed-bf16-medium", "mixed-bf16", "bfloat16")
 NO_GUARD = ", no guard"
+WORKLOADS = {
+    "moral": "moral pressure bank",
+    "long": "long ETHICS-style chat contexts",
+    "cloze": "cloze, multi-token continuations",
+}
+
+
+def build(workload: str, items: int, tok, ethics_csv: Path):
+    """(description, run(lm, cfg, limit=None) -> scores, error(out, ref) -> dict) of one workload;
+    `limit` scores the first prompts only (the warm-up)."""
+    from interp.runner.scoring import score_continuations, score_options
+    from interp.studies.base import load_template
+    from interp.studies.pressure import build_trials, load_pressure_bank
+
+    if workload == "cloze":
+        from bench.baselines import cloze_requests
+
+        _, reqs = cloze_requests(items or None)
+        n = sum(len(c) for _, c in reqs)
+        return (
+            f"cloze, {len(reqs)} prompts x 3 continuations ({n} requests)",
+            lambda lm, cfg, limit=None: score_continuations(lm, reqs[:limit], cfg=cfg),
+            lambda out, ref: continuation_error(out, ref, [len(c) for _, c in reqs]),
+        )
+    if workload == "moral":
+        prompts, verdicts, _ = common.pressure_prompts(common.pressure_subset(items), tok)
+        what = f"moral pressure bank, {items} items x 31 readings ({len(prompts)} prompts)"
+    else:
+        bank = load_pressure_bank(ethics_csv)
+        if items and items < len(bank):
+            bank = bank.subsample(items, seed=0, stratify="gold")
+        trials, _ = build_trials(bank, common.template16(load_template("pressure_v1")), tok)
+        prompts, verdicts = trials["prompt"].tolist(), ["wrong", "acceptable"]
+        lens = sorted(len(tok(p)["input_ids"]) for p in prompts)
+        what = (
+            f"long ETHICS-style contexts ({Path(ethics_csv).name}), {len(bank)} items x 16 conditions "
+            f"({len(prompts)} prompts, {lens[len(lens) // 2]} tokens median)"
+        )
+    return (
+        what,
+        lambda lm, cfg, limit=None: score_options(lm, prompts[:limit], verdicts, cfg=cfg),
+        with_guard(precision_error),
+    )
+
+
+def near_ties(ref, margin: float) -> int:
+    """Prompts whose float32 verdict probabilities lie closer than `margin` (a tie guard's re-score set)."""
+    import numpy as np
+
+    top2 = np.sort(ref.probs, axis=1)[:, -2:]
+    return int((top2[:, 1] - top2[:, 0] < margin).sum())
+
+
+def with_guard(error):
+    return lambda out, ref: {**error(out, ref), "tie_guarded": int(len(out.tie_guarded))}
+
+
+def continuation_error(out, ref, sizes) -> dict:
+    """The precision audit's own summary (analyses.precision) over every item's continuations."""
+    import numpy as np
+    import pandas as pd
+
+    from analyses.precision import summarize_sample
+
+    index = np.repeat(np.arange(len(sizes)), sizes)
+    choice = np.concatenate([np.arange(k) for k in sizes])
+    sample = pd.DataFrame(
+        {"call": 0, "kind": "continuations", "index": index, "choice": choice, "logp": out.sum_logp}
+    ).assign(logp_fp32=ref.sum_logp)
+    s = summarize_sample(sample)
+    return {**s, "prompts": s["n"], "tie_guarded": 0}
 
 
 def main() -> None:
-    p = common.bank_parser(__doc__, repeats=3)
+    p = common.parser(__doc__, repeats=3)
+    p.add_argument("--workload", choices=list(WORKLOADS), required=True)
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--items", type=int, default=40, help="items (cloze: prompts; 0 = the whole bank)")
+    p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated --dtype names besides float32")
+    p.add_argument("--unguarded", default="mixed-bf16", help="switchable kinds also run with tie guard 0")
+    p.add_argument("--ethics-csv", type=Path, default=ETHICS_CSV, help="long: a CSV in the ETHICS layout")
     args = p.parse_args()
     common.setup(args.threads)
     start_load = common.loadavg()
 
     import interp
-    from interp.devices import tie_guard_in_force
-    from interp.runner.scoring import ScoringConfig, score_options
+    from interp.devices import SWITCHABLE, tie_guard_in_force
+    from interp.runner.scoring import ScoringConfig
 
+    kinds = [k for k in args.kinds.split(",") if k]
     path = common.model_path(args.model)
-    lms = {d: interp.load(path, dtype=d, threads=args.threads) for d in DTYPES}
+    lms = {d: interp.load(path, dtype=d, threads=args.threads) for d in ["float32", *kinds]}
     common.setup(args.threads)
-    tok = lms["float32"].tokenizer
-    cfg = ScoringConfig(variants="exact")  # the default tie guard
-    runs = {d: (d, cfg) for d in DTYPES} | {d + NO_GUARD: (d, replace(cfg, tie_guard=0.0)) for d in UNGUARDED}
-    prompts, verdicts, _ = common.pressure_prompts(common.pressure_subset(args.items), tok)
-    options = common.option_words(verdicts, "exact")
-    for d in DTYPES:  # warm-up
-        score_options(lms[d], prompts[:4], options, cfg=cfg)
-    fns = {k: (lambda d=d, c=c: score_options(lms[d], prompts, options, cfg=c)) for k, (d, c) in runs.items()}
-    timing, outs = common.time_interleaved(fns, args.repeats)
-    f32 = outs["float32"]
-    labels = list(runs)[1:]
-    from interp.runner.mixed import medium_operand_error
-
+    what, run, error = build(args.workload, args.items, lms["float32"].tokenizer, args.ethics_csv)
+    cfg = ScoringConfig()
+    runs = {"float32": ("float32", cfg)} | {k: (k, cfg) for k in kinds}
+    if args.workload != "cloze":  # continuations have no tie guard
+        runs |= {
+            k + NO_GUARD: (k, replace(cfg, tie_guard=0.0))
+            for k in args.unguarded.split(",")
+            if k in kinds and k in SWITCHABLE
+        }
+    for d in lms:  # warm-up: first-call costs (kernels, allocator, packing's self-check) outside the timing
+        run(lms[d], cfg, limit=4)
+    fns = {k: (lambda d=d, c=c: run(lms[d], c)) for k, (d, c) in runs.items()}
+    loads: list = []
+    timing, outs = common.time_interleaved(fns, args.repeats, loads=loads)
+    ref = outs["float32"]
     res = {
+        "workload": args.workload,
+        "what": what,
+        "model": path.name,
         "items": args.items,
-        "prompts": len(prompts),
-        # how exact "medium" is on this CPU: 1.001 x 1 summed over 576 terms, relative error
-        # (~1e-6 near float32, 1e-3 with operands rounded to bf16; interp selftest prints it too)
-        "medium_operand_error": medium_operand_error("cpu"),
+        "loadavg_rounds": loads,
+        "loadavg_end": common.loadavg(),
         "timing": timing,
-        "speedup": {f"{k} vs float32": common.ratio(timing["float32"], timing[k]) for k in labels},
+        "speedup": {k: common.round_ratios(timing["float32"], timing[k]) for k in list(runs)[1:]},
+        # the same ratio of the runs' CPU seconds: less of the other jobs' share in it
+        "cpu_speedup": {k: common.round_ratios(timing["float32"]["cpu"], timing[k]["cpu"]) for k in list(runs)[1:]},
+        # float32's own near-ties: prompts whose two verdicts lie within the tie guard's margin
+        "float32_near_ties": near_ties(ref, cfg.tie_guard) if args.workload != "cloze" else None,
         "precision": {
-            k: {
-                **precision_error(outs[k], f32),
-                "dtype": runs[k][0],
-                "tie_guard": tie_guard_in_force(runs[k][0], runs[k][1].tie_guard),
-                "tie_guarded": int(len(outs[k].tie_guarded)),
-            }
-            for k in labels
+            k: {**error(outs[k], ref), "dtype": d, "tie_guard": tie_guard_in_force(d, c.tie_guard)}
+            for k, (d, c) in list(runs.items())[1:]
         },
     }
-    w = f"pressure, {args.items} items x 31 conditions ({len(prompts)} prompts)"
-    rows = [[w, "float32", "", common.fmt_time(timing["float32"]), "1.00x", "", "", "", "", ""]]
-    for d in labels:
-        pr = res["precision"][d]
+    res["report"] = report(res, args)
+    common.write_results(
+        f"precision_{args.workload}", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load
+    )
+
+
+def report(res: dict, args) -> dict:
+    choice = "continuation" if res["workload"] == "cloze" else "verdict"
+    rows = [["float32", "", common.fmt_time(res["timing"]["float32"]), "1.00x", "", "", "", ""]]
+    for k, pr in res["precision"].items():
+        sp = res["speedup"][k]
+        guard = (
+            "-"
+            if res["workload"] == "cloze"
+            else f"{pr['tie_guard']:g} ({pr['tie_guarded']})"
+            if pr["tie_guard"]
+            else "off"
+        )
         rows.append(
             [
-                w,
                 pr["dtype"],
-                f"{pr['tie_guard']:g} ({pr['tie_guarded']} re-scored)" if pr["tie_guard"] else "off",
-                common.fmt_time(timing[d]),
-                common.fmt_ratio(res["speedup"][f"{d} vs float32"]),
-                f"{pr['max_abs_dlogp']:.2g}",
+                guard,
+                common.fmt_time(res["timing"][k]),
+                f"**{sp['median']:.2f}x** ({sp['min']:.2f}-{sp['max']:.2f})",
                 f"{pr['mean_abs_dp']:.2g}",
                 f"{pr['max_abs_dp']:.2g}",
                 f"{pr['argmax_flips']} of {pr['prompts']}",
-                ", ".join(f"{m:.1g}" for m in pr["flip_margins"]) or "-",
+                f"{pr['max_abs_dlogp']:.2g}",
             ]
         )
-    res["report"] = {
+    loads = [la[0] for la in res["loadavg_rounds"] if la]
+    n = res["timing"]["float32"]["n"]
+    return {
         "order": 2,
-        "title": "Precisions at bank size: float32, float32-medium, mixed-bf16-medium, mixed-bf16 (one interleaved run)",
-        "what": "SmolLM2-135M-Instruct, `interp.score_options`, every dtype loaded once in the same process; "
-        "errors are against the float32 run of the same prompts. A prompt's argmax flips when its verdict "
-        "probability moves by more than half of float32's margin |P(verdict) - P(other)|; the smallest margins "
-        f"on this workload: {', '.join(f'{m:.1g}' for m in res['precision'][DTYPES[1]]['smallest_margins'])}, so "
-        "unguarded, 'no flip' asks a reduced precision to move those prompts by less than that. The tie guard "
-        "(`--tie-guard`, default 0.05) re-scores in float32 every prompt whose reduced-precision margin is below "
-        'it; its time is in the row\'s time. How exact "medium" is on this CPU: a planted product '
-        f'(1.001 x 1 over 576 terms) off by {res["medium_operand_error"]:.1e} relative at "medium" (bf16 '
-        "operands would give 1e-3).",
-        "rerun": f"python -m bench precision_speed_and_error --threads {args.threads} --repeats {args.repeats} --items {args.items}",
+        "title": f"Precision kinds on the {WORKLOADS[res['workload']]} ({res['model']})",
+        "what": (
+            f"{res['what']}; `interp.{'score_continuations' if res['workload'] == 'cloze' else 'score_options'}` at "
+            f"its default settings, every kind loaded once, {n} rounds interleaved with float32 in one process "
+            f"(1-minute load average at the rounds' starts: {', '.join(f'{x:.1f}' for x in loads)}). Speed: float32's "
+            "time over the kind's within each round, median (range over the rounds). Tie guard: its margin and, in "
+            f"brackets, the prompts it re-scored in float32 (their time is in the row's). {choice.capitalize()} P: "
+            f"a {choice}'s probability renormalized over the choices scored together; a flip: a prompt whose most "
+            "probable choice differs from float32's."
+        ),
+        "rerun": (
+            f"python -m bench precision_speed_and_error --workload {res['workload']} --items {args.items} "
+            f"--repeats {args.repeats} --threads {args.threads}"
+        ),
         "tables": [
             {
                 "columns": [
-                    "workload",
-                    "dtype",
-                    "tie guard",
-                    "time",
+                    "--dtype",
+                    "tie guard (re-scored)",
+                    "time: median (min-max)",
                     "speed vs float32",
-                    "max |d log-prob|",
-                    "verdict P: mean |d|",
-                    "max |d|",
-                    "argmax flips",
-                    "float32 margin of each flipped prompt",
+                    f"{choice} P: mean |Δ|",
+                    "max |Δ|",
+                    "flips",
+                    "max |Δ log-prob|",
                 ],
                 "rows": rows,
             }
         ],
     }
-    common.write_results("precisions", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)
 
 
 if __name__ == "__main__":

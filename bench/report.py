@@ -77,7 +77,9 @@ def summary(res: dict) -> list[list[str]]:
 
 SUMMARIZED = (
     "bank",
-    "precisions",
+    "precision_moral",
+    "precision_long",
+    "precision_cloze",
     "tree",
     "lm_eval_model_bank",
     "sweep_overhead_pressure",
@@ -126,18 +128,19 @@ def _summary(res: dict) -> list[list[str]]:
                     _measured(b),
                 ]
             )
-    pr = res.get("precisions")
-    for d, p in (pr or {}).get("precision", {}).items():
-        if p.get("tie_guard") == 0:
-            continue  # the guarded row is the one a sweep runs
-        sp = pr["speedup"][f"{d} vs float32"]
+    for w in ("moral", "long", "cloze"):  # precision kinds: one row per workload, every kind's speed and error
+        pr = res.get(f"precision_{w}")
+        if not pr:
+            continue
+        kinds = [k for k in pr["precision"] if ", no guard" not in k]
         rows.append(
             [
-                f"`--dtype {p.get('dtype', d)}` vs float32",
-                f"{pr['prompts']} pressure prompts",
-                f"**{sp['median']:.2f}x** (runs {sp['low']:.2f}-{sp['high']:.2f}x)",
-                f"verdict |ΔP| mean {p['mean_abs_dp']:.1e}, max {p['max_abs_dp']:.1e}; "
-                f"{p['argmax_flips']} of {p['prompts']} flipped",
+                "`--dtype` kinds vs float32 (speed; max |ΔP|, flips)",
+                pr["what"].split(" (")[0],
+                ", ".join(f"{k} **{pr['speedup'][k]['median']:.2f}x**" for k in kinds),
+                "; ".join(
+                    f"{pr['precision'][k]['max_abs_dp']:.2g}, {pr['precision'][k]['argmax_flips']}" for k in kinds
+                ),
                 _measured(pr),
             ]
         )
@@ -331,6 +334,54 @@ def derived_findings(res: dict) -> dict[str, list[str]]:
     return out
 
 
+PRECISION_WORKLOADS = {"moral": "moral bank", "long": "long chat contexts", "cloze": "cloze"}
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "commands.md"  # its precision table is written here
+BLOCK = "<!-- precision table: written by `python -m bench report` from bench/results/precision_*.json -->"
+BLOCK_END = "<!-- end of precision table -->"
+
+
+def precision_table(res: dict) -> list[str]:
+    """docs/commands.md's one precision table: per kind and workload, the speed over float32 (median,
+    range over interleaved rounds) and the error (max |ΔP|, flips), with the tie guard by default."""
+    measured = {w: res[f"precision_{w}"] for w in PRECISION_WORKLOADS if f"precision_{w}" in res}
+    if not measured:
+        return ["(no precision_*.json in bench/results: run `python -m bench precision_speed_and_error`)"]
+    kinds = list(dict.fromkeys(k for d in measured.values() for k in d["precision"]))
+    rows = []
+    for k in kinds:
+        cells = []
+        for d in measured.values():
+            if k not in d["precision"]:
+                cells.append("-")
+                continue
+            sp, pr = d["speedup"][k], d["precision"][k]
+            cells.append(
+                f"**{sp['median']:.2f}x** ({sp['min']:.2f}-{sp['max']:.2f}); max |ΔP| {pr['max_abs_dp']:.2g}, "
+                f"{pr['argmax_flips']} of {pr['prompts']} flipped"
+            )
+        rows.append([f"`{k}`" if ", no guard" not in k else f"`{k.split(',')[0]}`, `--tie-guard 0`", *cells])
+    notes = [
+        f"{PRECISION_WORKLOADS[w]}: {d['what']}; {d['timing']['float32']['n']} rounds, 1-minute load "
+        f"{min(la[0] for la in d['loadavg_rounds']):.1f}-{max(la[0] for la in d['loadavg_rounds']):.1f} on "
+        f"{d['meta']['threads']} threads of {d['meta']['cpu']} ({_date(d)[:10]}; `{d['report']['rerun']}`)."
+        for w, d in measured.items()
+    ]
+    return _table(["`--dtype`", *(PRECISION_WORKLOADS[w] for w in measured)], rows) + [""] + notes
+
+
+def update_docs(path: Path, table: list[str]) -> bool:
+    """Replace the block between BLOCK and BLOCK_END in `path` with `table`; False if it has no block."""
+    text = path.read_text() if path.is_file() else ""
+    if BLOCK not in text:
+        return False
+    head, rest = text.split(BLOCK, 1)
+    _, tail = rest.split(BLOCK_END, 1)
+    from interp.core.atomic import atomic_write_text
+
+    atomic_write_text(path, head + BLOCK + "\n" + "\n".join(table) + "\n" + BLOCK_END + tail)
+    return True
+
+
 def section_meta(d: dict) -> list[str]:
     """The small table under a section's title: when, where, under what load, at which commit, how."""
     m = d["meta"]
@@ -440,6 +491,7 @@ def main() -> None:
         default=common.BENCH / "NOTES.md",
         help="hand-written observations appended verbatim, if the file exists",
     )
+    ap.add_argument("--docs", type=Path, default=DOCS, help="where the precision table goes (its marked block)")
     args = ap.parse_args()
     res = read_results(args.results_dir)
     if not res:
@@ -449,6 +501,8 @@ def main() -> None:
 
     atomic_write_text(args.out, render(res, preliminary=args.preliminary, notes=notes))
     print(f"wrote {args.out}", file=sys.stderr)
+    if args.docs and update_docs(args.docs, precision_table(res)):
+        print(f"wrote the precision table in {args.docs}", file=sys.stderr)
 
 
 if __name__ == "__main__":

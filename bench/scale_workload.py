@@ -66,22 +66,13 @@ MODELS = {
 PAPER = {"checkpoints": 741, "items": 240, "conditions": 16}
 
 
-def template16(template):
-    from interp.studies.base import Template
-
-    data = dict(template.data)
-    data["challenges"] = dict(list(data["challenges"].items())[:3])
-    data["neutral"] = dict(list(data["neutral"].items())[:3])
-    return Template(name=template.name + "-16", data=data, hash="", source=template.source)
-
-
 def record_bank(lm, rec, bank_ref: str, reuse: bool) -> dict:
     from interp.runner.scoring import ScoringConfig, score_options
     from interp.studies.base import load_template
     from interp.studies.pressure import build_trials, load_pressure_bank
 
     bank = load_pressure_bank(bank_ref)
-    tmpl = template16(load_template("pressure_v1"))
+    tmpl = common.template16(load_template("pressure_v1"))
     trials, first = build_trials(bank, tmpl, lm.tokenizer)
     assert len(trials) == PAPER["conditions"] * len(bank)
     verdicts = list(tmpl.data["verdicts"][bank.items["domain"].iloc[0]])

@@ -18,6 +18,16 @@ DTYPES: dict[str, torch.dtype] = {
     "float32-medium": torch.float32,
     "mixed-bf16-medium": torch.float32,
 }
+# Offered in --help (issue 50): float32, and the reduced kinds that paid on some workload measured on
+# a named machine kind (BENCHMARKS.md, "Precision kinds"; docs/commands.md, Precision). The others
+# stay accepted, so units computed at them stay valid, and --help gives each one line (HIDDEN; the
+# same words in interp.studies.base.RunConfig.dtype, which may not import torch).
+OFFERED: tuple[str, ...] = ("float32", "float32-medium", "mixed-bf16-medium", "mixed-bf16")
+HIDDEN: dict[str, str] = {
+    "bfloat16": "verdicts moved beyond the audit's bounds, no tie guard",
+    "float16": "no fast float16 matmul on the project's CPUs; not measured on a GPU",
+}
+
 # reduced precisions whose model keeps float32 weights and switches to float32 in place: the
 # precision audit's reference is the same model, and the tie guard (ScoringConfig.tie_guard) applies
 SWITCHABLE: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d == torch.float32 and n != "float32")

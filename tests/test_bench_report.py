@@ -44,6 +44,8 @@ def _section(title: str, rows: list[list[str]], findings: list[str], **extra) ->
 
 
 def test_stale_dropped_superseded_left_out_hook_used(tmp_path):
+    from bench import report
+
     res = tmp_path / "results"
     res.mkdir()
     files = {
@@ -78,9 +80,10 @@ def test_stale_dropped_superseded_left_out_hook_used(tmp_path):
         (res / f"{name}.json").write_text(json.dumps({"name": name, **d}))
     bank = {"speedup": {}, "timing": {}, "precision": {}, "prompts": 1240, "items": 40, "model": "m"}
     (res / "bank.json").write_text(json.dumps({"name": "bank", **files["bank"], **bank}))
-    out = tmp_path / "B.md"
+    out, docs = tmp_path / "B.md", tmp_path / "commands.md"
+    docs.write_text(f"before\n{report.BLOCK}\nold table\n{report.BLOCK_END}\nafter\n")
     subprocess.run(
-        [sys.executable, "-m", "bench", "report", "--results-dir", str(res), "--out", str(out)],
+        [sys.executable, "-m", "bench", "report", "--results-dir", str(res), "--out", str(out), "--docs", str(docs)],
         check=True,
         capture_output=True,
         text=True,
@@ -166,3 +169,70 @@ def test_driver_lists_and_runs_by_name(capsys, monkeypatch):
         assert f"usage: python -m bench {b.name}" in capsys.readouterr().out, b.name
     with pytest.raises(SystemExit, match="no benchmark 'nope'"):
         driver.main(["nope"])
+
+
+def _precision_result(workload: str, speed: list[float], max_dp: float, flips: int) -> dict:
+    runs = sorted(speed)
+    return {
+        "name": f"precision_{workload}",
+        "meta": {**_meta("2026-12-04T18:00:00"), "cpu": "PLANTED-CPU"},
+        "what": f"planted {workload}",
+        "loadavg_rounds": [[2.5, 1, 1], [4.0, 1, 1]],
+        "timing": {"float32": {"n": len(speed)}},
+        "speedup": {"mixed-bf16": {"median": runs[len(runs) // 2], "min": runs[0], "max": runs[-1]}},
+        "precision": {"mixed-bf16": {"max_abs_dp": max_dp, "argmax_flips": flips, "prompts": 640}},
+        "report": {"rerun": f"python -m bench precision_speed_and_error --workload {workload}"},
+    }
+
+
+def test_precision_table_in_the_docs(tmp_path):
+    from bench import report
+
+    res = {
+        "precision_long": _precision_result("long", [1.4, 1.6, 1.5], 0.054, 1),
+        "precision_moral": _precision_result("moral", [2.1, 1.9, 2.0], 0.019, 0),
+    }
+    table = report.precision_table(res)
+    assert table[0] == "| `--dtype` | moral bank | long chat contexts |"  # workloads in their fixed order
+    assert (
+        "| `mixed-bf16` | **2.00x** (1.90-2.10); max \\|ΔP\\| 0.019, 0 of 640 flipped | **1.50x** (1.40-1.60)"
+        in table[2]
+    )
+    assert any(n.startswith("long chat contexts: planted long; 2 rounds, 1-minute load 2.5-4.0") for n in table)
+    docs = tmp_path / "commands.md"
+    docs.write_text(f"intro\n{report.BLOCK}\nstale\n{report.BLOCK_END}\nrest\n")
+    assert report.update_docs(docs, table)
+    text = docs.read_text()
+    assert text.startswith("intro\n") and text.endswith(f"{report.BLOCK_END}\nrest\n") and "stale" not in text
+    assert "\n".join(table) in text
+    plain = tmp_path / "other.md"  # control: a page without the block is left alone
+    plain.write_text("no block here\n")
+    assert not report.update_docs(plain, table) and plain.read_text() == "no block here\n"
+
+
+def test_docs_precision_table_is_generated_from_the_results():
+    from bench import report
+
+    res, _ = _results_and_notes()
+    text = report.DOCS.read_text()
+    block = text.split(report.BLOCK)[1].split(report.BLOCK_END)[0]
+    assert block.strip("\n") == "\n".join(report.precision_table(res)), "run `python -m bench report`"
+
+
+def test_time_breakdown_counts_each_sample_once_in_its_first_category():
+    from bench.precision_time_breakdown import categorize
+
+    raw = "\n".join(
+        [
+            # planted: 6 samples in attention, 3 in a Linear, 1 in the tie guard's own Linear (guard first)
+            "<module> (x.py:1);score_options (s.py:2);LlamaAttention.forward (m.py:3);_packed_attention (p.py:4) 6",
+            "<module> (x.py:1);score_options (s.py:2);LlamaMLP.forward (m.py:5);Linear.forward (l.py:6) 3",
+            "<module> (x.py:1);score_options (s.py:2);guard_ties (g.py:7);score_options (s.py:2);"
+            "Linear.forward (l.py:6) 1",
+            # control: samples outside score_options (loading) count nowhere
+            "<module> (x.py:1);load (i.py:9);Linear.forward (l.py:6) 90",
+        ]
+    )
+    shares = categorize(raw)
+    assert shares["attention"] == 0.6 and shares["matmuls"] == 0.3 and shares["tie guard"] == 0.1
+    assert shares["other"] == 0 and abs(sum(shares.values()) - 1) < 1e-12

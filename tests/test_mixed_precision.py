@@ -451,3 +451,21 @@ def test_where_medium_rounds_operands_the_medium_names_keep_float32(tiny_models,
         assert any(getattr(m, ATTR, None) == mixed.MEDIUM for m in lm.backend.precision_model.modules())
     finally:
         mixed.medium_operand_error.cache_clear()
+
+
+def test_help_offers_the_kept_kinds_and_one_line_per_hidden_one():
+    """Issue 50: --dtype's help names the offered kinds and gives each hidden kind its reason once;
+    every registered name stays a valid choice (units computed at a hidden kind stay valid)."""
+    from dataclasses import fields
+
+    from interp.devices import DTYPES, HIDDEN, OFFERED
+    from interp.studies.base import RunConfig
+
+    (dtype,) = [f for f in fields(RunConfig) if f.name == "dtype"]
+    text = dtype.metadata["help"]
+    assert set(OFFERED) | set(HIDDEN) == set(DTYPES) and not set(OFFERED) & set(HIDDEN)
+    assert all(k in text for k in OFFERED) and set(dtype.metadata["choices"]) >= set(HIDDEN)
+    hidden = text.split("Hidden, still accepted:")[1]
+    for name, why in HIDDEN.items():
+        assert hidden.count(f"{name} ({why})") == 1, name
+    assert not any(k in hidden for k in OFFERED if k != "float32")  # an offered kind is not listed as hidden
