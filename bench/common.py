@@ -263,14 +263,14 @@ def load_model(name: str, threads: int):
 
 
 def local_lm_eval_tasks(max_items: int):
-    """lm-eval quietened, the local tasks (`interp.lm_eval_tasks`) written to a temporary directory:
+    """lm-eval quietened, the local tasks (`interp.integrations.lm_eval_tasks`) written to a temporary directory:
     (task names, TaskManager)."""
     import logging
     import tempfile
 
     from lm_eval.tasks import TaskManager
 
-    from interp.lm_eval_tasks import write_tasks
+    from interp.integrations.lm_eval_tasks import write_tasks
 
     for name in ("lm_eval", "lm-eval", "transformers", "datasets"):
         logging.getLogger(name).setLevel(logging.ERROR)

@@ -81,7 +81,7 @@ def main() -> None:
             ck, model_name = build_smollm2_shape(Path(tmp) / "random-135m"), "random Llama, SmolLM2-135M shape"
         weights = sorted(ck.glob("*.safetensors"))
         n_bytes = sum(p.stat().st_size for p in weights)
-        import interp.loading as loading
+        import interp.model.loading as loading
 
         real = loading.content_fingerprint
         runs, plain = [], []

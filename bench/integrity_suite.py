@@ -203,7 +203,7 @@ def _contender(lock_file: str, out: str, barrier, results) -> None:
     spec = importlib.util.spec_from_file_location("lock_under_test", lock_file)
     lock = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lock)
-    from interp.errors import LockError
+    from interp.core.errors import LockError
 
     real = lock._holder
 

@@ -1,6 +1,6 @@
 """lm-eval with `--model interp` vs `--model hf` on the same local tasks (lm_eval 0.4.13).
 
-Tasks: interp.lm_eval_tasks.write_tasks (built from the shipped banks, no download):
+Tasks: interp.integrations.lm_eval_tasks.write_tasks (built from the shipped banks, no download):
 interp_factual and interp_moral (two-choice multiple choice), interp_cloze (three completions in
 six languages, CrowS-Pairs style) and interp_rolling (loglikelihood_rolling). Both models are
 built once (`InterpLM(pretrained=DIR)`, `HFLM(pretrained=DIR, dtype=float32, batch_size=16)`),
@@ -47,7 +47,7 @@ def main() -> None:
     import lm_eval
     from lm_eval.models.huggingface import HFLM
 
-    from interp.lm_eval_model import InterpLM
+    from interp.integrations.lm_eval_model import InterpLM
 
     path = common.model_path(args.model)
     tasks, tm = common.local_lm_eval_tasks(args.items)

@@ -214,7 +214,7 @@ def main() -> None:
         built = build_tree(tree) if not (tree / ".built").exists() else json.loads((tree / ".built").read_text())
         (tree / ".built").write_text(json.dumps(built))
         build_s = time.perf_counter() - t0
-        from interp.hooksites import HOOK_SITES  # noqa: F401 - fail early if an architecture is unknown
+        from interp.model.hooksites import HOOK_SITES  # noqa: F401 - fail early if an architecture is unknown
 
         cold, warm = [], []
         for r in range(args.repeats):

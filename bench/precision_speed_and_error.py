@@ -123,7 +123,7 @@ def main() -> None:
     start_load = common.loadavg()
 
     import interp
-    from interp.devices import SWITCHABLE, tie_guard_in_force
+    from interp.model.devices import SWITCHABLE, tie_guard_in_force
     from interp.runner.scoring import ScoringConfig
 
     kinds = [k for k in args.kinds.split(",") if k]

@@ -150,7 +150,7 @@ def main() -> None:
             )
         model_loaded = "transformers" in sys.modules
         n_modules = 0
-        if "torch" in sys.modules:  # imported by interp/__init__ (interp.loading), not by a model load
+        if "torch" in sys.modules:  # imported by interp/__init__ (interp.model.loading), not by a model load
             import warnings
 
             import torch

@@ -342,7 +342,8 @@ BLOCK_END = "<!-- end of precision table -->"
 
 def precision_table(res: dict) -> list[str]:
     """docs/commands.md's one precision table: per kind and workload, the speed over float32 (median,
-    range over interleaved rounds) and the error (max |ΔP|, flips), with the tie guard by default."""
+    range over interleaved rounds; wall clock, then the process's CPU seconds, which count less of
+    other jobs' share of a loaded machine) and the error (max |ΔP|, flips), with the tie guard by default."""
     measured = {w: res[f"precision_{w}"] for w in PRECISION_WORKLOADS if f"precision_{w}" in res}
     if not measured:
         return ["(no precision_*.json in bench/results: run `python -m bench precision_speed_and_error`)"]
@@ -354,9 +355,10 @@ def precision_table(res: dict) -> list[str]:
             if k not in d["precision"]:
                 cells.append("-")
                 continue
-            sp, pr = d["speedup"][k], d["precision"][k]
+            sp, cpu, pr = d["speedup"][k], d["cpu_speedup"][k], d["precision"][k]
             cells.append(
-                f"**{sp['median']:.2f}x** ({sp['min']:.2f}-{sp['max']:.2f}); max |ΔP| {pr['max_abs_dp']:.2g}, "
+                f"**{sp['median']:.2f}x** ({sp['min']:.2f}-{sp['max']:.2f}), CPU {cpu['median']:.2f}x "
+                f"({cpu['min']:.2f}-{cpu['max']:.2f}); max |ΔP| {pr['max_abs_dp']:.2g}, "
                 f"{pr['argmax_flips']} of {pr['prompts']} flipped"
             )
         rows.append([f"`{k}`" if ", no guard" not in k else f"`{k.split(',')[0]}`, `--tie-guard 0`", *cells])

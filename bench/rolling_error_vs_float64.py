@@ -3,7 +3,7 @@ and lm-eval's HFLM (float32) against a float64 forward of the same rolling windo
 
     python -m bench rolling_error_vs_float64 --threads 2
 
-The interp_rolling task (every factual and moral text, `interp.lm_eval_tasks`) runs once through
+The interp_rolling task (every factual and moral text, `interp.integrations.lm_eval_tasks`) runs once through
 each model with `lm_eval.simple_evaluate`; the reference re-runs HFLM's own windows
 (`lm_eval.utils.get_rolling_token_windows`, HFLM's tokenization) through the same weights in
 float64 and sums the log-probabilities in float64. Writes bench/results/rolling_float64.json.
@@ -28,7 +28,7 @@ def main() -> None:
     from lm_eval import utils
     from lm_eval.models.huggingface import HFLM
 
-    from interp.lm_eval_model import InterpLM
+    from interp.integrations.lm_eval_model import InterpLM
 
     path = common.model_path(args.model)
     _, tm = common.local_lm_eval_tasks(0)

@@ -48,7 +48,7 @@ def main() -> None:
     from bench.flop_counts import EngineRecorder, engine_counts
 
     import interp
-    from interp.devices import matmul_dtype
+    from interp.model.devices import matmul_dtype
     from interp.runner.scoring import ScoringConfig, option_variants, score_options
 
     for name in ("lm_eval", "lm-eval", "transformers"):

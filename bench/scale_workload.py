@@ -103,7 +103,7 @@ def main() -> None:
     common.setup(args.threads)
 
     import interp
-    from interp.loading import load_tokenizer
+    from interp.model.loading import load_tokenizer
     from interp.testing import build_tiny_arch
 
     flops_json = json.loads((common.RESULTS / "flops.json").read_text())

@@ -36,7 +36,7 @@ def main() -> None:
 
     import interp.organism.build as B
     from bench.training_step_precision import route_a_rows
-    from interp.loading import load_tokenizer
+    from interp.model.loading import load_tokenizer
     from interp.organism import sft_loss
     from interp.organism.config import OrganismConfig
 

@@ -9,7 +9,7 @@ of work; nested timers are exclusive (a figure saved inside the analysis counts 
 * scoring prep: tokenization and planning in `score_options` / `score_continuations` outside
   the engine (joint encodings of every prompt x option form);
 * loading: `interp.load` (tokenizer, weights, backend);
-* fingerprint: `interp.checkpoint.fingerprint` (cold: its memo of weight-file hashes is pointed
+* fingerprint: `interp.model.checkpoint.fingerprint` (cold: its memo of weight-file hashes is pointed
   at an empty directory, as on a new machine);
 * hdf5: `Store.write`; analysis: the sweep's `analyze`; figures: matplotlib `savefig`;
   report: `write_report` outside figures;
@@ -86,8 +86,8 @@ def main() -> None:
     import matplotlib.figure
 
     import cache.store
-    import interp.checkpoint
-    import interp.loading
+    import interp.model.checkpoint
+    import interp.model.loading
     import interp.runner.engine
     import interp.runner.generate
     import interp.runner.scoring
@@ -103,14 +103,14 @@ def main() -> None:
     _patch_everywhere(interp.runner.generate._Sampler, "_decode", "scoring")
     _patch_everywhere(interp.runner.scoring, "score_options", "scoring prep")
     _patch_everywhere(interp.runner.scoring, "score_continuations", "scoring prep")
-    _patch_everywhere(interp.loading, "load", "loading")
-    _patch_everywhere(interp.checkpoint, "fingerprint", "fingerprint")
+    _patch_everywhere(interp.model.loading, "load", "loading")
+    _patch_everywhere(interp.model.checkpoint, "fingerprint", "fingerprint")
     _patch_everywhere(cache.store.Store, "write", "hdf5")
     _patch_everywhere(sweeps.api, "analyze", "analysis")
     _patch_everywhere(sweeps.report, "write_report", "report")
     _patch_everywhere(matplotlib.figure.Figure, "savefig", "figures")
     _patch_everywhere(sweeps.plan, "plan_units", "planning")
-    _patch_everywhere(interp.loading, "load_tokenizer", "tokenizer loads")
+    _patch_everywhere(interp.model.loading, "load_tokenizer", "tokenizer loads")
     from interp.studies import get_study
 
     study_cls = type(get_study(args.study))

@@ -71,7 +71,7 @@ def main() -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from interp.loading import load_tokenizer
+    from interp.model.loading import load_tokenizer
     from interp.organism.config import OrganismConfig
 
     cfg = OrganismConfig()
