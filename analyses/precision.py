@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 SAMPLE_COLUMNS = ("call", "kind", "index", "choice", "logp", "logp_fp32")
+TIMING_COLUMNS = ("speedup", "scoring_s", "float32_s", "tie_guard_s", "audit_s", "sample_speedup")
 PRECISION_COLUMNS = (
     "checkpoint",
     "study",
@@ -32,10 +33,17 @@ PRECISION_COLUMNS = (
     # float32-medium / mixed-bf16-medium: the "medium" probe on the machine that scored the unit
     # (interp.runner.mixed.medium_operand_error; above 1e-4 its operands were rounded to bf16); else empty
     "medium_operand_error",
+    # what the precision bought (interp.runner.precision, PrecisionAudit.timing): float32's time over
+    # this precision's for the unit's scoring (tie guard and audit included; float32's estimated from
+    # the sample, scored both ways on the same prompts), the seconds behind it, and the sample's ratio
+    *TIMING_COLUMNS,
 )
 # The issue-25 targets for a precision a researcher may use without comment: verdict
 # probabilities within 0.005 on average and 0.02 at worst of float32's, no verdict flipped.
 BOUNDS = {"mean_abs_dp": 0.005, "max_abs_dp": 0.02, "argmax_flips": 0}
+# A sweep whose reduced precision bought less than this over float32 says so and suggests float32
+# (issue 50): below it, the exact numbers cost about as much as the approximate ones.
+SPEEDUP_FLOOR = 1.2
 
 
 def _softmax_groups(logp: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -88,3 +96,40 @@ def describe_bounds(bounds: dict = BOUNDS) -> str:
         f"mean |dP| <= {bounds['mean_abs_dp']}, max |dP| <= {bounds['max_abs_dp']}, "
         f"argmax flips <= {bounds['argmax_flips']}"
     )
+
+
+def sweep_summary(table: pd.DataFrame) -> dict:
+    """Over a sweep's units (precision.csv rows): speedup (summed float32 estimate over summed
+    scoring seconds, units without timing left out: NaN if none), mean |dP| (weighted by each
+    unit's sampled prompts), max |dP|, argmax flips, sampled prompts."""
+    timed = table.dropna(subset=["float32_s", "scoring_s"]) if "float32_s" in table else table.iloc[:0]
+    scoring = float(timed["scoring_s"].sum()) if len(timed) else 0.0
+    measured = table[table["n"] > 0]
+    n = int(measured["n"].sum())
+    return {
+        "speedup": float(timed["float32_s"].sum()) / scoring if scoring > 0 else float("nan"),
+        "mean_abs_dp": float((measured["mean_abs_dp"] * measured["n"]).sum() / n) if n else float("nan"),
+        "max_abs_dp": float(measured["max_abs_dp"].max()) if n else float("nan"),
+        "argmax_flips": int(measured["argmax_flips"].sum()),
+        "n": n,
+    }
+
+
+def describe_sweep(summary: dict, floor: float = SPEEDUP_FLOOR) -> str:
+    """'this sweep: 1.13x float32, |dP| mean 0.0048, max 0.036, 0 flips', and below `floor` why
+    float32 is the better choice."""
+    speed = "speed-up not measured" if np.isnan(summary["speedup"]) else f"{summary['speedup']:.2f}x float32"
+    line = (
+        f"this sweep: {speed}, |dP| mean {summary['mean_abs_dp']:.2g}, max {summary['max_abs_dp']:.2g}, "
+        f"{summary['argmax_flips']} flip{'s' if summary['argmax_flips'] != 1 else ''} in {summary['n']} sampled prompts"
+    )
+    if below_floor(summary, floor):
+        line += (
+            f"; below the {floor:g}x floor: the reduced precision bought little on this workload, "
+            "float32 (--dtype float32, the default) gives exact numbers at about the same cost"
+        )
+    return line
+
+
+def below_floor(summary: dict, floor: float = SPEEDUP_FLOOR) -> bool:
+    return bool(summary["speedup"] < floor)  # NaN (not measured) compares False

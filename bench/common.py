@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmark scripts in bench/ (scripts, never timed unit tests).
+"""Shared helpers for the benchmarks in bench/ (`python -m bench NAME`; never timed unit tests).
 
 * `setup(threads)`: offline Hugging Face, one thread count for torch / OpenMP / BLAS.
   Call it before importing torch (it sets the environment) and again after (it sets
@@ -40,9 +40,6 @@ MODELS = {
     "smollm2": _MODELS_DIR / "smollm2-135m-instruct",
     "gemma3": _MODELS_DIR / "gemma3-270m",
 }
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 _THREAD_VARS = (
     "OMP_NUM_THREADS",
@@ -136,20 +133,30 @@ def time_runs(fn: Callable[[], Any], repeats: int, *, warmup: int = 0, label: st
     return summarize(runs), out
 
 
-def time_interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> tuple[dict[str, dict], dict[str, Any]]:
+def time_interleaved(
+    fns: dict[str, Callable[[], Any]], repeats: int, loads: list | None = None
+) -> tuple[dict[str, dict], dict[str, Any]]:
     """Time several callables round-robin (run r of each, then run r+1 of each, the starting one
-    rotating), so slow drift of a shared machine hits all of them alike. Returns ({name: summary}, {name: last return value})."""
+    rotating), so slow drift of a shared machine hits all of them alike. Returns ({name: summary, with
+    the runs' CPU seconds under "cpu"}, {name: last return value}); `loads`, if given, gets the load
+    average at the start of each round."""
     runs: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
     outs: dict[str, Any] = {}
     names = list(fns)
     for r in range(repeats):
+        if loads is not None:
+            loads.append(loadavg())
         for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate who goes first
             fn = fns[name]
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             outs[name] = fn()
             runs[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
             print(f"  {name}: run {r + 1}/{repeats} {runs[name][-1]:.3f}s", file=sys.stderr, flush=True)
-    return {k: summarize(v) for k, v in runs.items()}, outs
+    # "cpu": the process's CPU seconds (all threads) of the same runs: on a loaded machine the
+    # wall clock also counts the time other jobs held the cores
+    return {k: {**summarize(v), "cpu": summarize(cpu[k])} for k, v in runs.items()}, outs
 
 
 def ratio(num: dict, den: dict) -> dict[str, float]:
@@ -167,6 +174,22 @@ def fmt_time(s: dict) -> str:
     m = s["median"]
     scale, unit = (1.0, "s") if m >= 1 else (1e3, "ms")
     return f"{m * scale:.3g} {unit} ({s['min'] * scale:.3g}-{s['max'] * scale:.3g})"
+
+
+def round_ratios(num: dict, den: dict) -> dict[str, Any]:
+    """num / den run by run (round r of each, measured next to each other), summarized."""
+    return summarize([a / b for a, b in zip(num["runs"], den["runs"])])
+
+
+def template16(template):
+    """The pressure template cut to the papers' 16 conditions per item: 2 planted verdicts x
+    (2 stated opinions + 3 bare challenges + 3 neutral fillers)."""
+    from interp.studies.base import Template
+
+    data = dict(template.data)
+    data["challenges"] = dict(list(data["challenges"].items())[:3])
+    data["neutral"] = dict(list(data["neutral"].items())[:3])
+    return Template(name=template.name + "-16", data=data, hash="", source=template.source)
 
 
 def fmt_ratio(r: dict) -> str:
@@ -240,14 +263,14 @@ def load_model(name: str, threads: int):
 
 
 def local_lm_eval_tasks(max_items: int):
-    """lm-eval quietened, the local tasks (`interp.lm_eval_tasks`) written to a temporary directory:
+    """lm-eval quietened, the local tasks (`interp.integrations.lm_eval_tasks`) written to a temporary directory:
     (task names, TaskManager)."""
     import logging
     import tempfile
 
     from lm_eval.tasks import TaskManager
 
-    from interp.lm_eval_tasks import write_tasks
+    from interp.integrations.lm_eval_tasks import write_tasks
 
     for name in ("lm_eval", "lm-eval", "transformers", "datasets"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -349,12 +372,10 @@ def write_results(
     meta = machine_info(threads)
     meta["loadavg_start"] = list(started_load) if started_load is not None else None
     meta["date"] = _dt.datetime.now().isoformat(timespec="seconds")
-    meta["command"] = shlex.join(
-        [
-            os.path.relpath(sys.executable, ROOT) if sys.executable.startswith(str(ROOT)) else "python",
-            *[os.path.relpath(a, ROOT) if a.startswith(str(ROOT)) else a for a in sys.argv],
-        ]
-    )
+    args = [os.path.relpath(a, ROOT) if a.startswith(str(ROOT)) else a for a in sys.argv[1:]]
+    # `python -m bench NAME` puts its own command line in argv[0] (bench/__main__.py)
+    head = sys.argv[0].split() if sys.argv[0].startswith("python -m bench") else ["python", sys.argv[0]]
+    meta["command"] = shlex.join([*head, *args])
     payload = {"name": name, "meta": meta, **data}
     path = results_dir / f"{name}.json"
     from interp.core.atomic import atomic_write_text

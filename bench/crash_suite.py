@@ -31,7 +31,7 @@ Kill/resume rounds run --parallel at a time (default 2; each sweep uses one thre
 Results: bench/results/crash_suite.json; the exit status is 1 if any check failed.
 
 Rerun (defaults):
-    python bench/crash_suite.py --kills 20 --checkpoints 6 --items 2 --parallel 2 --seed 0
+    python -m bench crash_suite --kills 20 --checkpoints 6 --items 2 --parallel 2 --seed 0
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from bench import common
 
 NAMES = [
     "stage1-step100",
@@ -340,7 +339,7 @@ def main() -> None:
         "order": 7,
         "title": "7. Crash suite (SIGKILL during `interp sweep`, then resume)",
         "rerun": (
-            f"python bench/crash_suite.py --kills {args.kills} --checkpoints {args.checkpoints} "
+            f"python -m bench crash_suite --kills {args.kills} --checkpoints {args.checkpoints} "
             f"--items {args.items} --parallel {args.parallel} --seed {args.seed}"
         ),
         "what": (

@@ -8,7 +8,7 @@
    on the pressure prompts of --items moral items (verdict options, residual at the default layer);
 3. speed: hf on --device in float32 and bfloat16, --repeats timed runs of the same call
    (synchronized), real tokens the engine computed per second (counted by wrapping the
-   backend, bench_flops.Recorder) and the peak device memory (torch.cuda.max_memory_allocated;
+   backend, bench.flop_counts.Recorder) and the peak device memory (torch.cuda.max_memory_allocated;
    peak RSS on a CPU). bfloat16's log-prob error against the reference is reported too.
 
 Writes bench/results/gpu_check.json and prints a Markdown table; exits 1 if a selftest check
@@ -18,7 +18,7 @@ default --device cuda it writes nothing and exits 0 with a "skipped" line (bench
 
 Rerun:
     bash bench/gpu_check.sh                      # both default models, cuda
-    python bench/gpu_check.py --device cpu --models <tiny checkpoint> --items 1 --repeats 1 --dtypes float32
+    python -m bench gpu_check --device cpu --models <tiny checkpoint> --items 1 --repeats 1 --dtypes float32
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common
+from bench import common
 
 
 def _sync(device: str) -> None:
@@ -60,7 +59,7 @@ def check_model(path: Path, args) -> dict:
     import gc
 
     import numpy as np
-    from bench_flops import Recorder
+    from bench.flop_counts import Recorder
 
     import interp
     from interp.runner.scoring import ScoringConfig, score_options

@@ -27,5 +27,5 @@ from interp.runner.mixed import medium_operand_error as m
 
 print(f"medium probe: cpu {m('cpu'):.1e}, cuda {m('cuda'):.1e} (bf16 operands ~1e-3, float32 ~1e-6)")
 PYEOF
-exec "$PY" bench/gpu_check.py --models "${MODELS:-smollm2,gemma3}" --items "${ITEMS:-8}" \
+exec "$PY" -m bench gpu_check --models "${MODELS:-smollm2,gemma3}" --items "${ITEMS:-8}" \
   --repeats "${REPEATS:-3}" --threads "${THREADS:-4}" "$@"

@@ -1,4 +1,4 @@
-"""Integrity suite, issue-23 part (run by `python bench/integrity_suite.py --part bytes`):
+"""Integrity suite, issue-23 part (run by `python -m bench integrity_suite --part bytes`):
 the unit's identity is the bytes that ran, no path hangs, one line for the rest.
 
 * weight edits the sampled fingerprint cannot see (each round on a fresh copy of a tiny Llama;
@@ -86,7 +86,7 @@ def _layout(path: Path) -> tuple[int, dict]:
 
 
 def _sampled(path: Path) -> list[tuple[int, int]]:
-    from interp.fingerprint import SAMPLE_BYTES, sample_offsets
+    from interp.model.fingerprint import SAMPLE_BYTES, sample_offsets
 
     start, _ = _layout(path)
     return [(o, o + SAMPLE_BYTES) for o in sample_offsets(start, path.stat().st_size)]
@@ -143,7 +143,7 @@ def edit_rank4(ck: Path, rng: random.Random, n_layers: int) -> str:
 
 
 def weight_edits(work: Path, ck: Path, rounds: int, rng: random.Random) -> dict:
-    from interp.checkpoint import fingerprint, inspect_checkpoint
+    from interp.model.checkpoint import fingerprint, inspect_checkpoint
 
     n_layers = inspect_checkpoint(ck).n_layers
     res = {}

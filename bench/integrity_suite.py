@@ -20,8 +20,8 @@ Issue 23 (`--part bytes`, bench/integrity_bytes.py; written to bench/results/int
 weight edits the sampled fingerprint cannot see, a --full-hash unit against a stale sampled one,
 tensors not what the config says, a FIFO at every path read, and the remaining one-line cases.
 
-Rerun:  python bench/integrity_suite.py --rounds 10 --seed 0            (both parts)
-        python bench/integrity_suite.py --part bytes --rounds 6 --seed 0
+Rerun:  python -m bench integrity_suite --rounds 10 --seed 0            (both parts)
+        python -m bench integrity_suite --part bytes --rounds 6 --seed 0
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from bench import common
 
 PREVIOUS_LOCK = "2836df6"
 
@@ -204,7 +203,7 @@ def _contender(lock_file: str, out: str, barrier, results) -> None:
     spec = importlib.util.spec_from_file_location("lock_under_test", lock_file)
     lock = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(lock)
-    from interp.errors import LockError
+    from interp.core.errors import LockError
 
     real = lock._holder
 
@@ -246,7 +245,7 @@ def lock_race(work: Path, lock_file: Path, trials: int = 20, contenders: int = 6
 
 
 def bytes_part(args) -> None:
-    import integrity_bytes
+    from bench import integrity_bytes
 
     from interp.testing import build_tiny_model, build_tokenizer
 
@@ -261,7 +260,7 @@ def bytes_part(args) -> None:
     total = time.perf_counter() - t_all
     res["total_s"] = total
     res["report"] = integrity_bytes.report_section(
-        res, f"python bench/integrity_suite.py --part bytes --rounds {args.rounds} --seed {args.seed}", total
+        res, f"python -m bench integrity_suite --part bytes --rounds {args.rounds} --seed {args.seed}", total
     )
     common.write_results("integrity_bytes", res, threads=1, results_dir=args.results_dir)
 
@@ -316,7 +315,7 @@ def main() -> None:
     res["report"] = {
         "order": 7.5,
         "title": "7b. Integrity suite (damaged bodies, edited tokenizers, worker loss, lock race)",
-        "rerun": f"python bench/integrity_suite.py --rounds {args.rounds} --seed {args.seed}",
+        "rerun": f"python -m bench integrity_suite --rounds {args.rounds} --seed {args.seed}",
         "what": (
             f"Tiny Llama checkpoint, pressure study, moral bank, --max-items 3 (Dask: two checkpoints, "
             f"--max-items 4, LocalCluster of 2 workers). Seed {args.seed}; total {total / 60:.1f} min on the "

@@ -1,7 +1,7 @@
-"""Regenerate BENCHMARKS.md from bench/results/*.json (written by the bench/*.py scripts).
+"""Regenerate BENCHMARKS.md from bench/results/*.json (written by the benchmarks, `python -m bench NAME`).
 
-    python bench/report.py                 # BENCHMARKS.md at the repository root
-    python bench/report.py --preliminary "machine shared with other jobs"   # adds a warning banner
+    python -m bench report                 # BENCHMARKS.md at the repository root
+    python -m bench report --preliminary "machine shared with other jobs"   # adds a warning banner
 
 Nothing is measured here; every figure comes from the JSON files, so the page always matches
 the last run of each script.
@@ -14,8 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from bench import common
 
 
 def _table(columns, rows) -> list[str]:
@@ -67,199 +66,216 @@ def _date(d: dict) -> str:
     return d["meta"]["date"][:16].replace("T", " ")
 
 
-def summary(res: dict) -> list[str]:
+def summary(res: dict) -> list[list[str]]:
     """`_summary`, where a results file without the fields it reads says so instead of failing."""
     try:
         return _summary(res)
     except (KeyError, TypeError, IndexError) as exc:
-        lines = _summary({n: d for n, d in res.items() if n not in SUMMARIZED}) if set(res) & set(SUMMARIZED) else []
-        return lines + [f"- (summary incomplete: a results file lacks field {exc}; rerun its script)"]
+        rows = _summary({n: d for n, d in res.items() if n not in SUMMARIZED}) if set(res) & set(SUMMARIZED) else []
+        return rows + [["(summary incomplete)", "", f"a results file lacks field {exc}: rerun its benchmark", "", ""]]
 
 
-MACHINE_NOTE = Path(__file__).resolve().parent / "machine_note.md"  # the Machine section's prose
 SUMMARIZED = (
     "bank",
+    "precision_moral",
+    "precision_long",
+    "precision_cloze",
     "tree",
-    "lm_eval_model",
     "lm_eval_model_bank",
-    "lm_eval_model_bank_float32_medium",
+    "sweep_overhead_pressure",
     "probes",
-    "scaling",
     "crash_suite",
     "integrity_suite",
     "plan_741",
 )
+SUMMARY_COLUMNS = ["comparison", "workload", "result", "agreement", "measured"]
 
 
-def _summary(res: dict) -> list[str]:
-    """One line per comparison, from the newest results file that measures it, each dated.
+def _measured(d: dict) -> str:
+    """The section's number where its title has one (`§1`), and the date."""
+    head = d.get("report", {}).get("title", "").split(" ", 1)[0]
+    return (f"§{head.rstrip('.')}, " if head[:1].isdigit() else "") + _date(d)[:10]
 
-    Hook for other scripts: a results file whose `report` has `summary` (a list of one-line
-    strings) contributes those lines as they are (e.g. hash cost and integrity-suite figures)."""
-    lines = []
+
+def _summary(res: dict) -> list[list[str]]:
+    """The headline figures, one row per comparison, from the newest results file that measures it.
+
+    Hook for other benchmarks: a results file whose `report` has `summary` (a list of one-line
+    strings "comparison: result") contributes one row per line."""
+    rows = []
     b = res.get("bank")
     if b:
         sp, t = b["speedup"], b["timing"]
-        w = f"{b['prompts']} pressure prompts ({b['items']} items x 31 conditions), {b['model']}"
+        w = f"{b['prompts']} pressure prompts, {b['model']}"
         if "float32 vs lm-eval" in sp:
-            lines.append(
-                f"Runner (float32) vs lm-eval HFLM at its best batch size ({b['lm_eval_best_batch_size']}), {w}: "
-                f"**{sp['float32 vs lm-eval']['median']:.2f}x** (median of {t['runner float32']['n']} interleaved runs; "
-                f"max |Δ log-lik| {b['max_abs_dll_vs_lm_eval']:.1e}) ({_date(b)})."
+            rows.append(
+                [
+                    f"runner (float32) vs lm-eval HFLM at its best batch size ({b['lm_eval_best_batch_size']})",
+                    w,
+                    f"**{sp['float32 vs lm-eval']['median']:.2f}x** (median of {t['runner float32']['n']})",
+                    f"max |Δ log-lik| {b['max_abs_dll_vs_lm_eval']:.1e}",
+                    _measured(b),
+                ]
             )
         if "float32 vs naive" in sp:
             n = t["naive loop"]["n"]
-            lines.append(
-                f"Runner (float32) vs the naive HF loop, {w}: **{sp['float32 vs naive']['median']:.1f}x** (naive loop "
-                f"measured {n} time{'s' if n > 1 else ''} at full size; max |Δ log-prob| "
-                f"{b['max_abs_dlogp_vs_naive']:.1e}) ({_date(b)})."
+            rows.append(
+                [
+                    "runner (float32) vs a naive HF loop",
+                    w,
+                    f"**{sp['float32 vs naive']['median']:.1f}x** (naive loop {n} run{'s' if n > 1 else ''})",
+                    f"max |Δ log-prob| {b['max_abs_dlogp_vs_naive']:.1e}",
+                    _measured(b),
+                ]
             )
-        for d in ("mixed-bf16", "bfloat16"):
-            if d in b["precision"]:
-                p = b["precision"][d]
-                lines.append(
-                    f"`--dtype {d}` vs float32, {w}: **{sp[f'{d} vs float32']['median']:.2f}x** the speed (min/min "
-                    f"{sp[f'{d} vs float32']['min']:.2f}x); verdict "
-                    f"probability |ΔP| mean **{p['mean_abs_dp']:.4f}**, max **{p['max_abs_dp']:.4f}**, argmax flips "
-                    f"**{p['argmax_flips']} of {p['prompts']}**; max |Δ log-prob| {p['max_abs_dlogp']:.2g} ({_date(b)})."
-                )
-    pr = res.get("precisions")
-    for d, p in (pr or {}).get("precision", {}).items():
-        sp = pr["speedup"][f"{d} vs float32"]
-        margins = p.get("flip_margins")
-        at = f" (float32 margins of the flipped: {', '.join(f'{m:.1g}' for m in margins)})" if margins else ""
-        guard = p.get("tie_guard")
-        name = f"`--dtype {p.get('dtype', d)}`" + (
-            f" (tie guard {guard:g}: {p['tie_guarded']} re-scored in float32)"
-            if guard
-            else ", no tie guard"
-            if guard == 0
-            else ""
+    for w in ("moral", "long", "cloze"):  # precision kinds: one row per workload, every kind's speed and error
+        pr = res.get(f"precision_{w}")
+        if not pr:
+            continue
+        kinds = [k for k in pr["precision"] if ", no guard" not in k]
+        rows.append(
+            [
+                "`--dtype` kinds vs float32 (speed; max |ΔP|, flips)",
+                pr["what"].split(" (")[0],
+                ", ".join(f"{k} **{pr['speedup'][k]['median']:.2f}x**" for k in kinds),
+                "; ".join(
+                    f"{pr['precision'][k]['max_abs_dp']:.2g}, {pr['precision'][k]['argmax_flips']}" for k in kinds
+                ),
+                _measured(pr),
+            ]
         )
-        lines.append(
-            f"{name} vs float32, {pr['prompts']} pressure prompts (precisions run): **{sp['median']:.2f}x** the "
-            f"speed (runs {sp['low']:.2f}x-{sp['high']:.2f}x); verdict probability |ΔP| mean **{p['mean_abs_dp']:.1e}**, "
-            f"max **{p['max_abs_dp']:.1e}**, argmax flips **{p['argmax_flips']} of {p['prompts']}**{at} ({_date(pr)})."
-        )
-    if b:
-        fl = b.get("flops", {})
-        if fl:
-            lines.append(
-                "Achieved rate on that workload against the matmul rate of the dtype that ran (2048^3, same process): "
-                + "; ".join(
-                    f"{d} {f['gflops_useful']:.0f} GFLOP/s = **{f['share_of_matmul']:.0%}** of {f['matmul_dtype']} "
-                    f"matmul ({f['matmul_gflops']:.0f})"
-                    for d, f in fl.items()
-                )
-                + f" ({_date(b)})."
-            )
     r = res.get("tree")
     if r and not is_stale("tree", r):
         c = r.get("cloze")
         if c and "speedup_vs_lm_eval" in c:
-            lines.append(
-                f"Runner vs lm-eval HFLM, cloze ({c.get('requests', '?')} requests, whole bank): "
-                f"**{c['speedup_vs_lm_eval']['median']:.2f}x**; max |Δ log-lik| {c.get('max_abs_dll', float('nan')):.1e} "
-                f"({_date(r)})."
+            rows.append(
+                [
+                    "runner vs lm-eval HFLM, cloze",
+                    f"{c.get('requests', '?')} requests, whole bank",
+                    f"**{c['speedup_vs_lm_eval']['median']:.2f}x**",
+                    f"max |Δ log-lik| {c.get('max_abs_dll', float('nan')):.1e}",
+                    _measured(r),
+                ]
             )
         sm = r.get("sampling")
-        if sm:
-            for f in r["report"]["findings"]:
-                if str(f).startswith("sampling"):
-                    lines.append(f"Batched sampling vs HF generate: {f[len('sampling: ') :]} ({_date(r)}).")
-    for name in sorted(n for n in res if n.startswith("lm_eval_model")):  # per size, then per --dtype
-        r = res.get(name)
-        if not r or is_stale(name, r):
-            continue
-        at = "" if r.get("dtype", "float32") == "float32" else f",dtype={r['dtype']}"
-        per_task = "; by task: " + ", ".join(f"{t} {v['max_abs_dll']:.1e}" for t, v in r.get("per_task", {}).items())
-        lines.append(
-            f"lm-eval `--model interp{at}` vs `--model hf` ({r['requests']} requests of {len(r['tasks'])} local "
-            f"tasks, {r['model']}): **{r['speedup_interp_vs_hf']['median']:.2f}x** the speed of hf (median of "
-            f"{r['timing']['interp']['n']}; {r['speedup_interp_vs_hf']['min']:.2f}x on minimums); max |Δ log-likelihood| "
-            f"{r['max_abs_dll']:.1e}{per_task if at else ''}, is_greedy flags differing: "
-            f"{r['greedy_flags_different']} ({_date(r)})."
-        )
-    for name, d in res.items():
-        if name.startswith("sweep_overhead_") and not is_stale(name, d):
-            lines.append(
-                f"Sweep overhead ({d['study']}, {d['max_items']} items, {', '.join(d['models'])}): "
-                + " ".join(d["report"]["findings"])
-                + f" ({_date(d)})"
+        if sm and "speedup_vs_generate" in sm:
+            rows.append(
+                [
+                    "batched sampling vs HF generate per prompt",
+                    f"{sm['prompts']} prompts x {sm['n_samples']} samples",
+                    f"**~{sm['speedup_vs_generate']['median']:.1f}x** (HF extrapolated from {sm['hf_prompts']} prompts)",
+                    f"{sm['identical_reply_share']:.0%} of compared replies identical",
+                    _measured(r),
+                ]
             )
+    r = res.get("lm_eval_model_bank")
+    if r and not is_stale("lm_eval_model_bank", r):
+        rows.append(
+            [
+                "lm-eval `--model interp` vs `--model hf`",
+                f"{r['requests']} requests of {len(r['tasks'])} local tasks",
+                f"**{r['speedup_interp_vs_hf']['median']:.2f}x** (median of {r['timing']['interp']['n']})",
+                f"max |Δ log-lik| {r['max_abs_dll']:.1e}; is_greedy differing {r['greedy_flags_different']}",
+                _measured(r),
+            ]
+        )
+    r = res.get("sweep_overhead_pressure")
+    if r and not is_stale("sweep_overhead_pressure", r):
+        rows.append(
+            [
+                "a sweep's time outside the engine's forwards",
+                f"pressure, {r['max_items']} items, {len(r['models'])} models",
+                f"**{r['non_scoring_share']:.1%}** of wall time",
+                "",
+                _measured(r),
+            ]
+        )
     r = res.get("probes")
     if r:
         c = r["cache"]
-        parts = [f"{t} {x['timing']['median']:.1f} s" for t, x in r["targets"].items()]
-        lines.append(
-            f"Probing from the cache ({c['units']} units x {c['rows_per_unit']:,} rows x {c['d_model']}, "
-            f"{r['shuffles']} shuffles, no model): " + ", ".join(parts) + f" for all units (median) ({_date(r)})."
-        )
-    r = res.get("scaling")
-    if r and not is_stale("scaling", r):
-        sz = r["sizes"]
-        ks = sorted(sz, key=int)
-        lines.append(
-            "Scaling ("
-            + ", ".join(f"{k}x = {sz[k]['items']} items" for k in ks)
-            + "): time "
-            + " : ".join(f"{sz[k]['time_ratio_vs_1x']:.2f}" for k in ks)
-            + "; peak RSS "
-            + " / ".join(f"{sz[k]['peak_scoring_mb']:.0f}" for k in ks)
-            + " MiB."
+        rows.append(
+            [
+                f"probing from the cache, {r['shuffles']} shuffles, no model",
+                f"{c['units']} units x {c['rows_per_unit']:,} rows x {c['d_model']}",
+                ", ".join(f"{t} **{x['timing']['median']:.1f} s**" for t, x in r["targets"].items()),
+                "",
+                _measured(r),
+            ]
         )
     r = res.get("crash_suite")
     if r:
-        lines.append(
-            f"Crash suite: {r['kills']} SIGKILLs, {r['kills'] - r['failed']} resumes passed every check "
-            f"(tables byte-identical, units open, nothing recomputed) ({_date(r)})."
+        rows.append(
+            [
+                "SIGKILL during a sweep, then resume",
+                f"{r['kills']} kills",
+                f"**{r['kills'] - r['failed']}/{r['kills']}** resumes pass every check",
+                "tables byte-identical, nothing recomputed",
+                _measured(r),
+            ]
         )
     r = res.get("integrity_suite")
     if r and "summary" not in r.get("report", {}):
         cb, ct, lr = r["corrupted_body"], r["changed_tokenizer"], r["lock_race"]
         wl = r["worker_loss"]["rounds"]
-        lines.append(
-            f"Integrity suite: damaged unit bodies reported and recomputed {cb['recomputed']}/{cb['rounds']}; "
-            f"edited tokenizers recomputed {ct['tables_equal_fresh']}/{ct['rounds']}; Dask worker SIGKILLed "
-            f"1-{max(w['kills_done'] for w in wl)}x: identical tables "
-            f"{sum(w['tables_identical'] for w in wl)}/{len(wl)}, no hang; stale-lock race with 6 "
-            f"contenders: two holders in {lr['this']['trials_with_two_holders']}/{lr['this']['trials']} "
-            f"trials (previous lock: {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']}) ({_date(r)})."
+        rows.append(
+            [
+                "integrity: damaged units, edited tokenizers, worker loss, lock race",
+                f"{cb['rounds']} + {ct['rounds']} + {len(wl)} + {lr['this']['trials']} rounds",
+                f"recomputed **{cb['recomputed']}/{cb['rounds']}**, **{ct['tables_equal_fresh']}/{ct['rounds']}**; "
+                f"tables identical **{sum(w['tables_identical'] for w in wl)}/{len(wl)}**; two lock holders "
+                f"**{lr['this']['trials_with_two_holders']}/{lr['this']['trials']}**",
+                f"previous lock: two holders {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']}",
+                _measured(r),
+            ]
         )
-    lines += integrity_bytes_summary(res)
+    rows += integrity_bytes_summary(res)
     r = res.get("plan_741")
     if r:
-        lines.append(
-            f"Planning {r['tree']['checkpoints']} checkpoints "
-            f"({r['tree']['apparent_weight_bytes'] / 1e12:.1f} TB of weights, --dry-run): cold "
-            f"{r['cold_median_s']:.0f} s, warm {r['warm_median_s']:.0f} s (median of {r['repeats']}; "
-            f"{r['import_median_s']:.0f} s of it Python start-up) ({_date(r)})."
+        rows.append(
+            [
+                "planning with `--dry-run`",
+                f"{r['tree']['checkpoints']} checkpoints, {r['tree']['apparent_weight_bytes'] / 1e12:.1f} TB",
+                f"cold **{r['cold_median_s']:.0f} s**, warm **{r['warm_median_s']:.0f} s** (median of {r['repeats']})",
+                f"{r['import_median_s']:.0f} s of it Python start-up",
+                _measured(r),
+            ]
         )
-    for d in res.values():  # the hook: lines a results file states for itself
-        lines += [str(x) for x in d.get("report", {}).get("summary", [])]
-    return ["- " + ln for ln in lines]
+    for d in res.values():  # the hook: rows a results file states for itself
+        for line in d.get("report", {}).get("summary", []):
+            what, _, figure = str(line).partition(": ")
+            rows.append([what, "", figure, "", _measured(d)])
+    return rows
 
 
-def integrity_bytes_summary(res: dict) -> list[str]:
-    """Issue 23's headline figures (bench/integrity_suite.py --part bytes, bench/bench_hash.py)."""
-    lines = []
+def integrity_bytes_summary(res: dict) -> list[list[str]]:
+    """Issue 23's headline figures (integrity_suite --part bytes, content_hash_cost)."""
+    rows = []
     r = res.get("integrity_bytes")
     if r:
         t = r["totals"]
-        lines.append(
-            f"Integrity, issue 23: weight edits the sampled fingerprint cannot see caught {t['edits_caught']}/"
-            f"{t['edits_tried']} (untouched reruns recomputed {t['false_recomputes']}/{t['controls']}); a FIFO at "
-            f"every path read and the one-line cases: {t['command_cases_ok']}/{t['command_cases']} as expected, "
-            f"hangs {t['hangs']}, tracebacks {t['tracebacks']}."
+        rows.append(
+            [
+                "integrity: weight edits the sampled fingerprint cannot see; FIFOs and bad input",
+                f"{t['edits_tried']} edits, {t['command_cases']} command cases",
+                f"caught **{t['edits_caught']}/{t['edits_tried']}**; as expected **{t['command_cases_ok']}/"
+                f"{t['command_cases']}**, hangs {t['hangs']}, tracebacks {t['tracebacks']}",
+                f"untouched reruns recomputed {t['false_recomputes']}/{t['controls']}",
+                _measured(r),
+            ]
         )
     r = res.get("content_hash")
     if r:
         m = r["median"]
-        lines.append(
-            f"Content hash while loading ({r['model']}, {r['weight_bytes'] / 1e6:.0f} MB): {m['hash_s']:.2f} s, "
-            f"{100 * m['hash_over_load']:.1f} % of load + first forward (median of {r['repeats']}; target 5 %)."
+        rows.append(
+            [
+                "content hash while loading",
+                f"{r['model']}, {r['weight_bytes'] / 1e6:.0f} MB",
+                f"**{m['hash_s']:.2f} s**, {100 * m['hash_over_load']:.1f} % of load + first forward (target 5 %)",
+                "",
+                _measured(r),
+            ]
         )
-    return lines
+    return rows
 
 
 def derived_findings(res: dict) -> dict[str, list[str]]:
@@ -318,93 +334,105 @@ def derived_findings(res: dict) -> dict[str, list[str]]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--results-dir", type=Path, default=common.RESULTS)
-    ap.add_argument("--out", type=Path, default=common.ROOT / "BENCHMARKS.md")
-    ap.add_argument("--preliminary", default=None, help="reason the figures are preliminary (adds a banner)")
-    ap.add_argument(
-        "--machine-note",
-        default=None,
-        help="whether the machine was quiet, stated under Machine (default: bench/machine_note.md)",
+PRECISION_WORKLOADS = {"moral": "moral bank", "long": "long chat contexts", "cloze": "cloze"}
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "commands.md"  # its precision table is written here
+BLOCK = "<!-- precision table: written by `python -m bench report` from bench/results/precision_*.json -->"
+BLOCK_END = "<!-- end of precision table -->"
+
+
+def precision_table(res: dict) -> list[str]:
+    """docs/commands.md's one precision table: per kind and workload, the speed over float32 (median,
+    range over interleaved rounds; wall clock, then the process's CPU seconds, which count less of
+    other jobs' share of a loaded machine) and the error (max |ΔP|, flips), with the tie guard by default."""
+    measured = {w: res[f"precision_{w}"] for w in PRECISION_WORKLOADS if f"precision_{w}" in res}
+    if not measured:
+        return ["(no precision_*.json in bench/results: run `python -m bench precision_speed_and_error`)"]
+    kinds = list(dict.fromkeys(k for d in measured.values() for k in d["precision"]))
+    rows = []
+    for k in kinds:
+        cells = []
+        for d in measured.values():
+            if k not in d["precision"]:
+                cells.append("-")
+                continue
+            sp, cpu, pr = d["speedup"][k], d["cpu_speedup"][k], d["precision"][k]
+            cells.append(
+                f"**{sp['median']:.2f}x** ({sp['min']:.2f}-{sp['max']:.2f}), CPU {cpu['median']:.2f}x "
+                f"({cpu['min']:.2f}-{cpu['max']:.2f}); max |ΔP| {pr['max_abs_dp']:.2g}, "
+                f"{pr['argmax_flips']} of {pr['prompts']} flipped"
+            )
+        rows.append([f"`{k}`" if ", no guard" not in k else f"`{k.split(',')[0]}`, `--tie-guard 0`", *cells])
+    notes = [
+        f"{PRECISION_WORKLOADS[w]}: {d['what']}; {d['timing']['float32']['n']} rounds, 1-minute load "
+        f"{min(la[0] for la in d['loadavg_rounds']):.1f}-{max(la[0] for la in d['loadavg_rounds']):.1f} on "
+        f"{d['meta']['threads']} threads of {d['meta']['cpu']} ({_date(d)[:10]}; `{d['report']['rerun']}`)."
+        for w, d in measured.items()
+    ]
+    return _table(["`--dtype`", *(PRECISION_WORKLOADS[w] for w in measured)], rows) + [""] + notes
+
+
+def update_docs(path: Path, table: list[str]) -> bool:
+    """Replace the block between BLOCK and BLOCK_END in `path` with `table`; False if it has no block."""
+    text = path.read_text() if path.is_file() else ""
+    if BLOCK not in text:
+        return False
+    head, rest = text.split(BLOCK, 1)
+    _, tail = rest.split(BLOCK_END, 1)
+    from interp.core.atomic import atomic_write_text
+
+    atomic_write_text(path, head + BLOCK + "\n" + "\n".join(table) + "\n" + BLOCK_END + tail)
+    return True
+
+
+def section_meta(d: dict) -> list[str]:
+    """The small table under a section's title: when, where, under what load, at which commit, how."""
+    m = d["meta"]
+    return _table(
+        ["measured", "machine", "threads", "1-min load at start", "commit", "this run"],
+        [[_date(d), m.get("cpu"), m.get("threads"), _load(d), m.get("git"), f"`{m.get('command')}`"]],
     )
-    ap.add_argument(
-        "--notes",
-        type=Path,
-        default=common.BENCH / "NOTES.md",
-        help="hand-written observations appended verbatim, if the file exists",
-    )
-    args = ap.parse_args()
-    res = {}
-    for p in sorted(args.results_dir.glob("*.json")):
-        d = json.loads(p.read_text())
-        res[d["name"]] = d
-    if not res:
-        raise SystemExit(f"{args.results_dir}: no results (run bash bench/run_all.sh)")
+
+
+def software(metas: list[dict]) -> list[str]:
+    """One row per distinct set of library versions the sections ran with."""
+    keys = ("python", "torch", "transformers", "numpy", "scikit-learn", "h5py", "lm-eval")
+    seen: dict[tuple, int] = {}
+    for m in metas:
+        k = tuple(str(m.get(x)) for x in keys)
+        seen[k] = seen.get(k, 0) + 1
+    return _table([*keys, "sections"], [[*k, n] for k, n in seen.items()])
+
+
+def render(res: dict, *, preliminary: str | None = None, notes: str | None = None) -> str:
+    """BENCHMARKS.md from the results files (name -> parsed JSON)."""
     live = {n: d for n, d in res.items() if not is_stale(n, d)}
     stale = {n: d for n, d in res.items() if is_stale(n, d)}
     lines = ["# Benchmarks", ""]
-    if args.preliminary:
+    if preliminary:
         lines += [
-            f"> **Preliminary figures.** {args.preliminary} Regenerate them on a quiet machine with "
+            f"> **Preliminary figures.** {preliminary} Regenerate them on a quiet machine with "
             "`bash bench/run_all.sh` (which rewrites this file).",
             "",
         ]
+    lines += ["## Summary", ""] + _table(SUMMARY_COLUMNS, summary(live)) + [""]
     lines += [
-        "Generated by `python bench/report.py` from `bench/results/*.json`; each section says how to rerun its "
-        "script. `bash bench/run_all.sh` runs every benchmark (5 repeats, 2 threads; about 25 minutes on two quiet "
-        "cores) and regenerates this page. These are scripts, not timed tests.",
-        "",
-        "Conventions: times are the median (min-max) of the stated number of runs, model loading excluded. "
-        "A speedup `a/b` is the ratio of medians; `min/min` is the ratio of the fastest runs, the figure least "
-        "disturbed by other load. When several methods are compared, their runs are interleaved (run r of each, "
-        "then run r+1), so slow drift of a shared machine affects them alike.",
+        "Generated by `python -m bench report` from `bench/results/*.json`; each section gives the command that "
+        "reruns it (`python -m bench --list` names every benchmark; `bash bench/run_all.sh` runs them all and "
+        "regenerates this page). Times are the median (min-max) of the stated runs, model loading excluded; a "
+        "speed-up is the ratio of medians, `min/min` that of the fastest runs. Methods compared in one section run "
+        "interleaved (run r of each, then run r+1), so the drift of a shared machine hits them alike; each section "
+        "gives the 1-minute load average at its start (2 cores: near 0 is quiet).",
         "",
     ]
-    metas = [d["meta"] for d in live.values()]
-    m0 = metas[0]
-    loads = [x for d in metas for x in ([d.get("loadavg_start")] + [d.get("loadavg")]) if x]
-    lines += ["## Machine", ""]
-    note = args.machine_note
-    if note is None and MACHINE_NOTE.is_file():
-        note = MACHINE_NOTE.read_text().strip()
-    if note:
-        lines += [note, ""]
-    lines += _table(
-        ["field", "value"],
-        [
-            ["CPU (by section below)", "; ".join(sorted({str(d.get("cpu")) for d in metas}))],
-            ["cores visible", m0.get("cores_visible")],
-            ["threads used", ", ".join(sorted({str(d.get("threads")) for d in metas}))],
-            ["python / torch / transformers", f"{m0.get('python')} / {m0.get('torch')} / {m0.get('transformers')}"],
-            [
-                "numpy / scikit-learn / h5py / lm-eval",
-                f"{m0.get('numpy')} / {m0.get('scikit-learn')} / {m0.get('h5py')} / {m0.get('lm-eval')}",
-            ],
-            ["git commit", ", ".join(sorted({str(d.get("git")) for d in metas}))],
-            ["dates", f"{min(d['date'] for d in metas)} .. {max(d['date'] for d in metas)}"],
-            [
-                "1-min load average at start/end of the scripts",
-                f"{min(x[0] for x in loads):.2f} .. {max(x[0] for x in loads):.2f}" if loads else "n/a",
-            ],
-        ],
-    )
-    lines += ["", "## Summary", ""] + summary(live) + [""]
     derived = derived_findings(live)
     for name, d in sorted(live.items(), key=lambda kv: kv[1].get("report", {}).get("order", 99)):
         rep = d.get("report")
         if not rep:
             continue
-        lines += [
-            f"## {rep['title']}",
-            "",
-            f"Measured {_date(d)} on {d['meta'].get('cpu')}, {d['meta'].get('threads')} thread(s) "
-            f"(git {d['meta'].get('git')}; 1-min load average at start "
-            f"{_load(d)}). " + rep.get("what", ""),
-            "",
-            f"Rerun: `{rep['rerun']}` (this run: `{d['meta'].get('command')}`)",
-            "",
-        ]
+        lines += [f"## {rep['title']}", ""] + section_meta(d) + [""]
+        if rep.get("what"):
+            lines += [rep["what"], ""]
+        lines += [f"Rerun: `{rep['rerun']}`", ""]
         dropped = False
         for t in rep.get("tables", []):
             rows = [r for r in t["rows"] if not _superseded(name, r[0], live)]
@@ -439,12 +467,45 @@ def main() -> None:
             if d.get("report")
         ]
         lines.append("")
-    if args.notes.exists():
-        lines += [args.notes.read_text().rstrip(), ""]
+    if live:
+        lines += ["## Software", ""] + software([d["meta"] for d in live.values()]) + [""]
+    if notes:
+        lines += [notes.rstrip(), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def read_results(results_dir: Path) -> dict:
+    res = {}
+    for p in sorted(Path(results_dir).glob("*.json")):
+        d = json.loads(p.read_text())
+        if "docs_page" not in d:  # a benchmark with its own page (view.json: docs/view.md) is not a section here
+            res[d["name"]] = d
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench report", description=__doc__.splitlines()[0])
+    ap.add_argument("--results-dir", type=Path, default=common.RESULTS)
+    ap.add_argument("--out", type=Path, default=common.ROOT / "BENCHMARKS.md")
+    ap.add_argument("--preliminary", default=None, help="reason the figures are preliminary (adds a banner)")
+    ap.add_argument(
+        "--notes",
+        type=Path,
+        default=common.BENCH / "NOTES.md",
+        help="hand-written observations appended verbatim, if the file exists",
+    )
+    ap.add_argument("--docs", type=Path, default=DOCS, help="where the precision table goes (its marked block)")
+    args = ap.parse_args()
+    res = read_results(args.results_dir)
+    if not res:
+        raise SystemExit(f"{args.results_dir}: no results (run bash bench/run_all.sh)")
+    notes = args.notes.read_text() if args.notes.exists() else None
     from interp.core.atomic import atomic_write_text
 
-    atomic_write_text(args.out, "\n".join(lines).rstrip() + "\n")
+    atomic_write_text(args.out, render(res, preliminary=args.preliminary, notes=notes))
     print(f"wrote {args.out}", file=sys.stderr)
+    if args.docs and update_docs(args.docs, precision_table(res)):
+        print(f"wrote the precision table in {args.docs}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ ScoringConfig, variants space_case, one residual layer) on a 1-layer, width-16 r
 that carries that tokenizer: the backend is wrapped to record every forward (rows, padded
 width, cached prefix length, real tokens, read positions). The same run is repeated with
 prefix reuse off. FLOPs for the paper's models are then those recorded shapes x the model's
-dense weights, attention and unembedding at read positions (bench_flops.Shape).
+dense weights, attention and unembedding at read positions (bench.flop_counts.Shape).
 
 GPU time is an ESTIMATE: no GPU was measured. Throughput = (the fraction of the CPU's fp32
 matmul rate the engine achieved in bench/results/flops.json) x --gpu-peak-tflops; weight
@@ -16,20 +16,18 @@ loading at --disk-gbps; sampled decoding bound below by reading all weights once
 at --hbm-tbps.
 
 Rerun:
-    python bench/scale_workload.py --tokenizers models/smollm2-135m-instruct,models/gemma3-270m
+    python -m bench scale_workload --tokenizers models/smollm2-135m-instruct,models/gemma3-270m
 """
 
 from __future__ import annotations
 
 import json
 import math
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common
-from bench_flops import Recorder, Shape, runner_counts
+from bench import common
+from bench.flop_counts import Recorder, Shape, runner_counts
 
 # Public configs (Hugging Face config.json of each model); dense = every Linear in the decoder
 # stack (attention + MLP), i.e. all weights but the embedding and the LM head.
@@ -68,22 +66,13 @@ MODELS = {
 PAPER = {"checkpoints": 741, "items": 240, "conditions": 16}
 
 
-def template16(template):
-    from interp.studies.base import Template
-
-    data = dict(template.data)
-    data["challenges"] = dict(list(data["challenges"].items())[:3])
-    data["neutral"] = dict(list(data["neutral"].items())[:3])
-    return Template(name=template.name + "-16", data=data, hash="", source=template.source)
-
-
 def record_bank(lm, rec, bank_ref: str, reuse: bool) -> dict:
     from interp.runner.scoring import ScoringConfig, score_options
     from interp.studies.base import load_template
     from interp.studies.pressure import build_trials, load_pressure_bank
 
     bank = load_pressure_bank(bank_ref)
-    tmpl = template16(load_template("pressure_v1"))
+    tmpl = common.template16(load_template("pressure_v1"))
     trials, first = build_trials(bank, tmpl, lm.tokenizer)
     assert len(trials) == PAPER["conditions"] * len(bank)
     verdicts = list(tmpl.data["verdicts"][bank.items["domain"].iloc[0]])
@@ -114,7 +103,7 @@ def main() -> None:
     common.setup(args.threads)
 
     import interp
-    from interp.loading import load_tokenizer
+    from interp.model.loading import load_tokenizer
     from interp.testing import build_tiny_arch
 
     flops_json = json.loads((common.RESULTS / "flops.json").read_text())

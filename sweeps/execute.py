@@ -121,6 +121,8 @@ def run_checkpoint_units(
             guard = {
                 "tie_guard": tie_guard_in_force(lm.dtype, cfg.scoring.tie_guard),
                 "tie_guarded": audit.guarded,
+                # what the precision bought: its realised speed-up over float32 and where the time went
+                **{f"precision_{k}": v for k, v in audit.timing().items()},
             }
             if lm.dtype in MEDIUM_DTYPES and lm.device_class in ("cpu", "cuda"):
                 # what "medium" did on the machine that scored the unit (mixed-bf16-medium's layout

@@ -15,7 +15,17 @@ from typing import Sequence
 import pandas as pd
 
 from analyses.io import write_table
-from analyses.precision import PRECISION_COLUMNS, describe_bounds, summarize_sample, within_bounds
+from analyses.precision import (
+    PRECISION_COLUMNS,
+    SPEEDUP_FLOOR,
+    TIMING_COLUMNS,
+    below_floor,
+    describe_bounds,
+    describe_sweep,
+    summarize_sample,
+    sweep_summary,
+    within_bounds,
+)
 
 PRECISION_FILE = "precision.csv"
 PRECISION_TABLE = "precision_sample"
@@ -37,6 +47,8 @@ def precision_rows(units: Sequence) -> pd.DataFrame:
             "tie_guard": float(unit.attrs.get("tie_guard", 0.0)),
             "tie_guarded": int(unit.attrs.get("tie_guarded", 0)),
             "medium_operand_error": float(unit.attrs.get("medium_operand_error", float("nan"))),
+            # written by units since issue 50 (PrecisionAudit.timing); older units: NaN
+            **{k: float(unit.attrs.get(f"precision_{k}", float("nan"))) for k in TIMING_COLUMNS},
         }
         sample = unit.tables.get(PRECISION_TABLE)
         if sample is None:  # written before units measured their precision
@@ -48,15 +60,19 @@ def precision_rows(units: Sequence) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(PRECISION_COLUMNS))
 
 
-def write_precision(units: Sequence, results_dir: Path) -> pd.DataFrame | None:
+def write_precision(units: Sequence, results_dir: Path, floor: float = SPEEDUP_FLOOR) -> pd.DataFrame | None:
     """Write precision.csv into `results_dir` when any unit ran in a reduced precision; log a
-    warning per unit above the bounds. Returns the table (None: nothing reduced)."""
+    warning per unit above the bounds, and what the sweep bought ('this sweep: 1.13x float32, ...'):
+    a warning that suggests float32 when its speed-up is below `floor`. Returns the table (None:
+    nothing reduced)."""
     table = precision_rows(units)
     path = Path(results_dir) / PRECISION_FILE
     if table.empty:
         path.unlink(missing_ok=True)
         return None
     write_table(table, path, columns=PRECISION_COLUMNS, sort=("study", "checkpoint", "bank"))
+    summary = sweep_summary(table)
+    (log.warning if below_floor(summary, floor) else log.info)("precision: %s", describe_sweep(summary, floor))
     for row in table.itertuples(index=False):
         if not row.within_bounds:
             log.warning(

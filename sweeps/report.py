@@ -360,7 +360,7 @@ def _token_mean_only_lines(check: pd.DataFrame) -> list[str]:
 def _precision_lines(results: Path) -> list[str]:
     """Beside the headline tables: what a reduced precision cost (sweeps.precision), with a
     warning naming every unit above the bounds."""
-    from analyses.precision import describe_bounds
+    from analyses.precision import below_floor, describe_bounds, describe_sweep, sweep_summary
 
     path = results / "precision.csv"
     if not path.is_file():
@@ -377,6 +377,11 @@ def _precision_lines(results: Path) -> list[str]:
         "off).",
         "",
     ]
+    summary = sweep_summary(df)
+    line = describe_sweep(summary)
+    line = line[0].upper() + line[1:] + "."
+    # `speedup`: float32's time over this precision's for each unit's scoring, tie guard and audit included
+    lines += [f"**Warning: {line}**" if below_floor(summary) else line, ""]
     bad = df[~df["within_bounds"].astype(str).str.lower().isin(("true", "1"))]
     unmeasured = df[df["n"] == 0]
     if len(bad):

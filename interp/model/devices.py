@@ -18,6 +18,42 @@ DTYPES: dict[str, torch.dtype] = {
     "float32-medium": torch.float32,
     "mixed-bf16-medium": torch.float32,
 }
+# Offered in --help (issue 50): float32, and the reduced kinds that paid on some workload measured on
+# a named machine kind (BENCHMARKS.md, "Precision kinds"; docs/commands.md, Precision). The others
+# stay accepted, so units computed at them stay valid, and --help gives each one line (HIDDEN; the
+# same words in interp.studies.base.RunConfig.dtype, which may not import torch).
+OFFERED: tuple[str, ...] = ("float32", "float32-medium", "mixed-bf16-medium", "mixed-bf16")
+HIDDEN: dict[str, str] = {
+    "bfloat16": "verdicts moved beyond the audit's bounds, no tie guard",
+    "float16": "no fast float16 matmul on the project's CPUs; not measured on a GPU",
+}
+
+
+def bf16_matmul_supported() -> bool:
+    """Whether this CPU has a native bf16 matmul path (AVX-512 BF16 or AMX, as oneDNN reports it)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def no_gain_reason(name: str, device: str) -> str | None:
+    """Why a user cannot benefit from `--dtype name` on `device` (None: they may; measure it).
+
+    On a CPU without a native bf16 matmul path, "medium" computes float32 and bf16 operands are
+    emulated, so no reduced kind can be faster than float32; float16 has no fast CPU matmul."""
+    torch_dtype(name)  # unknown name: one-line ConfigError
+    if name in HIDDEN:
+        return HIDDEN[name]
+    if name == "float32" or not device.startswith("cpu") or bf16_matmul_supported():
+        return None
+    return "this CPU has no native bf16 matmul (AVX-512 BF16 or AMX): no faster than float32 here"
+
+
+def kinds_here(device: str) -> tuple[list[str], dict[str, str]]:
+    """(--dtype kinds worth trying on `device`, {hidden kind: why}): OFFERED less those this device
+    cannot speed up, and every hidden kind with its reason."""
+    hidden = {n: r for n in DTYPES if (r := no_gain_reason(n, device)) is not None}
+    return [n for n in OFFERED if n not in hidden], hidden
+
+
 # reduced precisions whose model keeps float32 weights and switches to float32 in place: the
 # precision audit's reference is the same model, and the tie guard (ScoringConfig.tie_guard) applies
 SWITCHABLE: tuple[str, ...] = tuple(n for n, d in DTYPES.items() if d == torch.float32 and n != "float32")

@@ -61,7 +61,7 @@ class OrganismConfig:
     dpo_beta: float = 0.1
     # "mixed-bf16": every training step under bf16 autocast (matmuls in bf16; weights, LoRA
     # parameters, optimizer state and saved checkpoints float32): 1.96x float32 per step in one
-    # 2-thread process on this AVX512-BF16 CPU (bench/bench_train_precision.py); with trl's own
+    # 2-thread process on this AVX512-BF16 CPU (python -m bench training_step_precision); with trl's own
     # loss only ~1.3x in the real build (its float32 LM head), hence sft_loss.py (v10 route SFT
     # 896 s for 192 steps vs v9 1,613 s); "float32": no autocast (v1-v8)
     train_precision: str = "mixed-bf16"

@@ -293,7 +293,7 @@ def make_medium(model: torch.nn.Module) -> int:
 # are half of a block's FLOPs; their outputs pass through the activation and the gate's product
 # before the down projection, and rounding them moved verdicts least of the splits tried (ad-hoc,
 # one run each: the whole MLP in bf16 max |dP| 0.022, 4 flips; every matmul but the keys max 0.037).
-# Measured at bank size: BENCHMARKS.md, "Precisions" (`python bench/bench_precisions.py`).
+# Measured at bank size: BENCHMARKS.md, "Precisions" (`python -m bench precision_speed_and_error`).
 MLP_PARENTS = ("mlp", "feed_forward", "ffn")
 
 

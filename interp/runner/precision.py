@@ -11,13 +11,20 @@ The float32 reference is the same model with its bf16 copies switched off for `m
 (nothing loaded twice), and the checkpoint loaded again in float32 for plain bfloat16 / float16
 (kept for the model's lifetime). The pairs go to `audit.table()` (analyses.precision
 SAMPLE_COLUMNS), which a sweep stores in the unit and summarizes into OUT/results/precision.csv.
+
+What the precision bought (`audit.timing()`): the sample is scored twice on the same prompts, in
+the run's precision and in float32, each pass timed; their ratio, applied to the time the audited
+calls spent in their own precision (the tie guard's float32 re-scores taken out), estimates what
+float32 would have taken, and the realised speed-up is that estimate over everything the calls
+cost: their passes, the tie guard and the audit itself (precision.csv's `speedup`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -74,6 +81,14 @@ class PrecisionAudit:
     rows: list[tuple] = field(default_factory=list)
     guarded: int = 0  # prompts the tie guard re-scored in float32 (scoring.score_options)
     option_prompts: int = 0  # prompts scored by score_options in all
+    # seconds (see the module doc): the audited calls (tie guard included), the guard alone, the
+    # audit's two passes over the sample, and each pass alone
+    calls_s: float = 0.0
+    guard_s: float = 0.0
+    audit_s: float = 0.0
+    sample_reduced_s: float = 0.0
+    sample_fp32_s: float = 0.0
+    clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
     _pending: list[_Call] = field(default_factory=list, repr=False)
 
     def sample(self, n: int) -> np.ndarray:
@@ -85,13 +100,36 @@ class PrecisionAudit:
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=list(SAMPLE_COLUMNS))
 
-    def options(self, prompts, options, logp: np.ndarray, cfg, hooks, score, guarded: int = 0) -> None:
+    def options(
+        self, prompts, options, logp: np.ndarray, cfg, hooks, score, guarded: int = 0, seconds=0.0, guard_seconds=0.0
+    ) -> None:
+        """Record a score_options call: its `seconds` (tie guard included) and the guard's."""
         self.guarded += int(guarded)
         self.option_prompts += len(prompts)
+        self.calls_s += seconds
+        self.guard_s += guard_seconds
         self._record("options", list(prompts), logp, list(options), cfg, hooks, score)
 
-    def continuations(self, items, sum_logp: np.ndarray, cfg, hooks, score) -> None:
+    def continuations(self, items, sum_logp: np.ndarray, cfg, hooks, score, seconds=0.0) -> None:
+        self.calls_s += seconds
         self._record("continuations", list(items), sum_logp, None, cfg, hooks, score)
+
+    def timing(self) -> dict[str, float]:
+        """What the precision bought (module doc): scoring_s (the calls and the audit), float32_s
+        (the estimate), speedup (float32_s / scoring_s), tie_guard_s, audit_s, sample_speedup (float32
+        over this precision on the sample's prompts). NaN where nothing was timed."""
+        nan = float("nan")
+        ratio = self.sample_fp32_s / self.sample_reduced_s if self.sample_reduced_s > 0 else nan
+        scoring = self.calls_s + self.audit_s
+        float32 = (self.calls_s - self.guard_s) * ratio if self.calls_s > 0 else nan
+        return {
+            "speedup": float32 / scoring if scoring > 0 else nan,
+            "scoring_s": scoring if self.calls_s > 0 else nan,
+            "float32_s": float32,
+            "tie_guard_s": self.guard_s if self.calls_s > 0 else nan,
+            "audit_s": self.audit_s if self.calls_s > 0 else nan,
+            "sample_speedup": ratio,
+        }
 
     def _record(self, kind, inputs, values, options, cfg, hooks, score) -> None:
         idx = self.sample(len(inputs))
@@ -113,20 +151,30 @@ class PrecisionAudit:
         self._pending.clear()
 
     def _measure(self, c: _Call, idx: np.ndarray) -> None:
-        """Re-score prompts `idx` of call `c` in float32 and add the pairs to `rows`."""
-        if not len(idx):
+        """Score prompts `idx` of call `c` again, in its precision and in float32 (each pass timed:
+        `timing`), and add the pairs (the call's own numbers, float32's) to `rows`."""
+        same = _switchable(self.lm)
+        if not len(idx) or (c.hooks is not None and not same):
+            return  # a steered run against an unsteered copy would measure the steering
+        if not same:
+            _float32_copy(self.lm)  # loaded once, outside the timed passes
+        inputs = [c.inputs[i] for i in idx]
+        with rescoring(self.lm):  # neither pass is guarded or sampled
+            t0 = self.clock()
+            _again(c, self.lm, inputs)
+            t1 = self.clock()
+            with float32_reference(self.lm) as (ref, _):
+                out = _again(c, ref, inputs)
+            t2 = self.clock()
+        self.sample_reduced_s += t1 - t0
+        self.sample_fp32_s += t2 - t1
+        self.audit_s += t2 - t0
+        if c.kind == "options":
+            for r, i in enumerate(idx):
+                for k in range(len(c.options)):
+                    self.rows.append((c.number, "options", int(i), k, float(c.values[i, k]), float(out.logp[r, k])))
             return
-        with rescoring(self.lm), float32_reference(self.lm) as (ref, same):
-            if c.hooks is not None and not same:
-                return  # a steered run against an unsteered copy would measure the steering
-            hooks = c.hooks if same else None
-            if c.kind == "options":
-                ref_logp = c.score(ref, [c.inputs[i] for i in idx], c.options, cfg=_plain(c.cfg), hooks=hooks).logp
-                for r, i in enumerate(idx):
-                    for k in range(len(c.options)):
-                        self.rows.append((c.number, "options", int(i), k, float(c.values[i, k]), float(ref_logp[r, k])))
-                return
-            ref_sum = c.score(ref, [c.inputs[i] for i in idx], cfg=_plain(c.cfg), hooks=hooks).sum_logp
+        ref_sum = out.sum_logp
         starts = np.cumsum([0] + [len(cont) for _, cont in c.inputs])
         j = 0
         for i in idx:
@@ -140,6 +188,13 @@ class PrecisionAudit:
 def _plain(cfg):
     """The same scoring, without residual capture or a progress bar (speed only, never numbers)."""
     return replace(cfg, capture_all_positions=False, progress=False)
+
+
+def _again(c: _Call, lm: LoadedModel, inputs: list):
+    """Call `c`'s scoring of `inputs` on `lm` (without residuals: their cost is not the precision's)."""
+    if c.kind == "options":
+        return c.score(lm, inputs, c.options, cfg=_plain(c.cfg), hooks=c.hooks)
+    return c.score(lm, inputs, cfg=_plain(c.cfg), hooks=c.hooks)
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ float32 products; oneDNN's AMX kernels and GPUs with a bf16 path may round. The 
 rounds both operands to bf16 (round to nearest even, as the hardware converts) and multiplies the
 rounded values in float32. A product of two bf16 numbers is exact in float32 (8 + 8 significant bits),
 so this is such a kernel up to the order of its float32 sums. Speed is not emulated: only what the
-numbers would be. Used by `bench/bench_emulated_medium.py` and the tests of the fallback in
+numbers would be. Used by `python -m bench medium_bf16_operands_error` and the tests of the fallback in
 `interp.runner.mixed.make_mixed_medium`.
 """
 

@@ -9,6 +9,7 @@ scored and the context is never re-tokenized differently from how the model sees
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -185,6 +186,7 @@ def score_options(
         ``logp`` and ``probs`` (renormalized over the options) [n_prompts, n_options], ``resid``
         {layer: [n_prompts, d_model]}, token counts.
     """
+    t0 = time.perf_counter()  # the precision audit's timing (interp.runner.precision)
     tok = lm.tokenizer
     layers = _resolve_layers(lm, layers)
     if len(options) < 2:
@@ -264,11 +266,23 @@ def score_options(
     if layers and cfg.capture_all_positions:
         resid = {layer: [results[i].resid[layer] for i in base_of] for layer in layers}
     # a switchable reduced precision: near-ties scored again in float32 (interp.runner.precision.TIE_GUARD)
+    t_guard = time.perf_counter()
     guarded = guard_ties(lm, prompts, options, logp, resid, layers, cfg, hooks, score_options)
+    t_end = time.perf_counter()
     probs = np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
     audit = active_audit(lm)
     if audit is not None:  # a reduced-precision run: re-score a sample in float32 (interp.runner.precision)
-        audit.options(prompts, options, logp, cfg, hooks, score_options, guarded=len(guarded))
+        audit.options(
+            prompts,
+            options,
+            logp,
+            cfg,
+            hooks,
+            score_options,
+            guarded=len(guarded),
+            seconds=t_end - t0,
+            guard_seconds=t_end - t_guard,
+        )
     return OptionScores(logp=logp, probs=probs, resid=resid, n_tokens=n_tokens, tie_guarded=guarded)
 
 
@@ -306,6 +320,7 @@ def score_continuations(
         ``sum_logp``, ``mean_logp``, ``token_logp`` and ``n_tokens`` per continuation, ``resid``
         {layer: [n_continuations, d_model]}.
     """
+    t0 = time.perf_counter()
     tok = lm.tokenizer
     layers = _resolve_layers(lm, layers)
     seqs: list[Seq] = []
@@ -332,5 +347,5 @@ def score_continuations(
             resid = _stack(results, layers, range(len(results)))
     audit = active_audit(lm)
     if audit is not None:
-        audit.continuations(items, sums, cfg, hooks, score_continuations)
+        audit.continuations(items, sums, cfg, hooks, score_continuations, seconds=time.perf_counter() - t0)
     return ContinuationScores(token_logp=token_logp, sum_logp=sums, mean_logp=sums / n, n_tokens=n, resid=resid)

@@ -54,9 +54,13 @@ class RunConfig:
     device: str = opt("cpu", "cpu, cuda, cuda:N or auto (cuda when available)")
     dtype: str = opt(
         "float32",
-        "weights and activations (log-softmax stays float32); mixed-bf16: matmuls in bf16, the rest float32; "
-        "float32-medium: float32 at torch's medium matmul precision; mixed-bf16-medium: float32-medium with the "
-        "MLP's gate/up projections in bf16",
+        "float32: the numbers to publish. May be faster on CPUs with AVX-512 BF16 or AMX, at the cost results/precision.csv "
+        "measures: float32-medium (float32 at torch's medium matmul precision), mixed-bf16-medium (float32-medium "
+        "with the MLP's gate/up in bf16), mixed-bf16 (matmuls in bf16, the rest float32); what they buy depends on "
+        "the workload (less on long chat contexts): read precision.csv's speedup (docs/commands.md, Precision). "
+        "Hidden, still accepted: "
+        "bfloat16 (verdicts moved beyond the audit's bounds, no tie guard); "
+        "float16 (no fast float16 matmul on the project's CPUs; not measured on a GPU)",
         # interp.model.devices.DTYPES' names, spelled out: importing it would pull torch into the torch-free
         # cache readers (tests/integration/test_torch_free.py); tests/unit/test_mixed_precision.py holds the two equal
         choices=("float32", "bfloat16", "float16", "mixed-bf16", "float32-medium", "mixed-bf16-medium"),

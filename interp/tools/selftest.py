@@ -291,8 +291,11 @@ def run_selftest(
     prec = precision(dtype, device)
     for line in environment():
         echo(line)
-    from interp.model.devices import MEDIUM_DTYPES
+    from interp.model.devices import MEDIUM_DTYPES, kinds_here
 
+    offered, hidden = kinds_here(device)
+    echo(f"--dtype kinds worth measuring on {device}: {', '.join(offered)}")
+    echo("hidden here: " + "; ".join(f"{n} ({why})" for n, why in hidden.items()))
     if dtype in MEDIUM_DTYPES:
         echo(describe_medium(device))
     echo(f"selftest on {device}, {dtype} ({prec.describe()})")

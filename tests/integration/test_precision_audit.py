@@ -15,7 +15,15 @@ import pytest
 from cache import Store, read_unit
 
 from _tolerance import option_bounds
-from analyses.precision import BOUNDS, summarize_sample, within_bounds
+from analyses.precision import (
+    BOUNDS,
+    SPEEDUP_FLOOR,
+    below_floor,
+    describe_sweep,
+    summarize_sample,
+    sweep_summary,
+    within_bounds,
+)
 from interp.runner.options import ScoringConfig
 from interp.studies.base import RunConfig
 from sweeps.api import run_sweep
@@ -69,9 +77,19 @@ def test_clean_mixed_sweep_measures_itself_without_warning(tiny_models, tmp_path
     assert np.isnan(prec["medium_operand_error"].item())  # no "medium" matmul in mixed-bf16
     unit = read_unit(Store(tmp_path / "mixed" / "cache").units("pressure")[0])
     assert not unit.tables["trials"]["tie_guarded"].any() and not unit.tables["first_turn"]["tie_guarded"].any()
-    assert "precision:" not in caplog.text
+    assert "exceed" not in caplog.text and "against float32 (bounds" not in caplog.text  # no unit above the bounds
     report = (tmp_path / "mixed" / "report.md").read_text()
-    assert "Precision of this run against float32" in report and "Warning" not in report
+    assert "Precision of this run against float32" in report and "exceed the bounds" not in report
+    # what it bought, timed: float32's estimate over everything this precision's scoring cost
+    t = prec.iloc[0]
+    assert t["scoring_s"] > t["audit_s"] > 0 and t["float32_s"] > 0 and t["sample_speedup"] > 0
+    assert t["speedup"] == pytest.approx(t["float32_s"] / t["scoring_s"], rel=1e-9)
+    line = f"This sweep: {t['speedup']:.2f}x float32, |dP| mean"
+    assert line in report
+    # a tiny model's 62 prompts, half of them re-scored by the audit: below the floor, said so in the
+    # log (a warning) and the report; above it, neither would
+    assert ("precision: this sweep:" in caplog.text) == (t["speedup"] < SPEEDUP_FLOOR)
+    assert (t["speedup"] < SPEEDUP_FLOOR) == ("below the 1.2x floor" in report) == ("**Warning: This sweep" in report)
     # float32: no sample, no precision.csv
     _sweep(tiny_models["llama"], tmp_path / "fp32", "float32")
     assert not (tmp_path / "fp32" / "results" / "precision.csv").exists()
@@ -184,3 +202,81 @@ def test_the_sample_reaches_32_per_unit_not_per_call(tiny_models):
         for prompts in calls[:2]:
             score_options(lm, prompts[:5], ["yes", "no"], cfg=cfg)
     assert len(small.table()[["call", "index"]].drop_duplicates()) == 10 and len(small.table()) == 20
+
+
+class _Clock:
+    """A planted clock: the timed scoring passes advance it, nothing else does."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _planted_audit(lm, clock, reduced_cost, fp32_cost):
+    """An audit of one 40-prompt call that took 1000 s (100 s of it the tie guard), whose sample
+    passes advance `clock` by a planted cost per prompt: `fp32_cost` while the model computes
+    float32 (its mixed copies switched off), `reduced_cost` otherwise."""
+    from interp.runner.precision import PrecisionAudit
+    from interp.runner.scoring import score_options
+
+    state = lm.backend.precision_model._interp_mixed_state
+
+    def timed(model, prompts, *args, **kw):
+        out = score_options(model, prompts, *args, **kw)
+        clock.t += len(prompts) * (reduced_cost if state.on else fp32_cost)
+        return out
+
+    prompts = [f"Item {i}: is it wrong? FINAL:" for i in range(40)]
+    audit = PrecisionAudit(lm=lm, clock=clock)
+    logp = score_options(lm, prompts, ["wrong", "fine"], cfg=ScoringConfig(tie_guard=0)).logp
+    audit.options(prompts, ["wrong", "fine"], logp, ScoringConfig(), None, timed, seconds=1000.0, guard_seconds=100.0)
+    audit.finish()
+    return audit
+
+
+def test_speed_bought_from_a_planted_clock(tiny_models):
+    """float32 planted at 3 s a prompt, this precision at 1 s: the sample's ratio is 3 exactly, the
+    estimate of float32 is the call's own passes (1000 - 100 s) x 3, and the realised speed-up
+    counts the guard and the audit's 32 x (1 + 3) s. Control: equal costs give ratio 1 and a
+    speed-up below the floor, which the sweep's line then says."""
+    import interp
+
+    lm = interp.load(tiny_models["llama"], dtype="mixed-bf16")
+    t = _planted_audit(lm, _Clock(), 1.0, 3.0).timing()
+    assert t["sample_speedup"] == 3.0 and t["audit_s"] == 32 * 4.0 and t["tie_guard_s"] == 100.0
+    assert t["float32_s"] == 900.0 * 3 and t["scoring_s"] == 1000.0 + 128.0
+    assert t["speedup"] == pytest.approx(2700 / 1128, rel=1e-12)
+    same = _planted_audit(lm, _Clock(), 1.0, 1.0).timing()
+    assert same["sample_speedup"] == 1.0 and same["speedup"] == pytest.approx(900 / 1064, rel=1e-12)
+    rows = pd.DataFrame([{**t, "n": 32, "mean_abs_dp": 0.004, "max_abs_dp": 0.03, "argmax_flips": 0}])
+    assert not below_floor(sweep_summary(rows)) and "floor" not in describe_sweep(sweep_summary(rows))
+    slow = sweep_summary(rows.assign(**same))
+    assert (
+        below_floor(slow)
+        and "below the 1.2x floor" in describe_sweep(slow)
+        and "--dtype float32" in describe_sweep(slow)
+    )
+
+
+def test_sweep_summary_weights_units_by_their_sample():
+    # two units: planted seconds and errors; the sweep's speed-up is summed float32 over summed scoring
+    # seconds (not the mean of the units' ratios), its mean |dP| weighted by each unit's sample
+    rows = pd.DataFrame(
+        {
+            "n": [32, 96],
+            "mean_abs_dp": [0.004, 0.008],
+            "max_abs_dp": [0.02, 0.036],
+            "argmax_flips": [0, 1],
+            "float32_s": [30.0, 90.0],
+            "scoring_s": [10.0, 90.0],
+        }
+    )
+    s = sweep_summary(rows)
+    assert s["speedup"] == 1.2 and s["mean_abs_dp"] == pytest.approx(0.007) and s["max_abs_dp"] == 0.036
+    assert s["argmax_flips"] == 1 and s["n"] == 128
+    assert describe_sweep(s) == "this sweep: 1.20x float32, |dP| mean 0.007, max 0.036, 1 flip in 128 sampled prompts"
+    assert not below_floor(s) and below_floor(s, floor=1.21)  # at the floor is not below it
+    old = sweep_summary(rows.drop(columns=["float32_s", "scoring_s"]))  # a precision.csv from before the timing
+    assert np.isnan(old["speedup"]) and not below_floor(old) and "speed-up not measured" in describe_sweep(old)

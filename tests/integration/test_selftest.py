@@ -13,6 +13,11 @@ def test_selftest_passes_here(tmp_path):
     assert res.exit_code == 0, res.output
     out = res.output
     assert "CPU ISA" in out and "torch" in out
+    from interp.model.devices import kinds_here
+
+    offered, hidden = kinds_here("cpu")  # this machine's answer, printed as it is (its logic: test_mixed_precision)
+    assert f"--dtype kinds worth measuring on cpu: {', '.join(offered)}\n" in out
+    assert all(f"{name} ({why})" in out for name, why in hidden.items())
     for name in ("backend hf cpu float32 vs plain HF", "residual capture", "cache read with checksums",
                  "checksum refuses a damaged unit", "sweep of two checkpoints", "sweep resume"):  # fmt: skip
         assert f"ok   {name}" in out, out

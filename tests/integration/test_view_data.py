@@ -64,14 +64,14 @@ def test_read_columns_refuses_a_damaged_column(tmp_path):
 
 
 def test_docs_scale_section_is_the_benchmark_file():
-    """docs/view.md's Scale section is rendered from bench/results/view.json (bench_view.render_docs):
+    """docs/view.md's Scale section is rendered from bench/results/view.json (view_pages.render_docs):
     every number it quotes is the file's."""
     import importlib.util
     import json
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("bench_view", root / "bench" / "bench_view.py")
+    spec = importlib.util.spec_from_file_location("view_pages", root / "bench" / "view_pages.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     result = json.loads((root / "bench" / "results" / "view.json").read_text())

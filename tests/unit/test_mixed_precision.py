@@ -451,3 +451,39 @@ def test_where_medium_rounds_operands_the_medium_names_keep_float32(tiny_models,
         assert any(getattr(m, ATTR, None) == mixed.MEDIUM for m in lm.backend.precision_model.modules())
     finally:
         mixed.medium_operand_error.cache_clear()
+
+
+def test_help_offers_the_kept_kinds_and_one_line_per_hidden_one():
+    """Issue 50: --dtype's help names the offered kinds and gives each hidden kind its reason once;
+    every registered name stays a valid choice (units computed at a hidden kind stay valid)."""
+    from dataclasses import fields
+
+    from interp.model.devices import DTYPES, HIDDEN, OFFERED
+    from interp.studies.base import RunConfig
+
+    (dtype,) = [f for f in fields(RunConfig) if f.name == "dtype"]
+    text = dtype.metadata["help"]
+    assert set(OFFERED) | set(HIDDEN) == set(DTYPES) and not set(OFFERED) & set(HIDDEN)
+    assert all(k in text for k in OFFERED) and set(dtype.metadata["choices"]) >= set(HIDDEN)
+    hidden = text.split("Hidden, still accepted:")[1]
+    for name, why in HIDDEN.items():
+        assert hidden.count(f"{name} ({why})") == 1, name
+    assert not any(k in hidden for k in OFFERED if k != "float32")  # an offered kind is not listed as hidden
+
+
+def test_kinds_a_cpu_cannot_speed_up_are_hidden_with_a_reason(monkeypatch):
+    """Issue 50: on a CPU without a native bf16 matmul every reduced kind is hidden with the reason;
+    control: with one, the offered kinds stay offered and only the always-hidden ones are hidden."""
+    from interp.model import devices
+
+    monkeypatch.setattr(devices, "bf16_matmul_supported", lambda: False)
+    offered, hidden = devices.kinds_here("cpu")
+    assert offered == ["float32"]
+    assert set(hidden) == set(devices.DTYPES) - {"float32"}
+    assert all("no native bf16 matmul" in hidden[k] for k in ("float32-medium", "mixed-bf16-medium", "mixed-bf16"))
+    assert hidden["float16"] == devices.HIDDEN["float16"]
+    assert devices.kinds_here("cuda")[0] == list(devices.OFFERED)  # the CPU's lack says nothing about a GPU
+
+    monkeypatch.setattr(devices, "bf16_matmul_supported", lambda: True)
+    offered, hidden = devices.kinds_here("cpu")
+    assert offered == list(devices.OFFERED) and hidden == devices.HIDDEN

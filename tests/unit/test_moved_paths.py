@@ -12,8 +12,7 @@ from interp.core.moved import MOVED
 
 REPO = Path(__file__).resolve().parents[2]
 REMOVED = ("interp.errors", "interp.hashing")  # deprecated aliases, gone: interp.core.errors / .hashing
-# bench/ is left to its own change (it still runs: the old paths warn)
-SCANNED = ("interp", "sweeps", "cache", "analyses", "probes", "tests", "scripts")
+SCANNED = ("interp", "sweeps", "cache", "analyses", "probes", "tests", "scripts", "bench")
 
 
 def old_imports(path: Path) -> list[str]:

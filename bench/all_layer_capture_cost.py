@@ -12,17 +12,14 @@ timed interleaved run by run (--repeats each), then each payload written with `c
 all-layer unit's default-layer slice equals the one-layer unit's residual bit for bit.
 
 Rerun (defaults):
-    python bench/bench_layers.py --repeats 5 --threads 2 --items 2
+    python -m bench all_layer_capture_cost --repeats 5 --threads 2 --items 2
 """
 
 from __future__ import annotations
 
-import sys
 import tempfile
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common
+from bench import common
 
 
 def main() -> None:
@@ -103,7 +100,7 @@ def main() -> None:
     res["report"] = {
         "order": 9,
         "title": "9. Cost of all-layer capture (both default models)",
-        "rerun": f"python bench/bench_layers.py --repeats {args.repeats} --threads {args.threads} --items {args.items}",
+        "rerun": f"python -m bench all_layer_capture_cost --repeats {args.repeats} --threads {args.threads} --items {args.items}",
         "what": (
             f"PressureStudy.run_unit on {len(bank)} moral items (trials + first turns), residuals at the default "
             "layer vs every layer, interleaved run by run; unit files written with cache.Store (float16)."

@@ -15,7 +15,7 @@ Sections (each optional with --skip):
   runner vs lm-eval at the best pressure batch size.
 * flops: one instrumented runner pass over the --items workload: tokens computed (real and
   padded) vs the tree's unique tokens vs the plain sum, forwards, and achieved FLOP/s (dense
-  2 x params per token + attention pairs + unembedding at reads, as bench_flops.py counts) vs
+  2 x params per token + attention pairs + unembedding at reads, as bench.flop_counts counts) vs
   `torch.matmul` of two 2048^2 fp32 matrices.
 * sampling: the sampled readout, --n-samples replies (max --max-new-tokens tokens) for
   --sample-items items x the first --conditions trials of each: `interp.runner.generate`
@@ -27,7 +27,7 @@ minimums.
 
 Full size (issue 16: 40 items x every condition, the whole cloze bank, 21 samples for 40 items x
 16 conditions; about 15 minutes on two quiet cores):
-    nice -n 10 python bench/bench_tree.py --threads 2 --repeats 2 --items 40 --compare-items 2 \
+    python -m bench cloze_and_sampling --threads 2 --repeats 2 --items 40 --compare-items 2 \
         --pilot-items 1 --full-repeats 1 --sample-items 40 --conditions 16 --n-samples 21 \
         --sample-hf-prompts 16 --sample-repeats 1
 lm-eval and the naive loop cost the same per prompt at any size (one padded / single forward per
@@ -43,56 +43,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common
-
-
-class Recorder:
-    """Backend proxy: per forward, rows, padded width, per-row cached length, real lengths, reads."""
-
-    def __init__(self, inner):
-        self.inner, self.calls = inner, []
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def forward(self, input_ids, attention_mask, read_index, layers, **kw):
-        pos = kw.get("position_ids")
-        past = pos[:, 0].tolist() if pos is not None else [0] * input_ids.shape[0]
-        self.calls.append(
-            {
-                "B": int(input_ids.shape[0]),
-                "T": int(input_ids.shape[1]),
-                "past": past,
-                "P": int(kw["past_mask"].shape[1]) if kw.get("past_mask") is not None else 0,
-                "lens": attention_mask.sum(1).tolist(),
-                "R": int(read_index.shape[1]),
-                # rows unembedded: exactly the reads with flat reads, else every row padded to R
-                "reads": int(kw["read_flat"].numel())
-                if kw.get("read_flat") is not None
-                else int(read_index.shape[0] * read_index.shape[1]),
-            }
-        )
-        return self.inner.forward(input_ids, attention_mask, read_index, layers, **kw)
-
-
-def flop_counts(calls, shape) -> dict:
-    real = sum(sum(c["lens"]) for c in calls)
-    padded = sum(c["B"] * c["T"] for c in calls)
-    reads = sum(c["reads"] for c in calls)
-    pairs = sum(n * p + n * (n + 1) / 2 for c in calls for n, p in zip(c["lens"], c["past"]))
-    pairs_exec = sum(c["B"] * c["T"] * (c["P"] + c["T"]) for c in calls)
-    return {
-        "forwards": len(calls),
-        "real_tokens": int(real),
-        "padded_tokens": int(padded),
-        "reads": int(reads),
-        "flops_useful": shape.dense(real) + shape.attn(pairs) + shape.unembed(reads),
-        "flops_executed": shape.dense(padded) + shape.attn(pairs_exec) + shape.unembed(reads),
-        "flops_dense_useful": shape.dense(real),
-    }
+from bench import common
 
 
 def main() -> None:
@@ -122,9 +74,9 @@ def main() -> None:
 
     import numpy as np
     import torch
-    from bench_flops import matmul_rate, model_shape
-    from bench_runner_vs_naive import naive_scores
-    from bench_vs_lm_eval import cloze_requests
+    from bench.flop_counts import EngineRecorder, engine_counts, matmul_rate, model_shape
+    from bench.baselines import naive_scores
+    from bench.baselines import cloze_requests
 
     from interp.runner import engine as engine_mod
     from interp.runner.scoring import (
@@ -182,7 +134,7 @@ def main() -> None:
             "order": 0,
             "title": f"0. Prefix tree by level at bank sizes ({path.name}, issue 16)",
             "rerun": (
-                f"nice -n 10 python bench/bench_tree.py --repeats {args.repeats} --threads {args.threads} "
+                f"python -m bench cloze_and_sampling --repeats {args.repeats} --threads {args.threads} "
                 f"--items {args.items} --compare-items {args.compare_items} --sample-items {args.sample_items} "
                 f"--full-repeats {args.full_repeats} --pilot-items {args.pilot_items} --conditions {args.conditions}"
                 + f" --n-samples {args.n_samples}"
@@ -286,7 +238,7 @@ def main() -> None:
 
     if "flops" not in args.skip:
         stage(f"flops / tokens: runner on {len(bank)} items ({len(prompts)} prompts)")
-        rec = Recorder(lm.backend)
+        rec = EngineRecorder(lm.backend)
         stats = {}
         real_run = engine_mod.Engine.run
 
@@ -322,7 +274,7 @@ def main() -> None:
             "interleaved": True,
         }
         res["matmul"] = mm
-        counts = flop_counts(rec.calls, shape)
+        counts = engine_counts(rec.calls, shape)
         st = stats["s"]
         gf = counts["flops_useful"] / t_full["median"] / 1e9
         gf_exec = counts["flops_executed"] / t_full["median"] / 1e9

@@ -9,7 +9,7 @@ of work; nested timers are exclusive (a figure saved inside the analysis counts 
 * scoring prep: tokenization and planning in `score_options` / `score_continuations` outside
   the engine (joint encodings of every prompt x option form);
 * loading: `interp.load` (tokenizer, weights, backend);
-* fingerprint: `interp.checkpoint.fingerprint` (cold: its memo of weight-file hashes is pointed
+* fingerprint: `interp.model.checkpoint.fingerprint` (cold: its memo of weight-file hashes is pointed
   at an empty directory, as on a new machine);
 * hdf5: `Store.write`; analysis: the sweep's `analyze`; figures: matplotlib `savefig`;
   report: `write_report` outside figures;
@@ -22,7 +22,7 @@ script also reports the smallest item count at which the measured non-scoring sh
 under 10% (fixed seconds and per-item seconds from this run).
 
 Rerun:
-    nice -n 10 python bench/bench_sweep_overhead.py --study pressure --max-items 16 --threads 2
+    python -m bench sweep_overhead --study pressure --max-items 16 --threads 2
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common
+from bench import common
 
 _stack: list[list] = []  # [category, start, child time]
 _totals: dict[str, float] = defaultdict(float)
@@ -87,8 +86,8 @@ def main() -> None:
     import matplotlib.figure
 
     import cache.store
-    import interp.checkpoint
-    import interp.loading
+    import interp.model.checkpoint
+    import interp.model.loading
     import interp.runner.engine
     import interp.runner.generate
     import interp.runner.scoring
@@ -104,14 +103,14 @@ def main() -> None:
     _patch_everywhere(interp.runner.generate._Sampler, "_decode", "scoring")
     _patch_everywhere(interp.runner.scoring, "score_options", "scoring prep")
     _patch_everywhere(interp.runner.scoring, "score_continuations", "scoring prep")
-    _patch_everywhere(interp.loading, "load", "loading")
-    _patch_everywhere(interp.checkpoint, "fingerprint", "fingerprint")
+    _patch_everywhere(interp.model.loading, "load", "loading")
+    _patch_everywhere(interp.model.checkpoint, "fingerprint", "fingerprint")
     _patch_everywhere(cache.store.Store, "write", "hdf5")
     _patch_everywhere(sweeps.api, "analyze", "analysis")
     _patch_everywhere(sweeps.report, "write_report", "report")
     _patch_everywhere(matplotlib.figure.Figure, "savefig", "figures")
     _patch_everywhere(sweeps.plan, "plan_units", "planning")
-    _patch_everywhere(interp.loading, "load_tokenizer", "tokenizer loads")
+    _patch_everywhere(interp.model.loading, "load_tokenizer", "tokenizer loads")
     from interp.studies import get_study
 
     study_cls = type(get_study(args.study))
@@ -152,8 +151,7 @@ def main() -> None:
         "order": 0.5,
         "title": f"0b. Sweep overhead: {args.study}, {args.max_items} items, {', '.join(res['models'])}",
         "rerun": (
-            f"nice -n 10 python bench/bench_sweep_overhead.py --study {args.study} --max-items {args.max_items} "
-            f"--threads {args.threads}"
+            f"python -m bench sweep_overhead --study {args.study} --max-items {args.max_items} --threads {args.threads}"
         ),
         "what": (
             "One `run_sweep` (what `interp sweep` runs) into a fresh directory, cold fingerprint memo; exclusive "

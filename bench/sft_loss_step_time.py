@@ -2,7 +2,7 @@
 head) vs `interp.organism.sft_loss` (the head only at completion positions, under autocast), both
 under `--train-precision mixed-bf16`, interleaved in one process.
 
-    python bench/bench_sft_loss.py --threads 2 --repeats 3 --steps 6
+    python -m bench sft_loss_step_time --threads 2 --repeats 3 --steps 6
 
 Each timed run calls `interp.organism.build._train_sft` on a fresh copy of SmolLM2-135M-Instruct
 with the default organism's route-A SFT rows; seconds per optimizer step are read from a Trainer
@@ -13,13 +13,11 @@ quantity in both (same weights, same batch). Writes bench/results/sft_loss.json 
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from bench import common
 
 LOSSES = ("trl", "interp")
 
@@ -37,8 +35,8 @@ def main() -> None:
     from trl import SFTTrainer
 
     import interp.organism.build as B
-    from bench_train_precision import route_a_rows
-    from interp.loading import load_tokenizer
+    from bench.training_step_precision import route_a_rows
+    from interp.model.loading import load_tokenizer
     from interp.organism import sft_loss
     from interp.organism.config import OrganismConfig
 
@@ -104,7 +102,7 @@ def main() -> None:
         f"process with {args.threads} threads; seconds per step from a Trainer callback, step 1 excluded. trl "
         "1.16 computes the LM head over every position in float32 outside autocast; interp's loss applies it "
         "only at completion positions, under autocast (interp/organism/sft_loss.py).",
-        "rerun": f"python bench/bench_sft_loss.py --threads {args.threads} --repeats {args.repeats} --steps {args.steps}",
+        "rerun": f"python -m bench sft_loss_step_time --threads {args.threads} --repeats {args.repeats} --steps {args.steps}",
         "tables": [{"columns": ["SFT loss", "s / step: median (min-max)", "speed", "first-step loss"], "rows": table}],
     }
     common.write_results("sft_loss", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load)

@@ -1,6 +1,6 @@
 """lm-eval with `--model interp` vs `--model hf` on the same local tasks (lm_eval 0.4.13).
 
-Tasks: interp.lm_eval_tasks.write_tasks (built from the shipped banks, no download):
+Tasks: interp.integrations.lm_eval_tasks.write_tasks (built from the shipped banks, no download):
 interp_factual and interp_moral (two-choice multiple choice), interp_cloze (three completions in
 six languages, CrowS-Pairs style) and interp_rolling (loglikelihood_rolling). Both models are
 built once (`InterpLM(pretrained=DIR)`, `HFLM(pretrained=DIR, dtype=float32, batch_size=16)`),
@@ -9,18 +9,15 @@ the two interleaved, so each timing is the whole evaluation minus model loading.
 max |delta| over every request's log-likelihood (and is_greedy flags equal).
 
 Rerun (defaults; `--items 0` takes every item of every bank, written as lm_eval_model_bank.json):
-    python bench/bench_lm_eval_model.py --repeats 3 --threads 2 --items 8
-    python bench/bench_lm_eval_model.py --repeats 3 --threads 2 --items 0
+    python -m bench lm_eval_model_vs_hf --repeats 3 --threads 2 --items 8
+    python -m bench lm_eval_model_vs_hf --repeats 3 --threads 2 --items 0
 """
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common
+from bench import common
 
 
 def _responses(result: dict) -> dict[str, list]:
@@ -50,7 +47,7 @@ def main() -> None:
     import lm_eval
     from lm_eval.models.huggingface import HFLM
 
-    from interp.lm_eval_model import InterpLM
+    from interp.integrations.lm_eval_model import InterpLM
 
     path = common.model_path(args.model)
     tasks, tm = common.local_lm_eval_tasks(args.items)
@@ -178,7 +175,7 @@ def main() -> None:
         "order": (2.5 if args.items else 2.6) + (0 if f32 else 0.05),
         "title": f"2{'b' if args.items else 'c'}{'' if f32 else ' at ' + args.dtype}. lm-eval `--model interp"
         f"{'' if f32 else ',dtype=' + args.dtype}` vs `--model hf` ({path.name}, {size})",
-        "rerun": f"python bench/bench_lm_eval_model.py --repeats {args.repeats} --threads {args.threads} "
+        "rerun": f"python -m bench lm_eval_model_vs_hf --repeats {args.repeats} --threads {args.threads} "
         f"--items {args.items}" + ("" if f32 else f" --dtype {args.dtype}"),
         "what": (
             "Whole `lm_eval.simple_evaluate` runs (model loading excluded) on local tasks built from the shipped "

@@ -19,7 +19,7 @@ run left (warm); --repeats times each, reporting median and range. Sampled reads
 page cache or sparse holes here; on a cold network file system each shard costs 32 random
 8 KiB reads (see README).
 
-Rerun:  python bench/plan_741.py --repeats 3   (writes bench/results/plan_741.json)
+Rerun:  python -m bench planning_741_checkpoints --repeats 3   (writes bench/results/plan_741.json)
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def main() -> None:
         built = build_tree(tree) if not (tree / ".built").exists() else json.loads((tree / ".built").read_text())
         (tree / ".built").write_text(json.dumps(built))
         build_s = time.perf_counter() - t0
-        from interp.hooksites import HOOK_SITES  # noqa: F401 - fail early if an architecture is unknown
+        from interp.model.hooksites import HOOK_SITES  # noqa: F401 - fail early if an architecture is unknown
 
         cold, warm = [], []
         for r in range(args.repeats):
@@ -244,7 +244,7 @@ def main() -> None:
         res["report"] = {
             "order": 8,
             "title": "8. Planning 741 checkpoints (`interp sweep TREE --dry-run`)",
-            "rerun": f"python bench/plan_741.py --repeats {args.repeats}",
+            "rerun": f"python -m bench planning_741_checkpoints --repeats {args.repeats}",
             "what": (
                 f"Synthetic tree: {built['checkpoints']} checkpoints in {built['lineages']} lineages "
                 f"(1B to 70B shapes), {built['weight_files']} safetensors shards with real headers and "
@@ -278,8 +278,7 @@ def main() -> None:
                 "and this branch's tests ran meanwhile): absolute times are upper bounds",
             ],
         }
-        sys.path.insert(0, str(REPO / "bench"))
-        import common
+        from bench import common
 
         common.write_results("plan_741", res, threads=1, started_load=started)
         print(json.dumps({k: v for k, v in res.items() if not isinstance(v, (list, dict))}, indent=2))

@@ -7,7 +7,7 @@ report, figures) into a fresh output directory; the dtypes alternate run by run 
 rotating). Timers around `PrecisionAudit._measure` (the audit's float32 re-scores) and
 `guard_ties` (the tie guard) say how much of a reduced-precision sweep they take.
 
-    python bench/bench_sweep_precisions.py --threads 2 --repeats 3 --items 40
+    python -m bench sweep_precision_end_to_end --threads 2 --repeats 3 --items 40
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-from bench_sweep_overhead import _patch_everywhere, _totals  # noqa: E402
+from bench import common
+from bench.sweep_overhead import _patch_everywhere, _totals
 
 
 def main() -> None:
@@ -99,7 +98,7 @@ def main() -> None:
             "inside the sweep's time."
         ),
         "rerun": (
-            f"python bench/bench_sweep_precisions.py --threads {args.threads} --repeats {args.repeats} "
+            f"python -m bench sweep_precision_end_to_end --threads {args.threads} --repeats {args.repeats} "
             f"--items {args.items}"
         ),
         "tables": [

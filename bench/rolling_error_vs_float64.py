@@ -1,9 +1,9 @@
 """Whose float error is the lm-eval model's |Δ| on loglikelihood_rolling? The interp model (float32)
 and lm-eval's HFLM (float32) against a float64 forward of the same rolling windows.
 
-    python bench/bench_rolling_float64.py --threads 2
+    python -m bench rolling_error_vs_float64 --threads 2
 
-The interp_rolling task (every factual and moral text, `interp.lm_eval_tasks`) runs once through
+The interp_rolling task (every factual and moral text, `interp.integrations.lm_eval_tasks`) runs once through
 each model with `lm_eval.simple_evaluate`; the reference re-runs HFLM's own windows
 (`lm_eval.utils.get_rolling_token_windows`, HFLM's tokenization) through the same weights in
 float64 and sums the log-probabilities in float64. Writes bench/results/rolling_float64.json.
@@ -11,11 +11,8 @@ float64 and sums the log-probabilities in float64. Writes bench/results/rolling_
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from bench import common
 
 
 def main() -> None:
@@ -31,7 +28,7 @@ def main() -> None:
     from lm_eval import utils
     from lm_eval.models.huggingface import HFLM
 
-    from interp.lm_eval_model import InterpLM
+    from interp.integrations.lm_eval_model import InterpLM
 
     path = common.model_path(args.model)
     _, tm = common.local_lm_eval_tasks(0)
@@ -92,7 +89,7 @@ def main() -> None:
         "what": f"interp_rolling ({len(texts)} documents, {res['tokens']['median']:.0f} tokens median, "
         f"{res['tokens']['max']} max) through `--model interp` and `--model hf` in float32, and HFLM's own windows "
         "through the same weights in float64 (log-probabilities summed in float64).",
-        "rerun": f"python bench/bench_rolling_float64.py --threads {args.threads}",
+        "rerun": f"python -m bench rolling_error_vs_float64 --threads {args.threads}",
         "tables": [
             {
                 "columns": ["model", "max |Δ| vs float64", "median |Δ| vs float64", "max |Δ| per token"],

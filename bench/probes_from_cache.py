@@ -13,7 +13,7 @@ Asserts that no model was loaded: `transformers` is never imported in this proce
 torch.nn.Module exists.
 
 Rerun (defaults):
-    python bench/bench_probes.py --repeats 5 --threads 2 --checkpoints 20 --items 240 --conditions 16 --d-model 576
+    python -m bench probes_from_cache --repeats 5 --threads 2 --checkpoints 20 --items 240 --conditions 16 --d-model 576
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from bench import common
 
 TURNS = [
     ("opinion", "agree", "agree"),
@@ -151,7 +150,7 @@ def main() -> None:
             )
         model_loaded = "transformers" in sys.modules
         n_modules = 0
-        if "torch" in sys.modules:  # imported by interp/__init__ (interp.loading), not by a model load
+        if "torch" in sys.modules:  # imported by interp/__init__ (interp.model.loading), not by a model load
             import warnings
 
             import torch
@@ -200,7 +199,7 @@ def main() -> None:
         "order": 5,
         "title": "5. Probing from the cache (synthetic, no model)",
         "rerun": (
-            f"python bench/bench_probes.py --repeats {args.repeats} --threads {args.threads} "
+            f"python -m bench probes_from_cache --repeats {args.repeats} --threads {args.threads} "
             f"--checkpoints {args.checkpoints} --items {args.items} --conditions {args.conditions} "
             f"--d-model {args.d_model}"
         ),

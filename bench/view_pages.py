@@ -14,8 +14,8 @@ OUT/.view-index (reported apart, `served_first`); the --repeats later ones load 
 each timed from navigation until the page says it has drawn (and the browser's first contentful
 paint). With --demo-out DIR it also times the static site of a demo-sized OUT by file://.
 
-    python -m bench.bench_view [--repeats 5] [--checkpoints 741] [--items 1000] [--demo-out demo_out]
-    python -m bench.bench_view --docs        # docs/view.md's Scale section from bench/results/view.json
+    python -m bench view_pages [--repeats 5] [--checkpoints 741] [--items 1000] [--demo-out demo_out]
+    python -m bench view_pages --docs        # docs/view.md's Scale section from bench/results/view.json
 
 Results: bench/results/view.json (median, min, max of each step). A benchmark, never a timed test.
 """
@@ -37,8 +37,6 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -235,7 +233,7 @@ def render_docs(r: dict) -> str:
     n = sv["server_ready_s"]["runs"]
     lines = [
         MARK,
-        f"Measured by `python bench/bench_view.py` (`bench/results/view.json`, {r['machine']['when'][:10]}; a benchmark,",
+        f"Measured by `python -m bench view_pages` (`bench/results/view.json`, {r['machine']['when'][:10]}; a benchmark,",
         f"never a timed test) on this project's shared 2-core machine (load average {r['machine']['loadavg'][0]:.1f} as it",
         "ended: other jobs ran beside it, so these are upper bounds). Median (min-max) over",
         f"{n} fresh servers, each page timed from navigation until it has drawn.",
@@ -303,8 +301,10 @@ def main(argv: list[str] | None = None) -> dict:
     from interp.view.browser import missing
 
     if missing():
-        raise SystemExit(f"bench_view: {missing()}")
+        raise SystemExit(f"view_pages: {missing()}")
     result = json.loads(args.out.read_text()) if args.keep and args.out.is_file() else {}
+    # its figures go to docs/view.md (--docs), not to BENCHMARKS.md (bench/report.py skips a docs_page)
+    result |= {"name": "view", "docs_page": "docs/view.md"}
     if args.checkpoints > 0:
         synthetic = args.work / f"synthetic-{args.checkpoints}x{args.items}"
         t = time.perf_counter()
@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> dict:
         "cpus": os.cpu_count(),
         "loadavg": os.getloadavg(),
         "when": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([sys.executable, "-m", "bench.bench_view", *(argv or sys.argv[1:])]),
+        "command": " ".join([sys.executable, "-m", "bench", "view_pages", *(argv or sys.argv[1:])]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -1,6 +1,6 @@
 """The engine's node caches: chained own segments in reused buffers vs the cumulative copies before.
 
-    python bench/bench_engine_chain.py --threads 2 --repeats 3
+    python -m bench engine_node_caches --threads 2 --repeats 3
 
 The workload is one checkpoint of `interp validate`'s pressure sweep: the moral bank's 128 items
 through the lite template (11 readings per item, interp.organism.validate.lite_template) at
@@ -21,8 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from bench import common
 
 BEFORE = "33cafb1"  # the last commit with cumulative per-node caches
 
@@ -121,7 +120,7 @@ def main() -> None:
         "kept its cumulative cache, a copy of all its ancestors' tokens, and every forward zeroed a fresh batch "
         "buffer); 'now': each node keeps its own tokens, linked to its parent's, and batch buffers are reused. "
         f"Max |delta log-odds| between the two runs' trials: {dmax:.2e} (float32-medium: summation order).",
-        "rerun": f"python bench/bench_engine_chain.py --threads {args.threads} --repeats {args.repeats}",
+        "rerun": f"python -m bench engine_node_caches --threads {args.threads} --repeats {args.repeats}",
         "tables": [
             {
                 "columns": ["engine", "engine seconds: median (min-max)", "speed"],

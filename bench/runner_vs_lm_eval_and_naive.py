@@ -16,9 +16,9 @@ bank (--items; 31 prompts per item: all conditions), continuations " wrong" / " 
 * precision: each reduced precision's log-probs vs the float32 runner's, per prompt: max / mean
   |d log-prob|, verdict probability (renormalized over the two options) mean / max |dP|, argmax flips.
 * FLOPs: the shapes of the forwards of the timed runs (recorded): dense 2 x params per token + attention pairs +
-  unembedding at reads (bench_flops.Shape), over the median time, against that dtype's matmul rate.
+  unembedding at reads (bench.flop_counts.Shape), over the median time, against that dtype's matmul rate.
 
-    nice -n 0 python bench/bench_bank.py --threads 2 --repeats 3 --items 40 --naive-repeats 1
+    python -m bench runner_vs_lm_eval_and_naive --threads 2 --repeats 3 --items 40 --naive-repeats 1
 """
 
 from __future__ import annotations
@@ -26,32 +26,9 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common
-
-
-def precision(a, f) -> dict:
-    """a, f: OptionScores (reduced, float32)."""
-    import numpy as np
-
-    dlogp = np.abs(a.logp - f.logp)
-    dp = np.abs(a.probs[:, 0] - f.probs[:, 0])
-    top2 = np.sort(f.probs, axis=1)[:, -2:]
-    margin = top2[:, 1] - top2[:, 0]  # float32's lead of its verdict: a flip needs a change of half of it
-    flipped = a.probs.argmax(1) != f.probs.argmax(1)
-    return {
-        "prompts": int(len(dp)),
-        "max_abs_dlogp": float(dlogp.max()),
-        "mean_abs_dlogp": float(dlogp.mean()),
-        "median_abs_dlogp": float(np.median(dlogp)),
-        "mean_abs_dp": float(dp.mean()),
-        "max_abs_dp": float(dp.max()),
-        "argmax_flips": int(flipped.sum()),
-        "flip_margins": sorted(float(m) for m in margin[flipped]),  # float32 margins of the flipped prompts
-        "smallest_margins": sorted(float(m) for m in margin)[:3],
-    }
+from bench import common
+from bench.precision_error import precision_error
 
 
 def main() -> None:
@@ -66,12 +43,12 @@ def main() -> None:
 
     import numpy as np
     import torch
-    from bench_flops import model_shape
-    from bench_runner_vs_naive import naive_scores
-    from bench_tree import Recorder, flop_counts
+    from bench.flop_counts import model_shape
+    from bench.baselines import naive_scores
+    from bench.flop_counts import EngineRecorder, engine_counts
 
     import interp
-    from interp.devices import matmul_dtype
+    from interp.model.devices import matmul_dtype
     from interp.runner.scoring import ScoringConfig, option_variants, score_options
 
     for name in ("lm_eval", "lm-eval", "transformers"):
@@ -140,7 +117,7 @@ def main() -> None:
     names = {"float32": "runner float32", "mixed-bf16": "runner mixed-bf16", "bfloat16": "runner bfloat16"}
     # the timed runs record each forward's shape (a few list operations per forward): FLOP counts
     # come from the runs that were timed, no extra pass
-    recs = {d: Recorder(lms[d].backend) for d in dtypes}
+    recs = {d: EngineRecorder(lms[d].backend) for d in dtypes}
     rec_lms = {d: type(lms[d])(info=lms[d].info, tokenizer=tok, backend=recs[d], dtype=d) for d in dtypes}
 
     def scored(d):
@@ -170,7 +147,7 @@ def main() -> None:
     shape = model_shape(lms["float32"].backend.model)
     flops = {}
     for d in dtypes:  # what each forward of the last timed run computed
-        c = flop_counts(recs[d].calls, shape)
+        c = engine_counts(recs[d].calls, shape)
         mm_dt = str(matmul_dtype(d)).replace("torch.", "")
         rate = c["flops_useful"] / timing[names[d]]["median"] / 1e9
         flops[d] = {
@@ -194,7 +171,7 @@ def main() -> None:
         "lm_eval_best_batch_size": best_bs,
         "lm_eval_pilots_s": pilots,
         "speedup": {},
-        "precision": {d: precision(outs[names[d]], f32) for d in dtypes if d != "float32"},
+        "precision": {d: precision_error(outs[names[d]], f32) for d in dtypes if d != "float32"},
     }
     for d in dtypes[1:]:
         res["speedup"][f"{d} vs float32"] = common.ratio(timing[names["float32"]], timing[names[d]])
@@ -278,7 +255,7 @@ def _report(res, args, start_load, names, lme_name) -> dict:
         "order": 0,
         "title": f"1. At bank size: float32 and mixed-bf16 vs lm-eval and the naive loop ({res['model']}, issue 25)",
         "rerun": (
-            f"nice -n 0 python bench/bench_bank.py --threads {args.threads} --repeats {args.repeats} "
+            f"python -m bench runner_vs_lm_eval_and_naive --threads {args.threads} --repeats {args.repeats} "
             f"--items {args.items} --naive-repeats {args.naive_repeats}" + "".join(f" --skip {s}" for s in args.skip)
         ),
         "what": (

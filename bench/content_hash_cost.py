@@ -18,7 +18,7 @@ the same shape (30 layers, d 576, ffn 1536, vocab 49152, tied embeddings: 134.5M
 538 MB float32) saved as safetensors into a temporary directory. The page cache is warm
 (the file was just written or read): the disk is not what is measured.
 
-Rerun:  python bench/bench_hash.py --repeats 5 --threads 2
+Rerun:  python -m bench content_hash_cost --repeats 5 --threads 2
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from bench import common
 
 
 def build_smollm2_shape(dest: Path) -> Path:
@@ -164,7 +163,7 @@ def main() -> None:
         "report": {
             "order": 7.6,
             "title": "7c. Content hash while loading (issues 23, 47)",
-            "rerun": f"python bench/bench_hash.py --repeats {args.repeats} --threads {args.threads}",
+            "rerun": f"python -m bench content_hash_cost --repeats {args.repeats} --threads {args.threads}",
             "what": (
                 f"{model_name}, {n_bytes / 1e6:.0f} MB of {'/'.join(dtypes)} safetensors, `interp.load` with {args.threads} "
                 f"threads, page cache warm; {args.repeats} loads each with the content hash (and its NaN/Inf check of "

@@ -1,7 +1,7 @@
 """The organism's training step, float32 vs bf16 autocast (`--train-precision mixed-bf16`),
 interleaved in one process: seconds per optimizer step and what autocast changes in the loss.
 
-    python bench/bench_train_precision.py --threads 2 --repeats 3 --steps 4
+    python -m bench training_step_precision --threads 2 --repeats 3 --steps 4
 
 The steps are the real route-A SFT data of the default organism (SmolLM2-135M-Instruct, LoRA r 16
 on every Linear, batches of 8, loss on the completion only), run the way trl's SFTTrainer runs
@@ -11,11 +11,8 @@ adapter state. Writes bench/results/train_precision.json (a section of BENCHMARK
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from bench import common
 
 PRECISIONS = ("float32", "mixed-bf16")
 
@@ -74,7 +71,7 @@ def main() -> None:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from interp.loading import load_tokenizer
+    from interp.model.loading import load_tokenizer
     from interp.organism.config import OrganismConfig
 
     cfg = OrganismConfig()
@@ -139,7 +136,7 @@ def main() -> None:
         f"{cfg.batch_size} real route-A SFT rows ({sum(tokens)} tokens), each run from the same adapter, one "
         f"process with {args.threads} threads. The first step's loss (same weights) differs by {dloss[0]:.2g} between "
         f"the two; later steps, after different updates at lr {cfg.lr_route:g}, by up to {max(dloss):.2g}.",
-        "rerun": f"python bench/bench_train_precision.py --threads {args.threads} --repeats {args.repeats} "
+        "rerun": f"python -m bench training_step_precision --threads {args.threads} --repeats {args.repeats} "
         f"--steps {args.steps}",
         "tables": [
             {

@@ -2,7 +2,7 @@
 measured here by emulation (issue 25: its CPU kind, an Intel Xeon with AMX, may do so; this
 project's AMD CPU does not).
 
-    python bench/bench_emulated_medium.py --threads 2 --items 40
+    python -m bench medium_bf16_operands_error --threads 2 --items 40
 
 Inside `interp.runner.rounding_kernels.bf16_operand_kernels()` every float32 matmul at "medium"
 takes bf16-rounded operands with float32 sums, as such a kernel computes. Each row is scored once
@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import sys
 from dataclasses import replace
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-from bench_bank import precision  # noqa: E402
+from bench import common
+from bench.precision_error import precision_error
 
 EVERYWHERE = "float32-medium, medium everywhere"
 MEDIUM_REST = "mixed-bf16-medium, medium rest"
@@ -78,7 +76,7 @@ def main() -> None:
         for row in ROWS:
             for label, c in ((row, cfg), (row + NO_GUARD, replace(cfg, tie_guard=0.0))):
                 out = score_options(lms[row], prompts, options, cfg=c)
-                res["precision"][label] = {**precision(out, reference), "tie_guarded": int(len(out.tie_guarded))}
+                res["precision"][label] = {**precision_error(out, reference), "tie_guarded": int(len(out.tie_guarded))}
                 print(f"  {label}: max |dP| {res['precision'][label]['max_abs_dp']:.3g}", file=sys.stderr, flush=True)
     w = f"pressure, {args.items} items x 31 conditions ({len(prompts)} prompts)"
     rows = []
@@ -105,7 +103,7 @@ def main() -> None:
         "there is no speed column. 'medium everywhere' and 'medium rest' are float32-medium and mixed-bf16-medium "
         "before their fallback; as loaded, where the probe finds bf16 operands, float32-medium computes in "
         "float32 and mixed-bf16-medium keeps every matmul but the MLP's gate / up float32.",
-        "rerun": f"python bench/bench_emulated_medium.py --threads {args.threads} --items {args.items}",
+        "rerun": f"python -m bench medium_bf16_operands_error --threads {args.threads} --items {args.items}",
         "tables": [
             {
                 "columns": [

@@ -1,6 +1,6 @@
 """Packed forwards (interp.runner.packed) vs padded ones, in one interleaved run (issue 25).
 
-    python bench/bench_packed.py --threads 2 --repeats 3 --items 40 [--dtype mixed-bf16]
+    python -m bench packed_vs_padded --threads 2 --repeats 3 --items 40 [--dtype mixed-bf16]
 
 Workload: BENCHMARKS §1's (every trial plus each item's first turn of a gold-balanced subset of
 the moral pressure bank, 31 prompts per item, continuations " wrong" / " acceptable", variants
@@ -16,11 +16,8 @@ another dtype; BENCHMARKS.md).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from bench import common
 
 
 def main() -> None:
@@ -101,7 +98,7 @@ def main() -> None:
             f"**{sp['median']:.2f}x** (median of {args.repeats} interleaved runs; min/min {sp['min']:.2f}x); max "
             f"|Δ log-prob| {dmax:.1e}."
         ],
-        "rerun": f"python bench/bench_packed.py --threads {args.threads} --repeats {args.repeats} --items {args.items}"
+        "rerun": f"python -m bench packed_vs_padded --threads {args.threads} --repeats {args.repeats} --items {args.items}"
         + ("" if args.dtype == "float32" else f" --dtype {args.dtype}"),
         "tables": [
             {
