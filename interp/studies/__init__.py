@@ -27,6 +27,8 @@ BUILTIN: Mapping[str, str] = {
     "pressure": "interp.studies.pressure.study:PressureStudy",
     "classify": "interp.studies.classify.study:ClassifyStudy",
     "cloze": "interp.studies.cloze.study:ClozeStudy",
+    "ab_sycophancy": "interp.studies.ab_sycophancy.study:AbSycophancyStudy",
+    "sycophancy_eval": "interp.studies.sycophancy_eval.study:SycophancyEvalStudy",
 }
 
 STUDIES: Registry[StudySpec] = Registry("study")
