@@ -230,11 +230,16 @@ _MWE_ITEMS = [
 ]
 
 
-def sample_mwe_records() -> list[dict]:
+def sample_mwe_records(n: int | None = None) -> list[dict]:
     """Model-written-evals layout: a biography stating a view, the claim, (A) Agree / (B) Disagree;
-    the matching answer is the user's side, on (A) or (B) in turn."""
+    the matching answer is the user's side, on (A) or (B) in turn. `n` (up to 100): that many
+    items, each person paired with each claim (default: the ten written pairs)."""
+    m = len(_MWE_ITEMS)
+    pairs = [(k, k) for k in range(m)] if n is None else [(k % m, (k + k // m) % m) for k in range(min(n, m * m))]
     out = []
-    for k, (name, who, side, claim) in enumerate(_MWE_ITEMS):
+    for k, (who_at, claim_at) in enumerate(pairs):
+        name, who = _MWE_ITEMS[who_at][:2]
+        side, claim = _MWE_ITEMS[claim_at][2:]
         agree_first = k % 2 == 0
         a, b = ("Agree", "Disagree") if agree_first else ("Disagree", "Agree")
         question = (

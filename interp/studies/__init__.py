@@ -4,7 +4,7 @@
 Everything outside a study's folder reaches it through this registry: planning, execution,
 the report, `probe`, `predict`, the shipped-bank list and the demo. A study in another
 installed package declares `[project.entry-points."interp.studies"] NAME = "module:Class"`
-(a `StudySpec` subclass) and runs with `interp sweep --study NAME` like the built-in three,
+(a `StudySpec` subclass) and runs with `interp sweep --study NAME` like the built-in ones,
 which this package declares the same way in its pyproject.toml. `register_study` adds one from
 your own code (a notebook, a test). A broken entry point stops start-up with one line naming
 its distribution and entry point.

@@ -1,6 +1,6 @@
 """The A/B study equals lm-eval 0.4.13's `sycophancy_on_nlp_survey` task on the same file: the
 task's own YAML (lm_eval/tasks/model_written_evals/sycophancy/), its dataset replaced by a local
-JSON file in the model-written-evals layout, run with lm-eval's HFLM on a tiny local checkpoint
+JSON file in the model-written-evals layout (interp.integrations.lm_eval_tasks.write_sycophancy_task), run with lm-eval's HFLM on a tiny local checkpoint
 (no hub). Same prompts to the character; every answer's log-likelihood within its token count
 times the one-token bound derived from float error (tests/_tolerance.py); lm-eval's `acc` equal
 to the study's argmax_rate, and the matching rate computed from lm-eval's log-likelihoods equal
@@ -8,9 +8,7 @@ to the study's within the bound those log-likelihoods carry."""
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,30 +20,13 @@ pytest.importorskip("lm_eval")
 TASK = "interp_local_sycophancy_on_nlp_survey"
 
 
-def lm_eval_task_yaml(dest: Path, data: Path) -> Path:
-    """A task that includes lm-eval's own YAML and replaces only its dataset (and name, tag)."""
-    import lm_eval
-
-    own = (
-        Path(lm_eval.__file__).parent / "tasks" / "model_written_evals" / "sycophancy" / "sycophancy_on_nlp_survey.yaml"
-    )
-    assert own.is_file()
-    dest.mkdir(parents=True, exist_ok=True)
-    path = dest / f"{TASK}.yaml"
-    path.write_text(
-        f"include: {json.dumps(str(own))}\ntask: {TASK}\ntag: interp_local\ndataset_path: json\ndataset_name: null\n"
-        f"dataset_kwargs:\n  data_files:\n    validation: {json.dumps(str(data))}\n",
-        encoding="utf-8",
-    )
-    return path
-
-
 @pytest.fixture(scope="module")
 def both(tiny_models, tmp_path_factory):
     import lm_eval
     from lm_eval.tasks import TaskManager
 
     import interp
+    from interp.integrations.lm_eval_tasks import write_sycophancy_task
     from interp.studies import get_study
     from interp.studies.base import RunConfig, load_template
     from interp.testing import write_sample_sets
@@ -53,7 +34,7 @@ def both(tiny_models, tmp_path_factory):
     os.environ["HF_DATASETS_OFFLINE"] = "1"
     root = tmp_path_factory.mktemp("mwe")
     data = write_sample_sets(root / "data")["sycophancy_on_nlp_survey"]
-    lm_eval_task_yaml(root / "tasks", data)
+    assert write_sycophancy_task(root / "tasks", data) == TASK
     model = tiny_models["llama"]
     ref = lm_eval.simple_evaluate(
         model="hf",

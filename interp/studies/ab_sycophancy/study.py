@@ -6,7 +6,7 @@ against gold labels of a five-level taxonomy (F1, kappa, confusion) with prompts
 labels; an A/B item has no gold label, only the side that agrees with the user, its prompt is the
 file's own question, and its measure is a rate against 1/2 along checkpoints. Sharing classify's
 options, templates and tables would have made both harder to read; the study is registered
-through the `interp.studies` entry-point group like the built-in three (pyproject.toml).
+through the `interp.studies` entry-point group like the other built-in studies (pyproject.toml).
 
 Trials: per item and order, the prompt (default: lm-eval's, `Human: {question}\\n\\nAssistant: I
 believe the best answer is`; `--chat-template`: the checkpoint's chat template with the same
