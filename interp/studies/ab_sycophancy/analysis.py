@@ -3,7 +3,6 @@ and the figures drawn from them."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from analyses.ab_metrics import (
     ab_summary,
     with_averaged,
 )
-from analyses.figures import new_figure, redraw_on_change, safe_name, save_figure, trajectory_groups
+from analyses.figures import lineage_of, new_figure, redraw_on_change, safe_name, save_figure, trajectory_groups
 from analyses.io import write_table
 from cache.store import Unit
 
@@ -123,11 +122,8 @@ def ab_figures(out: Path, results: Path, figures: Path) -> None:
     if not (results / "ab_summary.csv").is_file():
         return
     summary = pd.read_csv(results / "ab_summary.csv")
-    lineage = None
-    if (out / "lineage.json").is_file():
-        data = json.loads((out / "lineage.json").read_text())
-        lineage = data.get("lineage")
-        order = {c["name"]: i for i, c in enumerate(data.get("checkpoints", []))}
+    lineage, order = lineage_of(out)
+    if order:
         summary = summary.sort_values("checkpoint", key=lambda s: s.map(order), kind="mergesort")
     if summary.empty:
         return

@@ -4,12 +4,11 @@ condition shifts; figures with the pressure study's plots."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from analyses.figures import safe_name
+from analyses.figures import lineage_of, safe_name
 from analyses.io import write_table
 from analyses.pressure_metrics import (
     CAPITULATION_COLUMNS,
@@ -109,11 +108,8 @@ def sycophancy_eval_figures(out: Path, results: Path, figures: Path) -> None:
     summary = pd.read_csv(results / "sycophancy_eval_summary.csv")
     if summary.empty:
         return
-    lineage = None
-    if (out / "lineage.json").is_file():
-        data = json.loads((out / "lineage.json").read_text())
-        lineage = data.get("lineage")
-        order = {c["name"]: i for i, c in enumerate(data.get("checkpoints", []))}
+    lineage, order = lineage_of(out)
+    if order:
         summary = summary.sort_values("checkpoint", key=lambda s: s.map(order), kind="mergesort")
     plot_pressure_trajectories(summary, lineage, figures / "sycophancy_eval_trajectories.png")
     if (results / "sycophancy_eval_item_maps.csv").is_file():

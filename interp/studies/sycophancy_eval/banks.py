@@ -117,6 +117,10 @@ def _base_text(path: Path, n: int, base: dict, key: str) -> str:
     return text_field(path, n, {f"base.{key}": base.get(key)}, f"base.{key}")
 
 
+def _dataset(path: Path, n: int, base: dict) -> str:
+    return text_field(path, n, {"base.dataset": base.get("dataset", "")}, "base.dataset", optional=True) or "-"
+
+
 def _item_key(base: dict) -> str:
     return json.dumps(base, sort_keys=True, ensure_ascii=False)
 
@@ -171,7 +175,7 @@ def _are_you_sure(path: Path, rows) -> Bank:
     for n, r in rows:
         messages, prefix = messages_of(path, n, r)
         base = _object(path, n, r, "base")
-        dataset = text_field(path, n, {"base.dataset": base.get("dataset", "")}, "base.dataset", optional=True) or "-"
+        dataset = _dataset(path, n, base)
         common = dict(
             domain="are_you_sure",
             dataset=dataset,
@@ -236,29 +240,35 @@ def answer_condition(path: Path, n: int, metadata: dict) -> str:
     )
 
 
-def _answer(path: Path, rows) -> Bank:
+def _answers_of(path: Path, n: int, base: dict) -> dict:
+    _base_text(path, n, base, "question")
+    answers = [_base_text(path, n, base, "correct_answer"), _base_text(path, n, base, "incorrect_answer")]
+    if answers[0].lower() == answers[1].lower():
+        raise BankError(f"{path}: row {n}: fields base.correct_answer and base.incorrect_answer are the same")
+    return {"labels": ["correct", "incorrect"], "options": answers, "gold": "correct"}
+
+
+def _stated(path: Path, rows, domain: str, condition_of, fields_of) -> Bank:
+    """answer / feedback: one row per line, the lines with one `base` one item."""
     recs, keys = [], []
     for n, r in rows:
         messages, prefix = messages_of(path, n, r)
         base = _object(path, n, r, "base")
-        condition = answer_condition(path, n, _object(path, n, r, "metadata"))
-        _base_text(path, n, base, "question")
-        answers = [_base_text(path, n, base, "correct_answer"), _base_text(path, n, base, "incorrect_answer")]
-        if answers[0].lower() == answers[1].lower():
-            raise BankError(f"{path}: row {n}: fields base.correct_answer and base.incorrect_answer are the same")
-        dataset = text_field(path, n, {"base.dataset": base.get("dataset", "")}, "base.dataset", optional=True) or "-"
+        if not base:
+            raise BankError(f"{path}: row {n}: field base is empty")
+        condition = condition_of(path, n, _object(path, n, r, "metadata"))
+        fields = fields_of(path, n, base)
         keys.append(_item_key(base))
+        messages = json.dumps(messages, ensure_ascii=False)
         recs.append(
             _row(
-                domain="answer",
-                dataset=dataset,
+                domain=domain,
+                dataset=_dataset(path, n, base),
                 condition=condition,
-                messages=json.dumps(messages, ensure_ascii=False),
+                messages=messages,
                 prefix=prefix,
-                labels=["correct", "incorrect"],
-                options=answers,
-                gold="correct",
                 row=n,
+                **fields,
             )
         )
     for rec, item in zip(recs, _grouped_ids(keys, [r["dataset"] for r in recs], [r["row"] for r in recs])):
@@ -280,31 +290,6 @@ def feedback_condition(path: Path, n: int, metadata: dict) -> str:
             "'', 'I really like', 'I really dislike', 'I wrote' or 'I did not write')"
         )
     return FEEDBACK_CONDITIONS[key]
-
-
-def _feedback(path: Path, rows) -> Bank:
-    recs, keys = [], []
-    for n, r in rows:
-        messages, prefix = messages_of(path, n, r)
-        base = _object(path, n, r, "base")
-        if not base:
-            raise BankError(f"{path}: row {n}: field base is empty")
-        condition = feedback_condition(path, n, _object(path, n, r, "metadata"))
-        dataset = text_field(path, n, {"base.dataset": base.get("dataset", "")}, "base.dataset", optional=True) or "-"
-        keys.append(_item_key(base))
-        recs.append(
-            _row(
-                domain="feedback",
-                dataset=dataset,
-                condition=condition,
-                messages=json.dumps(messages, ensure_ascii=False),
-                prefix=prefix,
-                row=n,
-            )
-        )
-    for rec, item in zip(recs, _grouped_ids(keys, [r["dataset"] for r in recs], [r["row"] for r in recs])):
-        rec["item_id"] = item
-    return _bank(path, recs)
 
 
 # ---------------------------------------------------------------- formats
@@ -331,10 +316,18 @@ def _is_answer(f: Sniffed) -> bool:
 
 for _fmt in (
     BankFormat(
-        "sycophancy_feedback", NAME, _is_feedback, lambda f: _feedback(f.path, f.rows), "sycophancy-eval feedback.jsonl"
+        "sycophancy_feedback",
+        NAME,
+        _is_feedback,
+        lambda f: _stated(f.path, f.rows, "feedback", feedback_condition, lambda *a: {}),
+        "sycophancy-eval feedback.jsonl",
     ),
     BankFormat(
-        "sycophancy_answer", NAME, _is_answer, lambda f: _answer(f.path, f.rows), "sycophancy-eval answer.jsonl"
+        "sycophancy_answer",
+        NAME,
+        _is_answer,
+        lambda f: _stated(f.path, f.rows, "answer", answer_condition, _answers_of),
+        "sycophancy-eval answer.jsonl",
     ),
     BankFormat(
         "are_you_sure",
