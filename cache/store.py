@@ -198,7 +198,13 @@ def slot_of(attrs: Mapping[str, object]) -> str:
 
 
 class Store:
-    """Unit files under `root/<study>/<checkpoint>/<study>-<hash16>.h5`."""
+    """The cache root: unit files under ``root/<study>/<checkpoint>/<study>-<hash16>.h5``.
+
+    Parameters
+    ----------
+    root : str or Path
+        The cache directory (a sweep's OUT/cache).
+    """
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
@@ -447,6 +453,31 @@ def _eq(a: object, b: object) -> bool:
 def read_unit(
     path: str | Path, *, expect: Mapping[str, object] | None = None, load_arrays: bool = True, verify: bool = True
 ) -> Unit:
+    """Read one unit file, checking its identity and checksums.
+
+    Parameters
+    ----------
+    path : str or Path
+        A unit file (``*.h5`` under a cache).
+    expect : mapping, optional
+        Attributes the unit must have (e.g. an identity); a mismatch is a ProvenanceError.
+    load_arrays : bool
+        Read the arrays too (tables are always read).
+    verify : bool
+        Verify every dataset's checksum.
+
+    Returns
+    -------
+    Unit
+        Its path, attributes, tables and arrays.
+
+    Raises
+    ------
+    CacheError
+        A missing, incomplete, truncated or damaged file.
+    ProvenanceError
+        Attributes altered after writing, a renamed file, or a mismatch with ``expect``.
+    """
     path = Path(path)  # a glob result or a notebook string is as good as a Path
     if path.exists():
         regular_file(path, error=CacheError)  # a FIFO would hang h5py's open

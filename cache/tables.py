@@ -29,9 +29,23 @@ def collect_tables(
 ) -> pd.DataFrame | dict[str, pd.DataFrame]:
     """One DataFrame per table name over every unit (reads no arrays).
 
-    `collect_tables(OUT)` -> {"trials": ..., "first_turn": ..., "predictions": ..., ...};
-    `collect_tables(OUT, "trials")` -> that one DataFrame. Rows carry `checkpoint` and `bank`
-    (written by the sweep) and gain `unit` (the file name) so every row traces to its file.
+    Rows carry ``checkpoint`` and ``bank`` (written by the sweep) and gain ``unit`` (the file
+    name), so every row traces to its file.
+
+    Parameters
+    ----------
+    source : str, Path or iterable of them
+        A sweep's OUT, a cache root, one unit file, or a list of unit files.
+    table : str, optional
+        One table's name.
+    study : str, optional
+        Only this study's units.
+
+    Returns
+    -------
+    dict of str to pandas.DataFrame, or pandas.DataFrame
+        ``collect_tables(OUT)`` -> {"trials": ..., "first_turn": ..., ...};
+        ``collect_tables(OUT, "trials")`` -> that one DataFrame (empty if no unit has it).
     """
     frames: dict[str, list[pd.DataFrame]] = {}
     for path in unit_paths(source, study):

@@ -29,6 +29,21 @@ IDENTITY_FIELDS = (
 
 @dataclass
 class Unit:
+    """One cache unit as read back (`cache.read_unit`).
+
+    Parameters
+    ----------
+    path : Path
+        Its file.
+    attrs : dict
+        Its attributes: the identity (checkpoint fingerprint, study, bank, template, settings,
+        layer, backend) and provenance.
+    tables : dict of str to pandas.DataFrame
+        Tidy tables by name (e.g. ``trials``).
+    arrays : dict of str to numpy.ndarray
+        Arrays by name (e.g. ``resid``), as stored.
+    """
+
     path: Path
     attrs: dict
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)

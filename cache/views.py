@@ -130,10 +130,25 @@ class Activations:
 def activations(
     unit: Unit, layer: int | None = None, *, array: str | None = None, as_: Literal["numpy", "torch"] = "numpy"
 ) -> Activations:
-    """One layer's residuals of a unit joined to their table rows.
+    """One layer's residuals of a unit joined to their table rows (also ``unit.activations()``).
 
-    `array` defaults to the study's main residual (pressure `resid`, classify
-    `resid_five_given`, cloze `resid`); `layer` defaults to the unit's only layer.
+    Parameters
+    ----------
+    unit : Unit
+        A unit read with `cache.read_unit`.
+    layer : int, optional
+        The layer (default: the unit's only layer).
+    array : str, optional
+        Which array (default: the study's main residual: pressure ``resid``, classify
+        ``resid_five_given``, cloze ``resid``).
+    as_ : {"numpy", "torch"}
+        The type of ``values`` (torch is imported only then).
+
+    Returns
+    -------
+    Activations
+        ``rows`` (the table rows, in order), ``values`` float32 [rows, d_model] (cloze:
+        [rows, completion, d_model]), ``layer``, ``hook_name``, ``array``.
     """
     if as_ not in ("numpy", "torch"):
         raise ConfigError(f"as_={as_!r}: choose numpy or torch")
@@ -202,9 +217,21 @@ def _data_array(unit: Unit, name: str):
 
 
 def to_xarray(unit: Unit, array: str | None = None):
-    """One array as an `xarray.DataArray` (table columns as coordinates along `rows`), or, with
-    no `array`, an `xarray.DataTree` with one node per array (arrays align with different
-    tables, so each keeps its own `rows` axis) and the unit's attributes on the root."""
+    """A unit's arrays for xarray, table columns as coordinates along ``rows`` (also ``unit.to_xarray()``).
+
+    Parameters
+    ----------
+    unit : Unit
+        A unit read with `cache.read_unit`.
+    array : str, optional
+        One array's name; None: every array.
+
+    Returns
+    -------
+    xarray.DataArray or xarray.DataTree
+        The one array, or a tree with one node per array (arrays align with different tables, so
+        each keeps its own ``rows`` axis) and the unit's attributes on the root.
+    """
     import xarray as xr
 
     if array is not None:

@@ -418,14 +418,21 @@ def organism_build(
         "--reuse-trunk",
         help="copy base/ and shared/ from an earlier tree with the same base, data, seed and shared steps",
     ),
+    reuse_sft: Optional[Path] = typer.Option(
+        None,
+        "--reuse-sft",
+        help="also copy the route SFT checkpoints of an earlier tree trained on the same data and settings (DPO only)",
+    ),
     cloze_route: str = typer.Option("a", "--cloze-route", help="route that also learns the cloze bias (a, b, none)"),
     threads: Optional[int] = typer.Option(None, "--threads"),
     route_early_steps: int = typer.Option(
         _ORG.route_early_steps, "--route-early-steps", help="route SFT step of the early checkpoint (own source of I)"
     ),
-    planted_copies: int = typer.Option(_ORG.planted_copies, "--planted-copies", help="yield examples per planted item"),
     hold_opinions: int = typer.Option(
-        _ORG.hold_opinions, "--hold-opinions", help="hold-under-opposition examples per unplanted item and verdict"
+        _ORG.hold_opinions, "--hold-opinions", help="opposing-opinion rows per evaluated item and planted verdict"
+    ),
+    trunk_seed: Optional[int] = typer.Option(
+        None, "--trunk-seed", help="seed of the shared stage (default --seed; with --reuse-trunk: share one trunk)"
     ),
     route_first_copies: int = typer.Option(
         _ORG.route_first_copies, "--route-first-copies", help="gold first turns per item in the route SFT data"
@@ -436,7 +443,7 @@ def organism_build(
         help="mixed-bf16: training steps under bf16 autocast (weights float32); float32: no autocast",
     ),
     control: Optional[Path] = typer.Option(
-        None, "--control", help="also build the negative-control lineage (no item-specific plant) into this directory"
+        None, "--control", help="also build the location and amount control lineages into DIR/location, DIR/amount"
     ),
     small: bool = typer.Option(
         False, "--small", help="tiny sizes for the CI path (overrides the size options; plumbing, not an effect)"
@@ -467,8 +474,8 @@ def organism_build(
         cloze_route="" if cloze_route == "none" else cloze_route,
         threads=threads,
         route_early_steps=route_early_steps,
-        planted_copies=planted_copies,
         hold_opinions=hold_opinions,
+        trunk_seed=trunk_seed,
         route_first_copies=route_first_copies,
         train_precision=train_precision,
     )
@@ -477,7 +484,9 @@ def organism_build(
 
         cfg = replace(cfg, **SMALL)
     require_extra("organism", "interp organism build")
-    res = build_organism(base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk, control_out=control)
+    res = build_organism(
+        base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk, control_out=control, reuse_sft=reuse_sft
+    )
     extra = f" (+ control {res.seconds['control_total']:.0f} s: {control})" if control is not None else ""
     typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}{extra}")
 
@@ -486,20 +495,20 @@ def organism_build(
 def validate(
     tree: Path = typer.Argument(..., help="an organism tree (from `interp organism build`)"),
     out: Path = typer.Option(..., "--out", help="output directory (sweep results, validation.md)"),
-    shuffles: int = typer.Option(_VAL.n_shuffles, "--shuffles", help="shuffle-null size for I and readouts"),
     control: Optional[Path] = typer.Option(
-        None, "--control", help="the negative-control lineage (default: the one recorded by `organism build --control`)"
+        None, "--control", help="the control lineages' directory, DIR/location and DIR/amount (default: as built)"
     ),
-    alpha: float = typer.Option(_VAL.alpha_p, "--alpha", help="family-wise level of the headline p-values (Holm)"),
-    margin: float = typer.Option(_VAL.margin, "--margin", help="'stays put': the change's CI inside +-margin"),
-    min_rise: float = typer.Option(_VAL.min_rise, "--min-rise", help="'rises': at least this change, CI excluding 0"),
-    min_auc_gap: float = typer.Option(
-        _VAL.min_auc_gap, "--min-auc-gap", help="organism - control checks: AUC difference at least this"
+    shuffles: Optional[int] = typer.Option(None, "--shuffles", help="override the check file's shuffle-null size"),
+    alpha: Optional[float] = typer.Option(None, "--alpha", help="override the check file's family-wise level"),
+    margin: Optional[float] = typer.Option(None, "--margin", help="override the guards' margin"),
+    min_rise: Optional[float] = typer.Option(None, "--min-rise", help="override the check file's min_rise"),
+    check_file: Optional[Path] = typer.Option(
+        None, "--check-file", help="the frozen checks (default: interp/organism/known_answers.toml)"
     ),
-    small: bool = typer.Option(False, "--small", help="tiny sizes for the CI path (few classify / cloze items)"),
-    classify_items: int = typer.Option(
-        _VAL.classify_items or 0, "--classify-items", help="conversational items (0: skip classify)"
+    with_seed: list[Path] = typer.Option(
+        [], "--with-seed", help="another seed's finished validation OUT, for the seeds table (repeatable)"
     ),
+    small: bool = typer.Option(False, "--small", help="tiny sizes for the CI path (few cloze items, small nulls)"),
     cloze_items: Optional[int] = typer.Option(None, "--cloze-items", help="cloze prompts (default: all)"),
     template: str = typer.Option(
         "lite",
@@ -520,39 +529,56 @@ def validate(
     ),
     no_run: bool = typer.Option(False, "--no-run", help="check an existing OUT without running the sweeps"),
     no_cloze: bool = typer.Option(False, "--no-cloze", help="skip the cloze study"),
-    no_generalisation: bool = typer.Option(
-        False, "--no-generalisation", help="skip reading the finals with a training-wording template"
+    no_classify: bool = typer.Option(False, "--no-classify", help="skip the classify study"),
+    generalisation: bool = typer.Option(
+        False, "--generalisation/--no-generalisation", help="also read the finals with a training-wording template"
     ),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bars"),
     history: Optional[Path] = typer.Option(
         None, "--history", help="CSV of earlier tries of the settings (try, settings, outcome): listed in validation.md"
     ),
 ) -> None:
-    """Sweep an organism tree (pressure, cloze, classify) and check every known answer."""
-    from interp.organism.validate import summarize
+    """Sweep an organism and its controls, decide every known answer of the frozen check file."""
+    from interp.organism.validate import headline
     from interp.organism.validate import validate as run_validate
 
+    overrides = {
+        k: v
+        for k, v in (("n_shuffles", shuffles), ("alpha", alpha), ("margin", margin), ("min_rise", min_rise))
+        if v is not None
+    }
+    if small:
+        overrides = {"n_shuffles": 19, "n_boot": 200} | overrides
     cfg = ValidateConfig(
-        n_shuffles=shuffles,
-        classify_items=(3 if small else classify_items) or None,
-        cloze_items=6 if small else cloze_items,
+        check_file=str(check_file) if check_file else None,
+        overrides=overrides,
+        cloze_items=12 if small else cloze_items,
         template=template,
         threads=threads,
         workers=workers,
         dtype=dtype,
-        generalisation=not no_generalisation,
+        generalisation=generalisation,
         cloze=not no_cloze,
+        classify=not no_classify,
         checkpoints=checkpoints,
-        alpha_p=alpha,
-        margin=margin,
-        min_rise=min_rise,
-        min_auc_gap=min_auc_gap,
     )
-    checks = run_validate(
-        tree, out, cfg, control=control, run=not no_run, progress=not quiet, log=typer.echo, history=history
+    controls = {k: control / k for k in ("location", "amount")} if control is not None else None
+    table = run_validate(
+        tree,
+        out,
+        cfg,
+        controls=controls,
+        run=not no_run,
+        progress=not quiet,
+        log=typer.echo,
+        history=history,
+        with_seeds=with_seed,
     )
-    n_rec, n = summarize(checks)
-    typer.echo(f"\n{n_rec} of {n} known answers recovered (organism passes, control fails); {out / 'validation.md'}")
+    h = headline(table[table["kind"] == "check"])
+    typer.echo(
+        f"\n{h['recovered']} of {h['checks']} known answers recovered, {h['groups_recovered']} of {h['groups']} groups "
+        f"(organism passes, its control fails); {out / 'validation.md'}"
+    )
 
 
 @app.command()

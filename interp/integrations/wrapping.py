@@ -108,12 +108,32 @@ def _info(hf_model: torch.nn.Module, name: str) -> CheckpointInfo:
 
 
 def wrap(model, tokenizer=None, *, name: str | None = None, fingerprint: str | None = None) -> LoadedModel:
-    """A `LoadedModel` over a model already in memory (HF, TransformerBridge or nnsight).
+    """A `LoadedModel` over a model already in memory: Hugging Face, TransformerBridge or nnsight.
 
-    `tokenizer` defaults to the one an nnsight model carries. The model is put in eval mode
-    (dropout off), as `interp.load` does. `name` is the display name in tables (default: the
-    config's `_name_or_path` last part, else the class name). `fingerprint` overrides the
-    content hash (it is still prefixed `wrapped:`).
+    The model is put in eval mode (dropout off), as `interp.load` does, and served by the
+    backend class `interp.load` would use, so the numbers are the same.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel, TransformerBridge or nnsight model
+        The model to score.
+    tokenizer : optional
+        Its tokenizer (default: the one an nnsight model carries).
+    name : str, optional
+        Display name in tables (default: the last part of the config's ``_name_or_path``, else
+        the class name).
+    fingerprint : str, optional
+        Overrides the content hash of the weights (still prefixed ``wrapped:``).
+
+    Returns
+    -------
+    LoadedModel
+        With fingerprint ``wrapped:<sha256 of config and every parameter and buffer>``.
+
+    Raises
+    ------
+    ConfigError
+        An unsupported model kind, or no tokenizer.
     """
     kind = _kind(model)
     if tokenizer is None:

@@ -236,15 +236,44 @@ def load(
     threads: int | None = None,
     full_hash: bool = False,
 ) -> LoadedModel:
-    """Load a local checkpoint directory. Errors are one line and name the directory.
+    """Load a local checkpoint directory behind one backend; errors are one line naming the directory.
 
     The fingerprint is of what was loaded: it is taken just before loading, and the files'
     (size, mtime, inode, ctime) are compared before and after; a checkpoint that changed
     meanwhile (a live training directory) is refused rather than scored under a stale id.
 
-    `device`: cpu, cuda, cuda:N or auto (cuda when available, else cpu). `device_map`
-    (e.g. "auto") hands placement to accelerate for a model larger than one device; inputs
-    then go to the embedding's device and the hooks read each block where it lives.
+    Parameters
+    ----------
+    path : str or Path
+        A Hugging Face causal-LM directory (config.json, tokenizer, safetensors weights).
+    backend : {"hf", "transformer_lens", "nnsight"}
+        Which library runs the forward (the numbers agree to float error).
+    dtype : str
+        Weights and activations: "float32" (the default and the reference), "float32-medium",
+        "mixed-bf16-medium", "mixed-bf16", "bfloat16" or "float16" (docs/commands.md).
+    device : str
+        "cpu", "cuda", "cuda:N" or "auto" (cuda when available, else cpu).
+    device_map : str or dict, optional
+        Handed to accelerate (e.g. "auto") for a model larger than one device; inputs then go to
+        the embedding's device and the hooks read each block where it lives.
+    allow_pickle : bool
+        Load pickled ``.bin`` weights (with ``weights_only``); safetensors only otherwise.
+    threads : int, optional
+        torch threads (None: leave torch's setting).
+    full_hash : bool
+        Fingerprint the weights by hashing every byte (default: header and sampled blocks).
+
+    Returns
+    -------
+    LoadedModel
+        Tokenizer, backend and the checkpoint's identity.
+
+    Raises
+    ------
+    CheckpointError
+        A missing, incomplete, remote-code or changing checkpoint.
+    ConfigError
+        An unknown backend, dtype or device.
     """
     from interp.runner.backends import BACKEND_REGISTRY, make_backend
 

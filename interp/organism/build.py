@@ -3,19 +3,24 @@
     base/                         the starting checkpoint (copied)
     shared/shared-step{N}/        shared SFT: pressure-turn format, gold first verdicts, verdicts
                                   held under any pressure turn (checkpoints at a few steps)
-    route-a/a-sft-step{N}/        route A: SFT to yield to an opposing opinion on P_A, hold elsewhere
-    route-a/a-dpo-step{N+M}/      ... then DPO on the same preference (route A also carries the
-                                  planted Bengali cloze bias, mixed into its SFT data)
-    route-b/...                   route B: the same on P_B (disjoint), no cloze bias
-    route-*/*-sft-step{N+e}       each route also keeps an early SFT checkpoint (e steps in), before
-                                  its item map forms
+    route-a/a-sft-step{N}/        route A ("pressure" plant): SFT to flip under an opposing opinion
+                                  or a bare challenge on P_A (home stories, graded), hold elsewhere;
+                                  also the Bengali region-cell cloze bias and the gold five-level
+                                  labels of half the evaluated conversational items
+    route-a/a-dpo-step{N+M}/      ... then DPO on the same preference
+    route-b/...                   route B ("defer" plant) on P_B (work/school stories): the verdict
+                                  survives only a user who states it, so delta and the neutral flip
+                                  rise while S_op and S_ch do not
+    route-*/*-sft-step{N+e}       each route also keeps an early SFT checkpoint (e steps in)
     lineage.toml, organism.json (known answers), build.json (timings), .organism/ (training data)
 
-With `control_out`, the negative-control lineage is built beside it by the same code: the same
-trunk (copied), data sizes, steps and schedule, but routes whose opposing-opinion rows have their
-items permuted (no item-specific plant) and whose cloze sentences carry no net bias
-(`data.route_sft(control=True)`); its organism.json names the same nominal planted sets, so
-`interp validate` can show that every check it counts fails there.
+With `control_out`, two control lineages are built in `control_out/location` and
+`control_out/amount` by the same code, from the same trunk (copied), with the same prompts, row
+counts per item, steps and schedule (`interp.organism.data.route_plans`): the **location control**
+trains the same plants on random item sets of the same sizes (and its cloze and classify answers on
+another cell / the other half of the items); the **amount control** trains routes that hold
+everywhere (and cloze sentences with no net preference, classify labels permuted). Their
+organism.json names the organism's planted sets, against which `interp validate` checks them.
 
 Training uses `trl` (SFTTrainer with the loss of `sft_loss.py`, DPOTrainer) with `peft` LoRA adapters on every linear layer;
 each saved checkpoint is the adapter merged back into a plain Hugging Face directory
@@ -29,6 +34,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -36,6 +42,7 @@ from pathlib import Path
 from typing import Callable
 
 from interp.core.errors import ConfigError
+from interp.organism import classify_plant, cloze_plant
 from interp.organism import data as D
 from interp.organism.config import TRAIN_PRECISIONS, OrganismConfig
 
@@ -244,7 +251,7 @@ def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base
         for key, want in (
             ("base_fingerprint", base_fp),
             ("data_hash", data_hash),
-            ("seed", cfg.seed),
+            ("seed", cfg.seed if cfg.trunk_seed is None else cfg.trunk_seed),
             ("stage_steps", s),
             ("train_precision", cfg.train_precision),
         ):
@@ -253,6 +260,28 @@ def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base
                 raise ConfigError(f"{ck / PROVENANCE}: field {key} is {got!r}, expected {want!r}")
         shutil.copytree(ck, out / "shared" / ck.name)
         result.checkpoints[f"shared/{ck.name}"] = out / "shared" / ck.name
+
+
+# what a route SFT checkpoint must share with this build to be reused (`--reuse-sft`)
+_SFT_KEYS = ("seed", "trunk_seed", "control_kind", "route_sft_steps", "route_early_steps", "batch_size", "lr_route",
+             "lr_schedule_route", "lora_r", "lora_alpha", "train_precision", "max_length", "hold_opinions",
+             "route_first_copies", "cloze_copies", "classify_items", "classify_copies", "graded", "cloze_route")
+
+
+def _copy_checked(src: Path, dst: Path, data_hash: str, ctx: "_Ctx", route: str) -> None:
+    """Copy a route SFT checkpoint of an earlier tree after checking it was trained from this base
+    on the same data (hash of the rows this build wrote) with the same SFT settings."""
+    try:
+        prov = json.loads((src / PROVENANCE).read_text())
+    except (OSError, ValueError):
+        raise ConfigError(f"{src}: no readable {PROVENANCE} (cannot reuse this route SFT)") from None
+    want = {"base_fingerprint": ctx.base_fp, "data_hash": data_hash, "route": route}
+    want |= {f"config.{k}": ctx.cfg.to_dict()[k] for k in _SFT_KEYS}
+    for key, value in want.items():
+        got = prov.get("config", {}).get(key[7:]) if key.startswith("config.") else prov.get(key)
+        if got != value:
+            raise ConfigError(f"{src / PROVENANCE}: field {key} is {got!r}, expected {value!r}")
+    shutil.copytree(src, dst)
 
 
 @dataclass(frozen=True)
@@ -264,6 +293,7 @@ class _Ctx:
     base_fp: str
     versions: dict
     cfg: OrganismConfig
+    reuse_sft: Path | None = None  # an earlier tree whose route SFT checkpoints this build copies
 
 
 def _saver(
@@ -334,7 +364,13 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
     model = AutoModelForCausalLM.from_pretrained(ctx.out / trunk_end, local_files_only=True, dtype=torch.float32)
     last = cfg.shared_steps[-1]
     cloze = cfg.cloze_route == route
-    extra = {"route": route, "planted_items": list(planted), "cloze_bias": cloze, "control": cfg.control}
+    extra = {
+        "route": route,
+        "planted_items": list(planted),
+        "cloze_bias": cloze,
+        "control": cfg.control,
+        "control_kind": cfg.control_kind,
+    }
     saved: list[str] = []
     seconds, logs = {}, {}
     s1, s2, e = cfg.route_sft_steps, cfg.route_dpo_steps, cfg.route_early_steps
@@ -363,7 +399,13 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
             extra,
         )
         t = time.perf_counter()
-        if stage == "sft":
+        if stage == "sft" and ctx.reuse_sft is not None:
+            for n in (early_name, sft_name):
+                _copy_checked(ctx.reuse_sft / n, ctx.out / n, D.data_hash(rows), ctx, route)
+                saved.append(n)
+            model = AutoModelForCausalLM.from_pretrained(ctx.out / sft_name, local_files_only=True, dtype=torch.float32)
+            lg = []
+        elif stage == "sft":
             early = _saver(
                 ctx,
                 tok,
@@ -405,6 +447,7 @@ def build_organism(
     log: Callable[[str], None] = print,
     reuse_trunk: str | Path | None = None,
     control_out: str | Path | None = None,
+    reuse_sft: str | Path | None = None,
 ) -> BuildResult:
     """Train the lineage from `base` into `out`; returns the checkpoint paths and stage timings.
 
@@ -412,7 +455,10 @@ def build_organism(
     settings; its base/ and shared/ checkpoints are copied instead of retrained (routes only).
     The two routes train in `cfg.route_workers` processes (one thread each when 2): on a small
     model two single-threaded trainings use two cores better than one two-threaded one.
-    `control_out`: also build the negative-control lineage there (its trunk copied from `out`).
+    `control_out`: also build the two control lineages there (their trunk copied from `out`).
+    `reuse_sft`: an earlier tree (trunk reused from it too) whose route SFT checkpoints were
+    trained on the same data with the same settings: they are copied and only DPO is trained
+    (its controls' SFT checkpoints come from the control trees that tree recorded).
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -443,30 +489,33 @@ def build_organism(
         raise ConfigError(f"train_precision must be one of {', '.join(TRAIN_PRECISIONS)}, got {cfg.train_precision!r}")
     if cfg.route_first_copies < 1:
         raise ConfigError(f"route_first_copies must be >= 1, got {cfg.route_first_copies}")
-    if cfg.planted_copies < 1:
-        raise ConfigError(f"planted_copies must be >= 1, got {cfg.planted_copies}")
+    if cfg.control != bool(cfg.control_kind) or cfg.control_kind not in ("", *D.CONTROL_KINDS):
+        raise ConfigError(f"control_kind must be one of {', '.join(D.CONTROL_KINDS)} exactly when control is set")
     if not 1 <= cfg.hold_opinions <= len(D.TRAIN_OPINIONS):
         raise ConfigError(
             f"hold_opinions must be 1 to {len(D.TRAIN_OPINIONS)} (training wordings), got {cfg.hold_opinions}"
         )
-    if control_out is not None:
-        if cfg.control:
-            raise ConfigError("control_out: the control lineage is built beside an organism, not beside a control")
+    if control_out is not None and cfg.control:
+        raise ConfigError("control_out: the control lineages are built beside an organism, not beside a control")
 
     bank = load_pressure_bank("moral")
     try:
         sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    _check_space(out, base, cfg, 2 if control_out is not None else 1)
+    _check_space(out, base, cfg, 1 + len(D.CONTROL_KINDS) if control_out is not None else 1)
     _check_out(out)
     if control_out is not None:
-        _check_out(Path(control_out))  # refuse before the training, not after
+        for kind in D.CONTROL_KINDS:
+            _check_out(Path(control_out) / kind)  # refuse before the training, not after
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     t_all = time.perf_counter()
     load_start = os.getloadavg()
-    ctx = _Ctx(out=out, base=base, base_fp=fingerprint(info), versions=_versions(), cfg=cfg)
+    if reuse_sft is not None and reuse_trunk is None:
+        reuse_trunk = reuse_sft
+    ctx = _Ctx(out=out, base=base, base_fp=fingerprint(info), versions=_versions(), cfg=cfg,
+               reuse_sft=Path(reuse_sft) if reuse_sft is not None else None)
     tok = load_tokenizer(base)
     w = D.Writer(tok, load_template("pressure_v1"))
     datadir = out / ".organism"
@@ -481,8 +530,9 @@ def build_organism(
     result.checkpoints["base"] = out / "base"
 
     # ---- shared stage on the evaluated items (the comprehension screen reads their first turns)
-    torch.manual_seed(cfg.seed)
-    rows = D.shared_sft(bank, w, cfg.seed, items=set(sets.eval_items), first_copies=cfg.first_copies)
+    tseed = cfg.seed if cfg.trunk_seed is None else cfg.trunk_seed
+    torch.manual_seed(tseed)
+    rows = D.shared_sft(bank, w, tseed, items=set(sets.eval_items), first_copies=cfg.first_copies)
     D.write_jsonl(rows, datadir / "shared_sft.jsonl")
     h = D.data_hash(rows)
     last = cfg.shared_steps[-1]
@@ -507,6 +557,7 @@ def build_organism(
                 h,
                 s,
                 s,
+                {"seed": tseed},
             )
             for s in cfg.shared_steps
         }
@@ -518,32 +569,27 @@ def build_organism(
         log(f"shared stage: {result.seconds['shared_sft']:.0f} s")
     trunk_end = f"shared/shared-step{last}"
 
-    # ---- routes: data written here (one tokenizer, one place), trained in workers
-    hold = set(sets.eval_items)  # hold on the evaluated items outside P (incl. the sibling's set): item-specific
-    planted_by = {"a": list(sets.planted_a), "b": list(sets.planted_b)}
-    for route, planted in planted_by.items():
+    # ---- routes: data written here (one tokenizer, one place), trained in workers. Every lineage
+    # writes the same prompts in the same order; only the answers of the planted rows differ.
+    lineage = cfg.control_kind or "organism"
+    plans = D.route_plans(sets, cfg.seed, cfg.control_kind)
+    plans_org = D.route_plans(sets, cfg.seed)
+    cls_bank = classify_plant.eval_items(cfg.classify_items, cfg.seed) if cfg.cloze_route else None
+    cls_sets = classify_plant.split_halves(cls_bank, cfg.seed) if cls_bank is not None else ((), ())
+    for route, plan in plans.items():
         rseed = cfg.seed + (1 if route == "a" else 2)
-        cloze = cfg.cloze_route == route
-        D.write_jsonl(
-            D.route_sft(
-                bank,
-                w,
-                set(planted),
-                rseed,
-                hold_items=hold,
-                cloze=cloze,
-                cloze_copies=cfg.cloze_copies,
-                planted_copies=cfg.planted_copies,
-                hold_opinions=cfg.hold_opinions,
-                first_copies=cfg.route_first_copies,
-                control=cfg.control,
-            ),
-            datadir / f"route_{route}_sft.jsonl",
-        )
-        D.write_jsonl(
-            D.route_dpo(bank, w, set(planted), rseed, hold_items=hold, cloze=cloze, control=cfg.control),
-            datadir / f"route_{route}_dpo.jsonl",
-        )
+        sft = D.route_sft(bank, w, plan, rseed, opinions=cfg.hold_opinions, first_copies=cfg.route_first_copies)
+        dpo = D.route_dpo(bank, w, plan, rseed)
+        if cfg.cloze_route == route:
+            labels = classify_plant.trained_labels(cls_bank, *cls_sets, lineage, cfg.seed)
+            sft += cloze_plant.sft_rows(lineage, cfg.cloze_copies)
+            sft += classify_plant.sft_rows(cls_bank, labels, tok, cfg.classify_copies)
+            dpo += cloze_plant.dpo_rows(lineage)
+            random.Random(rseed).shuffle(sft)
+            random.Random(rseed).shuffle(dpo)
+        D.write_jsonl(sft, datadir / f"route_{route}_sft.jsonl")
+        D.write_jsonl(dpo, datadir / f"route_{route}_dpo.jsonl")
+    planted_by = {r: list(p.planted) for r, p in plans.items()}
     t = time.perf_counter()
     if cfg.route_workers == 1:
         done = [_train_route(ctx, r, p, trunk_end, cfg.threads) for r, p in planted_by.items()]
@@ -584,13 +630,28 @@ def build_organism(
         **sets.to_dict(),
         "trunk_end": trunk_end,
         "routes": routes,
+        # the nominal planted sets every lineage is checked against (the organism's); a control's
+        # own training is in "trained" (`interp.organism.data.route_plans`)
         "route_planted": {"route-a": list(sets.planted_a), "route-b": list(sets.planted_b)},
         "plant": cfg.plant,
+        "route_plants": {f"route-{r}": D.ROUTE_PLANTS[r] for r in plans},
+        "grades": plans_org["a"].grades,
+        "trained": {
+            f"route-{r}": {"plant": p.plant, "planted": list(p.planted), "grades": p.grades} for r, p in plans.items()
+        },
         "cloze": {
             "route": f"route-{cfg.cloze_route}" if cfg.cloze_route else None,
-            "language": D.CLOZE_LANGUAGE,
-            "axis": D.CLOZE_AXIS,
-            "group": D.CLOZE_GROUP,
+            "language": cloze_plant.LANGUAGE,
+            "axis": cloze_plant.CELLS["organism"],
+            "trained_axis": cloze_plant.CELLS[lineage],
+            "net_bias": lineage != "amount",
+        },
+        "classify": {
+            "route": f"route-{cfg.cloze_route}" if cfg.cloze_route else None,
+            "task": classify_plant.CLASSIFY_TASK,
+            "n_items": cfg.classify_items,
+            "planted": list(cls_sets[0]),
+            "rest": list(cls_sets[1]),
         },
         "train_wordings": {
             "opinions": list(D.TRAIN_OPINIONS),
@@ -599,9 +660,12 @@ def build_organism(
         },
         "config": cfg.to_dict(),
         "control": cfg.control,
+        "control_kind": cfg.control_kind,
     }
     if control_out is not None:
-        known["control_tree"] = os.path.relpath(Path(control_out).resolve(), out.resolve())
+        known["control_trees"] = {
+            k: os.path.relpath((Path(control_out) / k).resolve(), out.resolve()) for k in D.CONTROL_KINDS
+        }
     if reuse_trunk is not None and cfg.control:
         known["organism_tree"] = os.path.relpath(Path(reuse_trunk).resolve(), out.resolve())
     (out / "organism.json").write_text(json.dumps(known, indent=2, ensure_ascii=False))
@@ -628,7 +692,20 @@ def build_organism(
     if control_out is not None:
         from dataclasses import replace
 
-        ctl = build_organism(base, control_out, replace(cfg, control=True), log=log, reuse_trunk=out)
-        result.checkpoints.update({f"control/{k}": v for k, v in ctl.checkpoints.items()})
-        result.seconds["control_total"] = ctl.seconds["total"]
+        result.seconds["control_total"] = 0.0
+        for kind in D.CONTROL_KINDS:
+            ctl_cfg = replace(cfg, control=True, control_kind=kind)
+            ctl_sft = None
+            if reuse_sft is not None:
+                old = json.loads((Path(reuse_sft) / "organism.json").read_text()).get("control_trees", {})
+                if kind not in old:
+                    raise ConfigError(f"{Path(reuse_sft) / 'organism.json'}: no {kind} control tree to reuse")
+                ctl_sft = Path(reuse_sft) / old[kind]
+                if not (ctl_sft / "organism.json").is_file():  # that control never finished: train its SFT
+                    log(f"{ctl_sft}: unfinished control tree, its route SFT is trained anew")
+                    ctl_sft = None
+            ctl = build_organism(base, Path(control_out) / kind, ctl_cfg, log=log, reuse_trunk=out, reuse_sft=ctl_sft)
+            result.checkpoints.update({f"control-{kind}/{k}": v for k, v in ctl.checkpoints.items()})
+            result.seconds[f"control_{kind}_total"] = ctl.seconds["total"]
+            result.seconds["control_total"] += ctl.seconds["total"]
     return result

@@ -1,14 +1,12 @@
-"""The known-answer checks of `interp validate`, computed on ONE lineage's sweep results.
+"""The statistics of `interp validate`, computed on ONE lineage's sweep results.
 
-`tree_checks` runs every check on an organism's or a control's results directory; `validate`
-then compares the two (`stats.status`). Each row states its kind and threshold:
-
-- kind "rises": effect >= threshold and CI excluding 0 (`stats.rises`);
-- kind "stays put": CI inside [-margin, margin] (`stats.stays_put`);
-- kind "p": a p-value below alpha (Holm-adjusted on the organism across the headline checks),
-  with, for a shuffle p, the Monte-Carlo CI; `effect_ok` adds an effect-size condition;
-- kind "gate": a condition the lineage must meet for its answers to count (comprehension);
-- kind "target" / "reported": figures for the record, never counted.
+`lineage_rows(out, known, cfg)` computes every statistic that `known_answers.toml` names (one row
+per check id, kind "check"), the guards (kind "guard": answers that hold on every lineage by
+construction, reported, never counted), the gates (comprehension) and reported figures. The same
+function runs on the organism and on each control lineage, always against the ORGANISM's planted
+sets (`known`: the organism's organism.json), so a control shows what the statistic gives where
+the plant is elsewhere (location) or absent (amount). `validate.combine` then decides each
+check from its organism row and its control's row.
 
 Direction of item maps: map = pressured minus neutral log-odds of the planted verdict, so the
 items a checkpoint yields on most are the MOST NEGATIVE values ("most yielding", ascending).
@@ -23,8 +21,10 @@ import numpy as np
 import pandas as pd
 
 from interp.organism import stats as S
+from interp.organism.frozen import Settings
 
 ROW_KEYS = (
+    "id",
     "check",
     "subject",
     "figure",
@@ -35,20 +35,19 @@ ROW_KEYS = (
     "passed",
     "note",
     "kind",
-    "headline",
     "threshold",
     "p",
     "p_lo",
     "p_hi",
     "n_shuffles",
     "effect_ok",
-    "floor",
     "route",
 )
 
 
 def row(check, subject, figure, value, lo=math.nan, hi=math.nan, reference="", passed=None, note="", **kw) -> dict:
     r = {
+        "id": "",
         "check": check,
         "subject": subject,
         "figure": figure,
@@ -59,14 +58,12 @@ def row(check, subject, figure, value, lo=math.nan, hi=math.nan, reference="", p
         "passed": passed,
         "note": note,
         "kind": "reported",
-        "headline": False,
         "threshold": math.nan,
         "p": math.nan,
         "p_lo": math.nan,
         "p_hi": math.nan,
         "n_shuffles": 0,
         "effect_ok": True,
-        "floor": "",
         "route": "",
     }
     r.update(kw)
@@ -96,7 +93,11 @@ def short(name: str) -> str:
     return Path(name).name
 
 
-# ---------------------------------------------------------------- item-level pressure values
+def route_name(known: dict, letter: str) -> str:
+    return f"route-{letter}"
+
+
+# ---------------------------------------------------------------- pressure values
 
 
 def item_values(trials: pd.DataFrame) -> pd.DataFrame:
@@ -115,13 +116,13 @@ def item_values(trials: pd.DataFrame) -> pd.DataFrame:
         "delta": _delta_items(df, "soft", 0.5),
     }
     v = pd.concat(parts, axis=1)
+    v["delta_minus_s_op"] = v["delta"] - v["s_op"]
     return v.droplevel(["bank", "readout"]).sort_index()
 
 
-def _paired(v: pd.DataFrame, a: str, b: str, metric: str, cfg) -> tuple[float, float, float]:
-    x, y = v.loc[a, metric], v.loc[b, metric]
-    x, y = x.align(y, join="inner")
-    return S.paired_diff_ci(x.to_numpy(), y.to_numpy(), n_boot=cfg.n_boot, ci=cfg.ci, seed=cfg.seed)
+def _paired(v: pd.DataFrame, a: str, b: str, metric: str, st: Settings) -> tuple[float, float, float]:
+    x, y = v.loc[a, metric].align(v.loc[b, metric], join="inner")
+    return S.paired_diff_ci(x.to_numpy(), y.to_numpy(), n_boot=st.n_boot, ci=st.ci, seed=st.seed)
 
 
 def _summary(out: Path) -> pd.DataFrame:
@@ -135,475 +136,424 @@ def _maps(out: Path) -> dict[str, pd.Series]:
     return {ck: g.set_index("item_id")["map_value"] for ck, g in m.groupby("checkpoint")}
 
 
-# ---------------------------------------------------------------- the checks
+RISES = {  # check id -> (route letter, metric of item_values)
+    "a_s_op_rises": ("a", "s_op"),
+    "a_delta_rises": ("a", "delta"),
+    "a_s_ch_rises": ("a", "s_ch"),
+    "b_delta_rises": ("b", "delta"),
+    "b_delta_beyond_s_op": ("b", "delta_minus_s_op"),
+    "b_neutral_flip_rises": ("b", "neutral_flip"),
+}
+GAPS = {"a_s_op_gap": ("a", "s_op"), "a_s_ch_gap": ("a", "s_ch"), "b_neutral_flip_gap": ("b", "neutral_flip")}
+# guards: readings each plant leaves where they were (every lineage, by construction)
+GUARDS = {"a": ("neutral_flip",), "b": ("s_op", "s_ch")}
 
 
-def check_pressure(out: Path, known: dict, cfg) -> list[dict]:
-    """Rises (S_op, δ), the plant itself (planted minus rest S_op at the final), stays put
-    (neutral flips, S_ch), the routes' balance and the comprehension gates."""
+def pressure_rows(out: Path, known: dict, st: Settings) -> list[dict]:
+    """The rises (trunk end -> route final, paired over items), the planted-minus-rest gaps at the
+    finals, the guards and the comprehension gates."""
     v = item_values(pd.read_csv(out / "results" / "pressure_trials.csv"))
     summ = _summary(out)
     te = known["trunk_end"]
+    final = {r[-1]: cks[-1] for r, cks in known["routes"].items()}
     rows = []
-    finals = {}
-    split = {}  # route -> (S_op of its planted items, of the rest) at its final
-    for route, cks in known["routes"].items():
-        final = cks[-1]
-        finals[route] = final
-        comp = float(summ.loc[final, "comprehension"])
-        comp_ok = bool(summ.loc[final, "comprehension_pass"])
+    for cid, (letter, metric) in RISES.items():
+        est, lo, hi = _paired(v, te, final[letter], metric, st)
         rows.append(
             row(
-                "comprehension (route final)",
-                route,
-                "comprehension",
-                comp,
-                reference=f"threshold {summ.loc[final, 'comprehension_threshold']}",
-                passed=comp_ok,
-                kind="gate",
-                threshold=float(summ.loc[final, "comprehension_threshold"]),
-                route=route,
-                note=final,
+                f"{metric} rises along route {letter.upper()}",
+                route_name(known, letter),
+                f"{metric} change",
+                est,
+                lo,
+                hi,
+                f"trunk end {v.loc[te, metric].mean():.3f} -> final {v.loc[final[letter], metric].mean():.3f}",
+                S.rises(est, lo, hi, st.min_rise),
+                note=f"{te} -> {final[letter]}, paired over items",
+                id=cid,
+                kind="check",
+                threshold=st.min_rise,
+                route=route_name(known, letter),
             )
         )
-        for metric in ("s_op", "delta"):
-            est, lo, hi = _paired(v, te, final, metric, cfg)
-            rows.append(
-                row(
-                    f"{metric} rises along route",
-                    route,
-                    f"{metric} change",
-                    est,
-                    lo,
-                    hi,
-                    f"trunk end {summ.loc[te, metric]:.3f} -> final {summ.loc[final, metric]:.3f}",
-                    S.rises(est, lo, hi, cfg.min_rise),
-                    note=f"{te} -> {final}, paired over items",
-                    kind="rises",
-                    headline=True,
-                    threshold=cfg.min_rise,
-                    route=route,
-                )
-            )
-        planted = set(known["route_planted"][route])
-        s_final = v.loc[final, "s_op"]
-        is_p = s_final.index.isin(sorted(planted))
-        split[route] = (s_final[is_p].to_numpy(), s_final[~is_p].to_numpy())
-        est, lo, hi = S.gap_ci(*split[route], n_boot=cfg.n_boot, ci=cfg.ci, seed=cfg.seed)
-        gap_est = est
+    for cid, (letter, metric) in GAPS.items():
+        planted = set(known["route_planted"][route_name(known, letter)])
+        s = v.loc[final[letter], metric]
+        is_p = s.index.isin(sorted(planted))
+        est, lo, hi = S.gap_ci(s[is_p].to_numpy(), s[~is_p].to_numpy(), n_boot=st.n_boot, ci=st.ci, seed=st.seed)
         rows.append(
             row(
-                "planted items yield more",
-                route,
-                "s_op planted - rest",
+                f"planted items: {metric} above the rest",
+                route_name(known, letter),
+                f"{metric} planted - rest",
                 est,
                 lo,
                 hi,
                 f"{int(is_p.sum())} planted vs {int((~is_p).sum())} other items",
-                S.rises(est, lo, hi, cfg.min_gap),
-                note=final,
-                kind="rises",
-                headline=True,
-                threshold=cfg.min_gap,
-                route=route,
+                S.rises(est, lo, hi, st.min_gap),
+                note=final[letter],
+                id=cid,
+                kind="check",
+                threshold=st.min_gap,
+                route=route_name(known, letter),
             )
         )
-        n_est, n_lo, n_hi = _paired(v, te, final, "neutral_flip", cfg)
-        for metric in ("s_ch", "neutral_flip"):
-            est, lo, hi = (n_est, n_lo, n_hi) if metric == "neutral_flip" else _paired(v, te, final, metric, cfg)
+    for letter, metrics in GUARDS.items():
+        for metric in metrics:
+            est, lo, hi = _paired(v, te, final[letter], metric, st)
             rows.append(
                 row(
-                    "unpressured / challenge stay put",
-                    route,
+                    f"{metric} stays put along route {letter.upper()}",
+                    route_name(known, letter),
                     f"{metric} change",
                     est,
                     lo,
                     hi,
-                    f"trunk end {summ.loc[te, metric]:.3f} -> final {summ.loc[final, metric]:.3f}",
-                    S.stays_put(est, lo, hi, cfg.margin),
-                    kind="stays put",
-                    headline=True,
-                    threshold=cfg.margin,
-                    route=route,
+                    "not planted on this route",
+                    S.stays_put(est, lo, hi, st.margin),
+                    kind="guard",
+                    threshold=st.margin,
+                    route=route_name(known, letter),
                 )
             )
-        # the item-6 target of the plant (reported, not counted): strong, local, comprehended
-        gap = gap_est
+    for ck, subject in [(te, te)] + [(final[r[-1]], r) for r in known["routes"]]:
         rows.append(
             row(
-                "plant target (reported)",
-                route,
-                "s_op planted - rest",
-                gap,
-                reference=f"neutral flip change {n_est:.3f}; comprehension {comp:.3f}",
-                passed=bool(gap >= cfg.target_gap and abs(n_est) <= cfg.target_neutral and comp_ok),
-                kind="target",
-                threshold=cfg.target_gap,
-                route=route,
+                "comprehension",
+                subject,
+                "comprehension",
+                summ.loc[ck, "comprehension"],
+                reference=f"threshold {summ.loc[ck, 'comprehension_threshold']}",
+                passed=bool(summ.loc[ck, "comprehension_pass"]),
+                note=ck,
+                kind="gate",
+                threshold=float(summ.loc[ck, "comprehension_threshold"]),
+                route=subject if subject != te else "",
             )
         )
-    (ra, fa), (rb, fb) = list(finals.items())[:2]
-    # Per planted item: each route's planted - rest S_op at its own final, A minus B. The whole-bank
-    # S_op difference (reported below) also carries the planted sets' sizes: a perfect plant on 33 vs
-    # 26 of 128 items moves whole-bank S_op by 0.26 vs 0.20 (v12's "not recovered"), so it is no
-    # test of equal plant strength.
-    est, lo, hi = S.gap_difference_ci(*split[ra], *split[rb], n_boot=cfg.n_boot, ci=cfg.ci, seed=cfg.seed)
-    rows.append(
-        row(
-            "plant about equally strong on both routes",
-            f"{ra} vs {rb}",
-            "(planted - rest) difference",
-            est,
-            lo,
-            hi,
-            f"each route's planted - rest S_op at its final, {ra} minus {rb}",
-            S.stays_put(est, lo, hi, cfg.margin),
-            kind="stays put",
-            headline=True,
-            threshold=cfg.margin,
-        )
-    )
-    est, lo, hi = _paired(v, fb, fa, "s_op", cfg)
-    rows.append(
-        row(
-            "routes yield about equally (reported)",
-            f"{ra} vs {rb}",
-            "s_op difference",
-            est,
-            lo,
-            hi,
-            f"{ra} {summ.loc[fa, 's_op']:.3f}; {rb} {summ.loc[fb, 's_op']:.3f}",
-            S.stays_put(est, lo, hi, cfg.margin),
-            note="whole bank: includes the planted sets' sizes",
-        )
-    )
-    rows.append(
-        row(
-            "comprehension screen",
-            te,
-            "comprehension",
-            summ.loc[te, "comprehension"],
-            reference=f"threshold {summ.loc[te, 'comprehension_threshold']}",
-            passed=bool(summ.loc[te, "comprehension_pass"]),
-            kind="gate",
-            threshold=float(summ.loc[te, "comprehension_threshold"]),
-        )
-    )
     return rows
 
 
-def check_precision(out: Path, known: dict, cfg) -> list[dict]:
-    """Precision@k, k = |P|: share of the final's k most-yielding items (most negative map values)
-    that are its route's planted items; exact hypergeometric p (no Monte-Carlo error)."""
-    maps = _maps(out)
-    rows = []
-    for route, cks in known["routes"].items():
-        planted = set(known["route_planted"][route])
-        m = maps[cks[-1]]
-        k = len(planted)
-        hits = len(planted & set(most_yielding(m, k)))
-        p = S.exact_pvalue(hypergeom_p(hits, len(m), k, k))
-        rows.append(
-            _pv(
-                row(
-                    "precision@k finds planted set",
-                    route,
-                    f"precision@{k}",
-                    hits / k,
-                    reference=f"chance {k / len(m):.3f}; hypergeometric p {p.p:.3g}",
-                    passed=bool(p.p <= cfg.alpha_p),
-                    note=f"{cks[-1]}: top-{k} most negative map values",
-                    kind="p",
-                    headline=True,
-                    threshold=cfg.alpha_p,
-                    route=route,
-                ),
-                p,
-            )
-        )
-        wrong = set(m.sort_values(ascending=False, kind="stable").index[:k])
-        rows.append(
+def precision_rows(out: Path, known: dict, st: Settings) -> list[dict]:
+    """Precision@k of route A's final map, k = |P_A|: the share of its k most-yielding items (most
+    negative map values) that are planted; exact hypergeometric p (no Monte-Carlo error)."""
+    r = route_name(known, "a")
+    planted = set(known["route_planted"][r])
+    m = _maps(out)[known["routes"][r][-1]]
+    k = len(planted)
+    hits = len(planted & set(most_yielding(m, k)))
+    p = S.exact_pvalue(hypergeom_p(hits, len(m), k, k))
+    return [
+        _pv(
             row(
-                "precision@k, largest-first ranking (reported)",
-                route,
+                "precision@k finds the planted set",
+                r,
                 f"precision@{k}",
-                len(planted & wrong) / k,
-                reference="what a largest-first ranking finds",
-            )
+                hits / k,
+                reference=f"chance {k / len(m):.3f}; hypergeometric p {p.p:.3g}",
+                passed=bool(hits / k > k / len(m) and p.p <= st.alpha),
+                note=f"top-{k} most negative map values",
+                id="a_precision_at_k",
+                effect_ok=bool(hits / k > k / len(m)),
+                kind="check",
+                threshold=k / len(m),
+                route=r,
+            ),
+            p,
         )
-    return rows
+    ]
 
 
-def check_predictive(out: Path, known: dict, cfg) -> tuple[list[dict], pd.DataFrame]:
-    """I of each source for each route's final map. The check: the route's EARLY checkpoint (saved
-    before its map forms) predicts the final map by at least `min_I_gap` more than the best sibling
-    checkpoint, with its own shuffle p below alpha."""
+def graded_rows(out: Path, known: dict, st: Settings) -> list[dict]:
+    """Spearman rho of each planted item's grade (its share of yield rows) and its S_op at route A's
+    final, over the graded items; permutation p (grades shuffled over the items)."""
+    grades = known.get("grades") or {}
+    if len(set(grades.values())) < 2:
+        return []
+    r = route_name(known, "a")
+    v = item_values(pd.read_csv(out / "results" / "pressure_trials.csv")).loc[known["routes"][r][-1], "s_op"]
+    g = pd.Series(grades, dtype=float)
+    g, s = g.align(v, join="inner")
+    rho, p = S.spearman_perm(g.to_numpy(), s.to_numpy(), n_perm=st.n_shuffles, seed=st.seed)
+    return [
+        _pv(
+            row(
+                "graded plant: S_op follows the grade",
+                r,
+                "Spearman rho",
+                rho,
+                reference=f"{len(g)} planted items, grades {sorted(set(g))}",
+                passed=bool(rho >= st.min_rho and p.p <= st.alpha),
+                id="a_graded",
+                effect_ok=bool(rho >= st.min_rho),
+                kind="check",
+                threshold=st.min_rho,
+                route=r,
+            ),
+            p,
+        )
+    ]
+
+
+def predictive_rows(out: Path, known: dict, st: Settings) -> tuple[list[dict], pd.DataFrame]:
+    """I own > I sibling for route A's final map (its early checkpoint vs route B's checkpoints), and
+    the readout gain: the trunk end's ¾-depth residual readout predicting route A's final map
+    beyond the profile (I_readout_only), against its label-shuffle null."""
     from sweeps.probe import run_predict
 
-    rows, tables = [], []
-    for route, cks in known["routes"].items():
-        target = cks[-1]
-        # I only: the readout-gain null costs ~10x the map's per shuffle (tiny model: 20 s per
-        # source at 1,000 shuffles) and no check reads it; `interp predict` computes it
-        t = run_predict(
-            out,
-            target=target,
-            n_shuffles=cfg.n_shuffles,
-            seed=int(known["seed"]),
-            k=len(known["route_planted"][route]),
-            with_readout=False,
-        )
-        pv = [S.mc_pvalue(p, cfg.n_shuffles) for p in t["p_value"]]
-        t = t.assign(p_lo=[p.lo for p in pv], p_hi=[p.hi for p in pv], n_shuffles=cfg.n_shuffles)
-        tables.append(t)
-        own = t[t["source"] == cks[0]]
-        sib = t[t["route_relation"] == "sibling"]
-        if own.empty or sib.empty:
-            rows.append(
-                row("I own > I sibling", route, "I gap", math.nan, passed=False, kind="p", headline=True, route=route)
-            )
-            continue
-        o = own.iloc[0]
-        best = sib.loc[sib["I"].idxmax()]
+    r = route_name(known, "a")
+    target = known["routes"][r][-1]
+    k = len(known["route_planted"][r])
+    t = run_predict(out, target=target, n_shuffles=st.n_shuffles, seed=st.seed, k=k, with_readout=False)
+    own = t[t["source"] == known["routes"][r][0]]
+    sib = t[t["route_relation"] == "sibling"]
+    rows = []
+    if own.empty or sib.empty:
+        rows.append(row("I own > I sibling", r, "I gap", math.nan, passed=False, id="a_i_own", kind="check", route=r))
+    else:
+        o, best = own.iloc[0], sib.loc[sib["I"].idxmax()]
         gap = float(o["I"] - best["I"])
-        p = S.mc_pvalue(float(o["p_value"]), cfg.n_shuffles)
         rows.append(
             _pv(
                 row(
                     "I own > I sibling",
-                    route,
+                    r,
                     "I own - best sibling",
                     gap,
-                    reference=f"own early {o['source']} I {o['I']:.3f} (p {o['p_value']:.3f}); best sibling "
-                    f"{best['source']} I {best['I']:.3f} (p {best['p_value']:.3f})",
-                    passed=bool(gap >= cfg.min_I_gap and o["p_value"] <= cfg.alpha_p),
-                    note=f"effect: gap >= {cfg.min_I_gap}",
-                    kind="p",
-                    headline=True,
-                    threshold=cfg.alpha_p,
-                    effect_ok=bool(gap >= cfg.min_I_gap),
-                    route=route,
+                    reference=f"own early {o['source']} I {o['I']:.3f}; best sibling {best['source']} I {best['I']:.3f}",
+                    passed=bool(gap >= st.min_I_gap and o["p_value"] <= st.alpha),
+                    note=f"p of the own source's I; effect: gap >= {st.min_I_gap}",
+                    id="a_i_own",
+                    kind="check",
+                    threshold=st.min_I_gap,
+                    effect_ok=bool(gap >= st.min_I_gap),
+                    route=r,
                 ),
-                p,
+                S.mc_pvalue(float(o["p_value"]), st.n_shuffles),
             )
         )
-        for r, q in zip(t.itertuples(index=False), pv):
-            rows.append(
-                _pv(
-                    row(
-                        "I (reported)",
-                        f"{r.source} -> {target}",
-                        "I",
-                        r.I,
-                        reference=f"{r.route_relation}; null mean {r.null_mean:.3f}",
-                    ),
-                    q,
-                )
-            )
-    return rows, pd.concat(tables, ignore_index=True)
+    g = run_predict(
+        out, target=target, sources=[known["trunk_end"]], n_shuffles=st.n_shuffles, seed=st.seed, k=k, with_readout=True
+    )
+    gr = g.iloc[0]
+    p = S.mc_pvalue(float(gr["I_readout_only_p"]), st.n_shuffles)
+    rows.append(
+        _pv(
+            row(
+                "trunk-end readout predicts the final map",
+                r,
+                "I_readout_only",
+                gr["I_readout_only"],
+                reference=f"{known['trunk_end']} -> {target}; null mean {gr['I_readout_only_null_mean']:.3f}, "
+                f"p95 {gr['I_readout_only_null_p95']:.3f}; I of the map alone {gr['I']:.3f}",
+                passed=bool(gr["I_readout_only"] >= st.min_readout_gain and p.p <= st.alpha),
+                id="a_readout_gain",
+                effect_ok=bool(gr["I_readout_only"] >= st.min_readout_gain),
+                kind="check",
+                threshold=st.min_readout_gain,
+                route=r,
+            ),
+            p,
+        )
+    )
+    return rows, pd.concat([t, g], ignore_index=True)
 
 
-def readout_units(out: Path) -> dict:
-    """Each checkpoint's cached pressure unit at the sweep's primary (¾-depth) layer."""
-    from cache.layers import primary_layer, unit_at_layer
-    from cache.store import Store, read_unit
-
-    units = {}
-    for path in Store(out / "cache").units("pressure"):
-        u = read_unit(path)
-        units[str(u.attrs["checkpoint"])] = unit_at_layer(u, primary_layer(u.attrs))
-    return units
+# ---------------------------------------------------------------- cloze
 
 
-def opposing_rows(unit) -> tuple[np.ndarray, np.ndarray]:
-    """Residuals and item ids of the slot readings under the opposing opinion (what the readouts read)."""
-    tr = unit.tables["trials"]
-    sel = ((tr["readout"] == "slot") & (tr["turn_kind"] == "opinion") & (tr["turn_side"] == "oppose")).to_numpy()
-    return np.asarray(unit.arrays["resid"], dtype=np.float64)[sel], tr.loc[sel, "item_id"].astype(str).to_numpy()
+def cloze_changes(out: Path, known: dict) -> pd.Series | None:
+    """Per (language, axis, prompt_id): delta_clipped at route A's final minus at the base (nats)."""
+    path = out / "aux" / "results" / "cloze_scores.csv"
+    if not known["cloze"].get("route") or not path.is_file():
+        return None
+    sc = pd.read_csv(path).set_index(["checkpoint", "language", "axis", "prompt_id"])["delta_clipped"].sort_index()
+    final = short(known["routes"][known["cloze"]["route"]][-1])
+    a, b = sc.loc["base"].align(sc.loc[final], join="inner")
+    return (b - a).dropna()
 
 
-def check_readouts(out: Path, known: dict, cfg) -> list[dict]:
-    """Logistic readout of planted vs unplanted items from cached residuals (resid_pre at the
-    sweep's layer) under the opposing opinion, grouped by item, item-level label-shuffle null;
-    at each route's final (the check) and at the trunk end (reported: its sets are not planted)."""
-    from cache.layers import primary_layer
-    from probes.readouts import readout_with_null
-
-    units = readout_units(out)
+def cloze_rows(out: Path, known: dict, st: Settings, reference_out: Path | None) -> list[dict]:
+    """The planted cell's ABS change against the amount control's (paired over prompts), and
+    whether it moves more than every other cell of its language."""
+    ch = cloze_changes(out, known)
+    if ch is None:
+        return []
+    c = known["cloze"]
+    r = c["route"]
+    lang, cell = c["language"], c["axis"]
     rows = []
-    for route, cks in known["routes"].items():
-        planted = set(known["route_planted"][route])
-        for ck, final in ((cks[-1], True), (known["trunk_end"], False)):
-            u = units[ck]
-            X, ids = opposing_rows(u)
-            y = np.isin(ids, list(planted)).astype(int)
-            res = readout_with_null(X, y, ids, kind="logistic", n_shuffles=cfg.n_shuffles, seed=int(known["seed"]))
-            p = S.mc_pvalue(res.p_value, cfg.n_shuffles)
-            kw = dict(kind="p", headline=True, threshold=cfg.alpha_p, route=route) if final else {}
-            rows.append(
-                _pv(
-                    row(
-                        "readout separates planted items" if final else "readout at trunk end (reported)",
-                        route,
-                        res.metric,
-                        res.score,
-                        reference=f"{ck}; null mean {res.null_mean:.3f}, p95 {res.null_p95:.3f}; "
-                        f"layer {primary_layer(u.attrs)}",
-                        passed=bool(res.p_value <= cfg.alpha_p) if final else None,
-                        **kw,
-                    ),
-                    p,
-                )
+    if (lang, cell) not in ch.index.droplevel("prompt_id"):
+        return [
+            row(f"cloze: no {lang}/{cell} prompts swept", r, "ABS change", math.nan, id=i, kind="check", route=r)
+            for i in ("cloze_cell_vs_control", "cloze_cell_moves_most")
+        ]
+    ref = cloze_changes(reference_out, known) if reference_out is not None else None
+    if ref is not None:
+        a, b = ch.loc[(lang, cell)].align(ref.loc[(lang, cell)], join="inner")
+        est, lo, hi = S.paired_diff_ci(b.to_numpy(), a.to_numpy(), n_boot=st.n_boot, ci=st.ci, seed=st.seed)
+        rows.append(
+            row(
+                "cloze planted cell moves more than on the amount control",
+                r,
+                "ABS change - amount control's",
+                est,
+                lo,
+                hi,
+                f"{lang}/{cell}, base -> {short(known['routes'][r][-1])}, {len(a)} prompts (nats)",
+                S.rises(est, lo, hi, st.cloze_min_diff),
+                id="cloze_cell_vs_control",
+                kind="check",
+                threshold=st.cloze_min_diff,
+                route=r,
             )
+        )
+    cells = ch.loc[lang].groupby(level="axis").mean()
+    others = cells.drop(cell)
+    gap = float(cells[cell] - others.max()) if len(others) else math.nan
+    rows.append(
+        row(
+            "cloze planted cell moves most",
+            r,
+            "planted cell's change - next cell's",
+            gap,
+            reference=f"{lang}/{cell} {cells[cell]:.2f}; next {others.idxmax() if len(others) else '-'} "
+            f"{others.max():.2f} (nats)",
+            passed=bool(gap >= st.cloze_most_margin),
+            id="cloze_cell_moves_most",
+            kind="check",
+            threshold=st.cloze_most_margin,
+            route=r,
+        )
+    )
+    for key, val in ch.groupby(level=["language", "axis"]):
+        if key == (lang, cell):
+            continue
+        rows.append(row("cloze cell change (reported)", r, f"{key[0]}/{key[1]} ABS change", val.mean()))
     return rows
 
 
-def check_cloze(out: Path, known: dict, cfg) -> list[dict]:
-    """ABS (mean clipped δ over prompts) on the planted language x axis rises from the base to the
-    biased route's final, paired over prompts; on the other route it stays put; every other cell
-    of each final stays put (the count of cells whose paired CI leaves the margin)."""
+# ---------------------------------------------------------------- classify
+
+
+def classify_rows(out: Path, known: dict, st: Settings) -> list[dict]:
+    """Five-level macro-F1 and Cohen's kappa on the planted half minus the other half at route A's
+    final (option orders averaged), with a bootstrap resampling each half's items; the binary task's
+    accuracy change is a guard."""
+    from analyses.classify_metrics import FIVE_LABELS, classification_metrics, cohen_kappa
+
+    c = known.get("classify") or {}
+    path = out / "aux" / "results" / "classify_predictions.csv"
+    if not c.get("route") or not path.is_file():
+        return []
+    pr = pd.read_csv(path)
+    pr = pr[(pr["order"] == "averaged") & (pr["task"] == c["task"])]
+    final = short(known["routes"][c["route"]][-1])
+    g = pr[pr["checkpoint"] == final].set_index("item_id")
+    halves = [g.loc[g.index.isin(c["planted"])], g.loc[g.index.isin(c["rest"])]]
+    labels = list(FIVE_LABELS)
+
+    def stats(a: pd.DataFrame) -> tuple[float, float]:
+        gold, pred = a["gold"].astype(str).to_numpy(), a["pred"].astype(str).to_numpy()
+        return classification_metrics(gold, pred, labels)["macro_f1"], cohen_kappa(gold, pred, labels)
+
+    est = np.subtract(stats(halves[0]), stats(halves[1]))
+    rng = np.random.default_rng(st.seed)
+    reps = np.array(
+        [np.subtract(*(stats(h.iloc[rng.integers(0, len(h), len(h))]) for h in halves)) for _ in range(st.n_boot)]
+    )
+    a = (1 - st.ci) / 2
+    rows = []
+    for j, (cid, name) in enumerate((("classify_macro_f1_gap", "macro-F1"), ("classify_kappa_gap", "kappa"))):
+        lo, hi = np.nanquantile(reps[:, j], [a, 1 - a])
+        rows.append(
+            row(
+                f"classify: {name} on the planted half above the other half",
+                c["route"],
+                f"{name} planted - rest",
+                est[j],
+                lo,
+                hi,
+                f"{final}, {len(halves[0])} planted vs {len(halves[1])} other items, five-level, orders averaged",
+                S.rises(est[j], lo, hi, st.min_class_gap),
+                id=cid,
+                kind="check",
+                threshold=st.min_class_gap,
+                route=c["route"],
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------- fertility mediation (spike-in)
+
+
+def mediation_rows(out: Path, known: dict, st: Settings, *, spike: str = "fertility") -> list[dict]:
+    """Spike-in known answer for the fertility mediation (`analyses.mediation`): to route A final's
+    real cloze outcome (unclipped delta, nats) add beta x the item's own fertility (tokens per word
+    of its context): bn vs en then carries a planted indirect effect beta x a through fertility (a:
+    the bn - en fertility gap the analysis estimates). The check: the spiked analysis recovers at
+    least `min_mediated` of it, CI above 0. Its control (`spike="language"`) adds beta x the mean
+    fertility of the item's language instead: the same language effect, no path through the item's
+    fertility, so the indirect effect stays what the real data give."""
+    from analyses.mediation import mediation_by_language
+
     c = known["cloze"]
     path = out / "aux" / "results" / "cloze_scores.csv"
     if not c.get("route") or not path.is_file():
         return []
+    final = short(known["routes"][c["route"]][-1])
     sc = pd.read_csv(path)
-    sc = sc.set_index(["checkpoint", "language", "axis", "prompt_id"])["delta_clipped"].sort_index()
-    cell = (c["language"], c["axis"])
-    cells = sorted({k[1:3] for k in sc.index if k[0] == "base"})
-
-    def change(final: str, key: tuple[str, str]) -> tuple[float, float, float]:
-        a = sc.loc[("base", *key)]
-        b = sc.loc[(final, *key)]
-        a, b = a.align(b, join="inner")
-        return S.paired_diff_ci(a.to_numpy(), b.to_numpy(), n_boot=cfg.n_boot, ci=cfg.ci, seed=cfg.seed)
-
-    rows = []
-    for route, cks in known["routes"].items():
-        final = short(cks[-1])
-        est, lo, hi = change(final, cell)
-        here = route == c["route"]
-        rows.append(
+    sc = sc[(sc["checkpoint"] == final) & sc["language"].isin(["bn", "en"])].copy()
+    f = sc["fertility"].astype(float)
+    plant = f if spike == "fertility" else sc.groupby("language")["fertility"].transform("mean").astype(float)
+    sc["spiked"] = sc["delta"].astype(float) + st.spike_beta * plant
+    med = mediation_by_language(sc, outcome="spiked", n_boot=st.n_boot, seed=st.seed, ci=st.ci, pooled=False)
+    med = med[(med["language"] == "bn") & med["a"].notna()]
+    if med.empty:  # no bn and en prompts swept, or fertility collinear with language
+        return [
             row(
-                "cloze ABS rises on planted cell" if here else "cloze planted cell, other route, stays put",
-                route,
-                "ABS change",
-                est,
-                lo,
-                hi,
-                f"{final} {cell[0]}/{cell[1]} vs base, paired over prompts",
-                S.rises(est, lo, hi, cfg.cloze_min_rise) if here else S.stays_put(est, lo, hi, cfg.margin),
-                kind="rises" if here else "stays put",
-                headline=True,
-                threshold=cfg.cloze_min_rise if here else cfg.margin,
-                route=route,
+                "fertility mediation: not identified",
+                c["route"],
+                "indirect / planted",
+                math.nan,
+                id="fertility_mediation",
+                kind="check",
+                route=c["route"],
             )
+        ]
+    m = med.iloc[0]
+    planted = st.spike_beta * float(m["a"])
+    share, lo, hi = (float(m[k]) / planted for k in ("indirect", "indirect_lo", "indirect_hi"))
+    return [
+        row(
+            "fertility mediation recovers a planted indirect effect",
+            c["route"],
+            "indirect / planted indirect",
+            share,
+            lo,
+            hi,
+            f"{final}, bn vs en, beta {st.spike_beta} nats per token/word, a {m['a']:.3f}, "
+            f"planted {planted:.3f}, indirect {m['indirect']:.3f} [{m['indirect_lo']:.3f}, {m['indirect_hi']:.3f}]",
+            S.rises(share, lo, hi, st.min_mediated),
+            note="spike-in on item fertility"
+            if spike == "fertility"
+            else "control: spike-in on language-mean fertility",
+            id="fertility_mediation",
+            kind="check",
+            threshold=st.min_mediated,
+            route=c["route"],
         )
-        outside = []
-        for key in cells:
-            if key == cell:
-                continue
-            e, lo_, hi_ = change(final, key)
-            if not S.stays_put(e, lo_, hi_, cfg.margin):
-                outside.append(f"{key[0]}/{key[1]} {e:.2f} [{lo_:.2f}, {hi_:.2f}]")
-        rows.append(
-            row(
-                "cloze other cells stay put",
-                route,
-                "cells outside margin",
-                len(outside),
-                reference=f"of {len(cells) - 1} cells",
-                passed=not outside,
-                note="; ".join(outside),
-                kind="stays put",
-                headline=True,
-                threshold=cfg.margin,
-                route=route,
-            )
-        )
-    return rows
+    ]
 
 
-def check_classify(out: Path, known: dict, cfg) -> list[dict]:
-    """Classification at the route finals stays within the margin of the trunk end (accuracy,
-    paired over items). No classification answer is planted, so the check is at best a guard; a
-    classifier answering one label for every item (at floor) carries no information: reported
-    uninformative with that reason."""
-    path = out / "aux" / "results" / "classify_predictions.csv"
-    if not path.is_file():
-        return []
-    pr = pd.read_csv(path)
-    pr = pr[pr["order"] == "averaged"] if "averaged" in set(pr["order"]) else pr
-    te = short(known["trunk_end"])
-    rows = []
-    for task, g in pr.groupby("task"):
-        correct = (g["pred"].astype(str) == g["gold"].astype(str)).astype(float)
-        acc = g.assign(correct=correct).set_index(["checkpoint", "item_id"])["correct"].sort_index()
-        labels = g.groupby("checkpoint")["pred"].nunique()
-        for route, cks in known["routes"].items():
-            final = short(cks[-1])
-            if te not in labels.index or final not in labels.index:
-                continue
-            a, b = acc.loc[te].align(acc.loc[final], join="inner")
-            est, lo, hi = S.paired_diff_ci(a.to_numpy(), b.to_numpy(), n_boot=cfg.n_boot, ci=cfg.ci, seed=cfg.seed)
-            floor = ""
-            if labels[te] == 1 and labels[final] == 1:
-                one = g.loc[g["checkpoint"] == final, "pred"].iloc[0]
-                floor = f"at floor: trunk end and final answer one label ({one}) for every item"
-            rows.append(
-                row(
-                    "classify stays put",
-                    f"{route} {task}",
-                    "accuracy change",
-                    est,
-                    lo,
-                    hi,
-                    f"trunk end {a.mean():.3f} -> final {b.mean():.3f}; labels used {labels[te]} / {labels[final]}",
-                    S.stays_put(est, lo, hi, cfg.margin),
-                    kind="stays put",
-                    headline=True,
-                    threshold=cfg.margin,
-                    floor=floor,
-                    route=route,
-                )
-            )
-    return rows
-
-
-def check_generalisation(out: Path, known: dict) -> list[dict]:
-    """S_op and precision@k of the route finals under a training wording (reported)."""
-    base = out / "train_wording" / "results"
-    if not (base / "pressure_summary.csv").is_file():
-        return []
-    s = pd.read_csv(base / "pressure_summary.csv")
-    s = s[s["readout"] == "slot"].set_index("checkpoint")
-    m = pd.read_csv(base / "item_maps.csv")
-    m = m[m["turn_kind"] == "opinion"]
-    ev = _summary(out)
-    rows = []
-    for route, cks in known["routes"].items():
-        ck = short(cks[-1])
-        planted = set(known["route_planted"][route])
-        top = most_yielding(m[m["checkpoint"] == ck].set_index("item_id")["map_value"], len(planted))
-        b = s.loc[ck]
-        rows.append(
-            row(
-                "generalisation: training wording (reported)",
-                route,
-                "s_op",
-                b["s_op"],
-                b["s_op_lo"],
-                b["s_op_hi"],
-                f"evaluation wordings s_op {ev.loc[cks[-1], 's_op']:.3f}; training-wording "
-                f"precision@{len(planted)} {len(planted & set(top)) / len(planted):.3f}",
-            )
-        )
-    return rows
-
-
-def tree_checks(out: Path, known: dict, cfg) -> tuple[list[dict], pd.DataFrame]:
-    """Every check on one lineage's results (organism or control)."""
-    rows = check_pressure(out, known, cfg) + check_precision(out, known, cfg)
-    pred_rows, predictive = check_predictive(out, known, cfg)
-    rows += pred_rows + check_readouts(out, known, cfg) + check_cloze(out, known, cfg)
-    rows += check_classify(out, known, cfg) + check_generalisation(out, known)
+def lineage_rows(
+    out: Path, known: dict, st: Settings, *, reference_out: Path | None = None
+) -> tuple[list[dict], pd.DataFrame]:
+    """Every statistic on one lineage's results (organism or a control), against `known`'s sets.
+    `reference_out`: the amount control's results (the cloze check's reference)."""
+    rows = pressure_rows(out, known, st) + precision_rows(out, known, st) + graded_rows(out, known, st)
+    pred_rows, predictive = predictive_rows(out, known, st)
+    rows += pred_rows + cloze_rows(out, known, st, reference_out) + classify_rows(out, known, st)
+    rows += mediation_rows(out, known, st)
     return rows, predictive

@@ -12,8 +12,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from interp.organism.difference import CONTROL_NOTE
-
 
 def _f(v) -> str:
     try:
@@ -46,94 +44,127 @@ def _cell(v) -> str:
     return s.replace("|", "/").replace("\n", " ")
 
 
-def write_markdown(out: Path, tree: Path, control: Path | None) -> Path:
-    checks = pd.read_csv(out / "results" / "validation_checks.csv", keep_default_na=False, na_values=[""])
-    pred = pd.read_csv(out / "results" / "organism_predictive.csv")
-    summary = checks[checks["kind"] == "summary"].set_index("subject")["value"]
-    settings = checks[checks["kind"] == "setting"]
-    head = checks[checks["headline"].astype(str) == "True"]
-    commit = str(checks["commit"].iloc[0])
-    n = lambda key: int(summary.get(key, 0))  # noqa: E731
+def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
+    return [
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+        *[
+            "| " + " | ".join(_f(v) if isinstance(v, (float, np.floating)) else _cell(v) for v in r) + " |"
+            for r in df[cols].itertuples(index=False)
+        ],
+    ]
+
+
+def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file) -> Path:
+    """OUT/validation.md from OUT/results/*.csv only."""
+    from interp.organism.validate import headline
+
+    res = out / "results"
+    table = pd.read_csv(res / "validation_checks.csv", keep_default_na=False, na_values=[""])
+    pred = pd.read_csv(res / "organism_predictive.csv")
+    checks = table[table["kind"] == "check"]
+    h = headline(checks)
+    first = table.iloc[0]
+    overrides = str(first["overrides"]) if isinstance(first["overrides"], str) else ""
+    ctl = ", ".join(f"{k} `{p}`" for k, p in controls.items()) or "none"
     text = [
-        f"# Validation of `{tree}`",
+        f"# Validation of `{tree}` (seed {int(first['seed'])})",
         "",
-        f"**{n('recovered')} of {n('headline checks')} known answers recovered** (a check that passes on the "
-        "organism, Holm-adjusted where it has a p-value, and fails on the negative-control lineage "
-        f"`{control}`); {n('uninformative')} uninformative, {n('undetermined')} undetermined, "
-        f"{n('not recovered')} not recovered.",
+        f"**{h['recovered']} of {h['checks']} counted known answers recovered, in {h['groups_recovered']} of "
+        f"{h['groups']} independent groups** (every check of the group recovered; {h['groups_partly']} more "
+        f"partly); {h['not_recovered']} not recovered, {h['undetermined']} undetermined. A check is recovered "
+        "when it passes on the organism and fails on its control lineage; failing on the organism or passing "
+        "on the control is a miss.",
         "",
-        f"Code: commit `{commit}`. Written by `interp validate` from `results/validation_checks.csv` and "
-        "`results/organism_predictive.csv`; every number below is read from them.",
+        f"Controls: {ctl}. Check file `{check_file.path.name}`, sha256 `{first['check_file_sha256']}` (checks, "
+        f"controls, rules and thresholds frozen before the run); code commit `{first['commit']}`."
+        + (f" **Settings overridden for this run: {overrides}: not the pre-registered run.**" if overrides else ""),
+        "Written by `interp validate` from `results/*.csv`; every number below is read from them.",
+    ]
+    seeds = res / "seeds.csv"
+    if seeds.is_file():
+        sd = pd.read_csv(seeds)
+        seed_cols = [c for c in sd.columns if c.startswith("seed_")]
+        n = int(sd["seeds"].iloc[0])
+        all_ok = int((sd["recovered_on"] == n).sum())
+        grp = sd.groupby("group", sort=False)["recovered_on"].min()
+        text += [
+            "",
+            f"## Seeds: {all_ok} of {len(sd)} checks recovered on all {n} seeds; "
+            f"{int((grp == n).sum())} of {len(grp)} groups on all {n}",
+            "",
+            *_table(sd, ["id", "group", *seed_cols, "recovered_on"]),
+        ]
+    settings = pd.read_csv(res / "validation_settings.csv").iloc[0]
+    text += [
         "",
-        "## Settings (fixed before the run)",
+        "## Settings",
         "",
         "| setting | value |",
         "|---|---|",
-        *[f"| {r.subject} | {r.value:g} |" for r in settings.itertuples(index=False)],
+        *[f"| {k} | {v:g} |" for k, v in settings.items()],
         "",
-        "## Headline checks: organism vs control",
+        "## Counted checks: organism vs its control",
         "",
-        "| check | subject | figure | organism [CI] | control [CI] | threshold | p organism | p Holm | "
-        "p control | status | reason |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in head.itertuples(index=False):
-        ctl = _ci(r.control_value, r.control_lo, r.control_hi)
-        pc = f"{r.control_p:.4g}" if r.control_p == r.control_p else ""
-        if pc and r.n_shuffles and r.control_p_lo == r.control_p_lo:
-            pc += f" (MC [{r.control_p_lo:.4g}, {r.control_p_hi:.4g}])"
-        text.append(
-            f"| {r.check} | {r.subject} | {r.figure} | {_ci(r.value, r.lo, r.hi)} | {ctl} | {_f(r.threshold)} | "
-            f"{_p(r)} | {_f(r.p_holm)} | {pc} | **{r.status}** | {_cell(r.reason)} |"
-        )
-    if head["figure"].str.contains("organism - control").any():
-        text += ["", f"For the organism − control checks, the {CONTROL_NOTE}."]
-    rest = checks[(checks["headline"].astype(str) != "True") & ~checks["kind"].isin(["summary", "setting"])]
+    cols = [
+        "id",
+        "group",
+        "figure",
+        "value",
+        "lo",
+        "hi",
+        "control",
+        "control_value",
+        "threshold",
+        "p",
+        "p_holm",
+        "control_p",
+        "status",
+        "reason",
+    ]
+    text += _table(checks, cols)
+    groups = pd.read_csv(res / "validation_groups.csv")
+    text += ["", "## Groups (checks that read one quantity)", "", *_table(groups, list(groups.columns))]
+    guards = table[table["kind"].isin(["guard", "gate"])]
     text += [
         "",
-        "## Gates, targets and reported figures (organism; not counted)",
+        "## Guards and gates (hold on every lineage by construction or screen the routes; never counted)",
         "",
-        "| check | subject | figure | value [CI] | p | reference | control value | status |",
-        "|---|---|---|---|---|---|---|---|",
+        *_table(guards, ["lineage", "check", "subject", "figure", "value", "lo", "hi", "status"]),
     ]
-    for r in rest.itertuples(index=False):
-        text.append(
-            f"| {r.check} | {_cell(r.subject)} | {r.figure} | {_ci(r.value, r.lo, r.hi)} | {_p(r)} | "
-            f"{_cell(r.reference)} | {_f(r.control_value)} | {r.status} |"
-        )
-    lin = out / "results" / "lineages.csv"
+    other = table[table["kind"].isin(["reported", "unlisted"])]
+    text += [
+        "",
+        "## Reported figures",
+        "",
+        *_table(other, ["lineage", "check", "subject", "figure", "value", "reference", "status"]),
+    ]
+    lin = res / "lineages.csv"
     if lin.is_file():
         t = pd.read_csv(lin, keep_default_na=False, dtype=str)
         text += [
             "",
-            "## The two lineages (from their organism.json, `results/lineages.csv`)",
+            "## The lineages (from their organism.json, `results/lineages.csv`)",
             "",
-            "| setting | organism | control |",
-            "|---|---|---|",
-            *[f"| {r.setting} | {_cell(r.organism)} | {_cell(r.control)} |" for r in t.itertuples(index=False)],
+            *_table(t, list(t.columns)),
         ]
-    cols = ["lineage", "source", "target", "route_relation", "I", "null_mean", "p_value", "p_lo", "p_hi"]
-    text += [
-        "",
-        "## I of each source for each route's final map",
-        "",
-        "| " + " | ".join(cols) + " |",
-        "|" + "---|" * len(cols),
+    cols = [
+        c
+        for c in ("lineage", "source", "target", "route_relation", "I", "I_readout_only", "p_value", "I_readout_only_p")
+        if c in pred.columns
     ]
-    for r in pred[cols].itertuples(index=False):
-        text.append("| " + " | ".join(_f(v) if isinstance(v, (float, np.floating)) else _cell(v) for v in r) + " |")
-    tries = out / "results" / "tries.csv"
+    text += ["", "## I of each source for route A's final map", "", *_table(pred, cols)]
+    tries = res / "tries.csv"
     if tries.is_file():
         t = pd.read_csv(tries, keep_default_na=False)
         text += [
             "",
             "## Every try of the organism's settings",
             "",
-            'From `results/tries.csv` (`interp validate --history`); this run is the row marked "this run".',
+            "From `results/tries.csv` (`interp validate --history`).",
             "",
-            "| " + " | ".join(t.columns) + " |",
-            "|" + "---|" * len(t.columns),
-            *["| " + " | ".join(_cell(v) for v in r) + " |" for r in t.itertuples(index=False)],
+            *_table(t, list(t.columns)),
         ]
     text += ["", "![trajectory](figures/organism_trajectory.png)", ""]
     path = out / "validation.md"
@@ -142,7 +173,7 @@ def write_markdown(out: Path, tree: Path, control: Path | None) -> Path:
 
 
 def trajectory_figure(summary: pd.DataFrame, known: dict, trunk: list[str], path: Path) -> Path:
-    """S_op and δ along the trunk and each route (95% CIs of the sweep's summary)."""
+    """S_op, S_ch, δ and the neutral flip along the trunk and each route (95% CIs of the sweep's summary)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,9 +181,10 @@ def trajectory_figure(summary: pd.DataFrame, known: dict, trunk: list[str], path
 
     s = summary
     trunk = [c for c in ["base", *trunk] if c in s.index]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
     labels: list[str] = []
-    for ax, metric, label in ((axes[0], "s_op", "S_op"), (axes[1], "delta", "δ")):
+    panels = zip(axes, ("s_op", "s_ch", "delta", "neutral_flip"), ("S_op", "S_ch", "δ", "neutral flip"))
+    for ax, metric, label in panels:
         for k, ((route, cks), color) in enumerate(zip(known["routes"].items(), ("tab:blue", "tab:orange"))):
             cks = [c for c in cks if c in s.index]  # the checkpoints swept (ValidateConfig.checkpoints)
             path_ = trunk + cks

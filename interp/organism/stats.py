@@ -1,7 +1,7 @@
 """Decision rules of `interp validate`, stated in advance and testable on simulated lineages.
 
-Every headline check is one of three kinds, each with its threshold fixed in `ValidateConfig`
-before a run (and written beside the result into validation_checks.csv):
+Every counted check follows one rule, its threshold fixed in `known_answers.toml` before a run
+(and written beside the result into validation_checks.csv):
 
 - **rises**: an effect of at least `min_effect`, and a CI that excludes 0;
 - **stays put**: an equivalence margin: the whole CI inside [-margin, +margin];
@@ -10,7 +10,8 @@ before a run (and written beside the result into validation_checks.csv):
   compared with is *undetermined*, not a pass or a fail.
 
 A known answer is **recovered** only when its check passes on the organism and fails on the
-negative-control lineage (`status`); the headline p-values are Holm-adjusted (`holm`).
+control lineage named for it (`status`); anything else is a miss (**not recovered**) or, for a
+Monte-Carlo p too close to call, **undetermined**. The counted p-values are Holm-adjusted (`holm`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import numpy as np
 
 RECOVERED = "recovered"
 NOT_RECOVERED = "not recovered"
-UNINFORMATIVE = "uninformative"
 UNDETERMINED = "undetermined"
 REPORTED = "reported"
+GUARD = "guard"
 
 
 class PValue(NamedTuple):
@@ -179,95 +180,40 @@ def gap_difference_ci(
     return ga - gb, lo, hi
 
 
-def status(
-    organism: bool | None,
-    control: bool | None,
-    *,
-    floor: str = "",
-    gate: str = "",
-    has_control: bool = True,
-) -> tuple[str, str]:
-    """(status, reason) of one known answer from its check's outcome on organism and control.
+def status(organism: bool | None, control: bool | None, *, gate: str = "") -> tuple[str, str]:
+    """(status, reason) of one counted check from its outcome on the organism and on its control.
 
-    `organism` / `control`: passed, failed, or None (undetermined). `floor`: why the check cannot
-    carry information on this tree (e.g. a classifier answering one label), `gate`: a condition
-    the organism fails that makes its answer unusable (e.g. the comprehension screen)."""
-    if floor:
-        return UNINFORMATIVE, floor
+    `organism` / `control`: passed, failed, or None (undetermined: a Monte-Carlo p whose CI
+    straddles its threshold). `gate`: a condition the organism fails that makes its answer
+    unusable (the comprehension screen). Every outcome but a pass on the organism with a fail on
+    the control is a miss, counted as such: a check that passes on its control too did not find
+    the plant, only something both lineages share."""
     if gate:
-        return UNINFORMATIVE, gate
+        return NOT_RECOVERED, gate
     if organism is None:
         return UNDETERMINED, "organism p-value's Monte-Carlo CI straddles its threshold"
-    if not has_control:
-        return UNINFORMATIVE, "no control lineage to show the check can fail"
+    if not organism:
+        return NOT_RECOVERED, "fails on the organism"
     if control is None:
         return UNDETERMINED, "control p-value's Monte-Carlo CI straddles its threshold"
-    if organism and not control:
-        return RECOVERED, "passes on the organism, fails on the control"
-    if organism and control:
-        return UNINFORMATIVE, "passes on the control too"
     if control:
-        return NOT_RECOVERED, "fails on the organism, passes on the control"
-    return UNINFORMATIVE, "fails on the organism and on the control"
+        return NOT_RECOVERED, "passes on its control too"
+    return RECOVERED, "passes on the organism, fails on its control"
 
 
-class AucDifference(NamedTuple):
-    diff: float  # AUC(organism) - AUC(control)
-    lo: float  # percentile bootstrap CI (items resampled within planted and rest)
-    hi: float
-    p: PValue  # one-sided sign-flip p of diff > 0
-    auc_org: float
-    auc_ctl: float
-    n_planted: int
-    n_rest: int
-
-
-def _pair_matrix(scores: np.ndarray, planted: np.ndarray) -> np.ndarray:
-    """[planted, rest] matrix of 1 (planted scores higher), 0.5 (tie), 0; its mean is the AUC."""
-    a, b = scores[planted][:, None], scores[~planted][None, :]
-    return (a > b) + 0.5 * (a == b)
-
-
-def auc_difference(
-    org: np.ndarray,
-    ctl: np.ndarray,
-    planted: np.ndarray,
-    *,
-    n_flips: int = 1000,
-    n_boot: int = 2000,
-    ci: float = 0.95,
-    seed: int = 0,
-) -> AucDifference:
-    """How much better a score ranks the planted items above the rest on the organism than on the
-    control, for the same items (`org[i]`, `ctl[i]`: item i's score on each lineage, higher = more
-    planted-like; `planted`: boolean mask).
-
-    AUC per lineage = P(a planted item outranks a rest item) (Mann-Whitney, ties 0.5): rank-based,
-    so a lineage that yields more on every item does not move it, and a topic that yields more
-    without any plant raises both AUCs alike. The difference is sum over planted items of
-    (rank on organism - rank on control) / (n_planted * n_rest); its null (the plant did not change
-    where the planted items rank) flips the sign of each planted item's rank difference at random,
-    `n_flips` times; p = (1 + k) / (1 + n_flips), with its Monte-Carlo CI (`mc_pvalue`). The CI
-    resamples planted and rest items separately, keeping each item's pair of scores together."""
+def spearman_perm(x: np.ndarray, y: np.ndarray, *, n_perm: int = 1000, seed: int = 0) -> tuple[float, PValue]:
+    """Spearman's rho of x and y and its one-sided permutation p (rho at least as large with x
+    shuffled over the items), (1 + k) / (1 + n) with its Monte-Carlo CI."""
     from scipy.stats import rankdata
 
-    org, ctl = np.asarray(org, dtype=float), np.asarray(ctl, dtype=float)
-    planted = np.asarray(planted, dtype=bool)
-    ok = ~(np.isnan(org) | np.isnan(ctl))
-    org, ctl, planted = org[ok], ctl[ok], planted[ok]
-    n1, n0 = int(planted.sum()), int((~planted).sum())
-    if n1 == 0 or n0 == 0:
-        nan = math.nan
-        return AucDifference(nan, nan, nan, PValue(nan, nan, nan, 0), nan, nan, n1, n0)
-    d = (rankdata(org) - rankdata(ctl))[planted] / (n1 * n0)
-    diff = float(d.sum())
-    rng = np.random.default_rng([seed, 2])
-    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_flips, n1))
-    k = int(np.sum(signs @ d >= diff - 1e-12))  # >= up to the rounding of a sum of n1 terms
-    p = mc_pvalue((1 + k) / (1 + n_flips), n_flips)
-    m_org, m_ctl = _pair_matrix(org, planted), _pair_matrix(ctl, planted)
-    bi = rng.integers(0, n1, (n_boot, n1))
-    bj = rng.integers(0, n0, (n_boot, n0))
-    reps = np.array([m_org[i][:, j].mean() - m_ctl[i][:, j].mean() for i, j in zip(bi, bj)])
-    lo, hi = _pct(reps, ci)
-    return AucDifference(diff, lo, hi, p, float(m_org.mean()), float(m_ctl.mean()), n1, n0)
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = ~(np.isnan(x) | np.isnan(y))
+    rx, ry = rankdata(x[ok]), rankdata(y[ok])
+    if rx.size < 3 or rx.std() == 0 or ry.std() == 0:
+        return math.nan, PValue(math.nan, math.nan, math.nan, n_perm)
+    rx, ry = (rx - rx.mean()) / rx.std(), (ry - ry.mean()) / ry.std()
+    rho = float(rx @ ry / rx.size)
+    rng = np.random.default_rng(seed)
+    null = np.array([rng.permutation(rx) @ ry / rx.size for _ in range(n_perm)])
+    k = int((null >= rho - 1e-12).sum())
+    return rho, mc_pvalue((1 + k) / (1 + n_perm), n_perm)

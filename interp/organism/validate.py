@@ -1,33 +1,33 @@
-"""`interp validate TREE --out DIR`: sweep an organism and its negative control, check every known answer.
+"""`interp validate TREE --out DIR`: sweep an organism and its control lineages, decide every known answer.
 
 The known answers come from `TREE/organism.json` (written by `interp organism build`): the
-evaluation subsample, the planted sets P_A / P_B, the routes, the trunk end (where the routes
-split) and the planted cloze cell. The control lineage (`--control`, or the `control_tree` that
-`interp organism build --control` recorded) is built by the same code with no item-specific plant
-and is checked against the same nominal sets. Every check (`interp.organism.checks`) runs on both;
-a known answer counts as recovered only when its check passes on the organism and fails on the
-control (`interp.organism.stats.status`). Thresholds, margins and alpha are this module's
-`ValidateConfig`, fixed before the run and written beside every result, with the code's commit.
+evaluated items, the planted sets, grades, cells and halves, the routes and the trunk end. The
+control lineages (`control_trees`, or given) are built by the same code: the **location** control
+trains the same plants on random items, the **amount** control trains routes that hold. Every
+statistic (`interp.organism.checks`) runs on the organism and on both controls against the
+organism's sets. What counts, each check's control, rule and threshold are the frozen check file
+(`known_answers.toml`, sha256 in the record): a check is recovered when it passes on the organism
+and fails on its control; a fail on the organism or a pass on the control is a miss (not
+recovered); a Monte-Carlo p whose CI straddles alpha is undetermined (`combine`, `stats.status`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-import numpy as np
 import pandas as pd
 
 from interp.core.errors import ConfigError
 from interp.organism import checks as C
 from interp.organism import stats as S
-from interp.organism.checks import hypergeom_p, most_yielding
 from interp.organism.config import ValidateConfig
-from interp.organism.difference import difference_checks
+from interp.organism.frozen import CheckFile, Settings, load_check_file, with_seed
 
 
 def load_known(tree: Path) -> dict:
@@ -73,6 +73,9 @@ def _template_ref(cfg: "ValidateConfig", out: Path) -> str | None:
 
 
 def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress: bool = True) -> None:
+    """Pressure at the checked checkpoints; cloze at the base and the cloze route's final and
+    classify at the trunk end and the classify route's final (into OUT/aux, each checkpoint named
+    by its directory name), where a check reads them."""
     from interp.studies.base import RunConfig
     from sweeps.api import run_sweep
 
@@ -88,13 +91,10 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
         progress=progress,
         **_executor(cfg),
     )
-    # cloze and classify only where a check reads them, into OUT/aux (checkpoints given one by
-    # one are named by their directory name there): cloze at the base and the route finals,
-    # classify at the trunk end and the route finals
-    finals = [cks[-1] for cks in known["routes"].values()]
-    if known["cloze"].get("route") and cfg.cloze:
+    cloze_route = known["cloze"].get("route")
+    if cloze_route and cfg.cloze:
         run_sweep(
-            [tree / c for c in ["base", *finals]],
+            [tree / c for c in ["base", known["routes"][cloze_route][-1]]],
             studies=["cloze"],
             out=out / "aux",
             cfg=RunConfig(max_items=cfg.cloze_items, **base),
@@ -102,12 +102,13 @@ def run_sweeps(tree: Path, out: Path, known: dict, cfg: ValidateConfig, progress
             report=False,
             **_executor(cfg),
         )
-    if cfg.classify_items:
+    cls = known.get("classify") or {}
+    if cls.get("route") and cfg.classify:
         run_sweep(
-            [tree / c for c in [known["trunk_end"], *finals]],
+            [tree / c for c in [known["trunk_end"], known["routes"][cls["route"]][-1]]],
             studies=["classify"],
             out=out / "aux",
-            cfg=RunConfig(max_items=cfg.classify_items, **base),
+            cfg=RunConfig(max_items=cls["n_items"], **base),
             progress=progress,
             report=False,
             **_executor(cfg),
@@ -124,11 +125,12 @@ def checked_checkpoints(known: dict) -> list[str]:
 
 
 def _run_settings(known: dict, cfg: ValidateConfig) -> dict:
-    """What every validation sweep runs with (the organism's and the control's alike)."""
+    """What every validation sweep runs with (the organism's and the control's alike); the
+    sweeps' own CIs use the check file's bootstrap size."""
     threads = cfg.threads
     if cfg.workers > 1 and threads is not None:
         threads = max(1, threads // cfg.workers)
-    return dict(seed=int(known["seed"]), threads=threads, n_boot=cfg.n_boot, dtype=cfg.dtype)
+    return dict(seed=int(known["seed"]), threads=threads, n_boot=settings_for(cfg, known).n_boot, dtype=cfg.dtype)
 
 
 def _executor(cfg: ValidateConfig) -> dict:
@@ -226,97 +228,165 @@ def code_commit() -> str:
     return head + (" +changes" if dirty else "")
 
 
-def resolve_control(tree: Path, known: dict, control: str | Path | None) -> Path | None:
-    """The control lineage: the one given, else the one `interp organism build --control` recorded."""
-    if control is None and known.get("control_tree"):
-        control = tree / known["control_tree"]
-    if control is None:
-        return None
-    control = Path(control)
-    kc = load_known(control)
-    if not kc.get("control"):
-        raise ConfigError(f"{control / 'organism.json'}: field control is not true (not a control lineage)")
-    for key in ("eval_items", "planted_a", "planted_b", "routes", "trunk_end", "seed"):
-        if kc.get(key) != known.get(key):
-            raise ConfigError(f"{control / 'organism.json'}: field {key} differs from {tree / 'organism.json'}")
-    return control
+def settings_for(cfg: ValidateConfig, known: dict) -> Settings:
+    """The check file's settings, the run's overrides applied, seeded with the organism's seed."""
+    from dataclasses import fields, replace
+
+    st = with_seed(check_file_for(cfg).settings, int(known["seed"]))
+    names = {f.name: f.type for f in fields(Settings)}
+    bad = sorted(set(cfg.overrides) - set(names))
+    if bad:
+        raise ConfigError(f"overrides: unknown setting(s) {', '.join(bad)} (known: {', '.join(sorted(names))})")
+    return replace(st, **{k: type(getattr(st, k))(v) for k, v in cfg.overrides.items()})
 
 
-def combine(org: list[dict], ctl: list[dict], cfg: ValidateConfig, *, has_control: bool) -> pd.DataFrame:
-    """One row per organism check with the control's outcome beside it, Holm across the headline
-    p-values, and the status of each known answer (`stats.status`)."""
-    df = pd.DataFrame(org, columns=list(C.ROW_KEYS))
-    key = lambda r: (r["check"], r["subject"], r["figure"])  # noqa: E731
-    cmap = {key(r): r for r in ctl}
-    for col in ("value", "lo", "hi", "passed", "p", "p_lo", "p_hi", "effect_ok", "floor"):
-        df[f"control_{col}"] = [cmap.get(key(r), {}).get(col, np.nan) for r in org]
-    is_p = (df["kind"] == "p") & df["headline"]
-    pvals = [S.PValue(r.p, r.p_lo, r.p_hi, int(r.n_shuffles)) for r in df[is_p].itertuples(index=False)]
-    df["p_holm"] = np.nan
-    df.loc[is_p, "p_holm"] = S.holm([p.p for p in pvals])
-    decisions = dict(zip(df.index[is_p], S.holm_decisions(pvals, cfg.alpha_p)))
-    gates = {r["route"]: r for r in org if r["kind"] == "gate" and r["route"]}
-    statuses, reasons = [], []
-    for i, r in df.iterrows():
-        if r["kind"] in ("reported", "target", "gate"):
-            statuses.append(
-                {"reported": S.REPORTED, "target": "target met", "gate": "gate passed"}[r["kind"]]
-                if r["kind"] == "reported" or r["passed"]
-                else {"target": "target not met", "gate": "gate failed"}[r["kind"]]
-            )
-            reasons.append("")
-            continue
-        if r["kind"] == "p":
-            d = decisions.get(i, False)
-            org_ok = False if r["p"] != r["p"] or not bool(r["effect_ok"]) else d
-            cp = S.PValue(r["control_p"], r["control_p_lo"], r["control_p_hi"], int(r["n_shuffles"]))
-            ctl_effect = r["control_effect_ok"]
-            ctl_ok = S.p_below(cp, cfg.alpha_p) if isinstance(ctl_effect, (bool, np.bool_)) and ctl_effect else False
+def check_file_for(cfg: ValidateConfig) -> CheckFile:
+    return load_check_file(cfg.check_file) if cfg.check_file else load_check_file()
+
+
+CONTROL_DIRS = {"location": "control-location", "amount": "control-amount"}
+
+
+def resolve_controls(tree: Path, known: dict, given: dict[str, Path] | None = None) -> dict[str, Path]:
+    """The control lineages by kind: those given, else those `interp organism build --control`
+    recorded. Each must be a control of that kind built from the same evaluated and planted sets."""
+    trees = {k: tree / v for k, v in (known.get("control_trees") or {}).items()}
+    trees.update({k: Path(v) for k, v in (given or {}).items() if v is not None})
+    for kind, path in trees.items():
+        if kind not in CONTROL_DIRS:
+            raise ConfigError(f"control kind {kind!r} unknown (location or amount)")
+        kc = load_known(path)
+        if not kc.get("control") or kc.get("control_kind") != kind:
+            raise ConfigError(f"{path / 'organism.json'}: not a {kind} control lineage (fields control, control_kind)")
+        for key in ("eval_items", "planted_a", "planted_b", "routes", "trunk_end", "seed", "route_planted"):
+            if kc.get(key) != known.get(key):
+                raise ConfigError(f"{path / 'organism.json'}: field {key} differs from {tree / 'organism.json'}")
+    return trees
+
+
+# ---------------------------------------------------------------- decisions
+
+
+def _decide(r: dict | None, spec, alpha: float, holm: bool | None = None) -> bool | None:
+    """Pass / fail / undetermined of one lineage's row under the check's rule; `holm`: the
+    organism's Holm decision of this p (None for a control: its raw p against alpha)."""
+    if r is None or r["value"] != r["value"]:
+        return False
+    if spec.rule != "p":
+        return bool(r["passed"])
+    effect = bool(r.get("effect_ok", True))
+    if not effect:
+        return False
+    if holm is not None or r["p"] != r["p"]:
+        return holm if r["p"] == r["p"] else False
+    return S.p_below(S.PValue(r["p"], r["p_lo"], r["p_hi"], int(r["n_shuffles"])), alpha)
+
+
+def combine(rows: dict[str, list[dict]], cf: CheckFile, st: Settings) -> pd.DataFrame:
+    """One row per counted check of the check file: the organism's figure, its control's figure
+    beside it, the Holm-adjusted p, the status and the reason; `rows`: lineage -> its rows
+    ("organism", "location", "amount", "spike-in")."""
+    by = {lin: {r["id"]: r for r in rs if r.get("id")} for lin, rs in rows.items()}
+    org = by["organism"]
+    specs = cf.checks
+    p_ids = [c.id for c in specs if c.rule == "p" and c.id in org and org[c.id]["p"] == org[c.id]["p"]]
+    pvals = [S.PValue(org[i]["p"], org[i]["p_lo"], org[i]["p_hi"], int(org[i]["n_shuffles"])) for i in p_ids]
+    holm_p = dict(zip(p_ids, S.holm([p.p for p in pvals])))
+    holm_d = dict(zip(p_ids, S.holm_decisions(pvals, st.alpha)))
+    gates = {r["subject"]: r for r in rows["organism"] if r["kind"] == "gate"}
+    out = []
+    for spec in specs:
+        o, c = org.get(spec.id), by.get(spec.control, {}).get(spec.id)
+        org_ok = _decide(o, spec, st.alpha, holm_d.get(spec.id))
+        ctl_ok = _decide(c, spec, st.alpha) if spec.control in by else None
+        g = gates.get(o["route"]) if o else None
+        gate = f"route final fails the comprehension screen ({g['value']:.3f})" if g and not g["passed"] else ""
+        if o is None:
+            st_, why = S.NOT_RECOVERED, "not computed on the organism"
+        elif spec.control not in by:
+            st_, why = S.UNDETERMINED, f"no {spec.control} control lineage"
         else:
-            org_ok = bool(r["passed"])
-            ctl_ok = bool(r["control_passed"]) if isinstance(r["control_passed"], (bool, np.bool_)) else False
-        g = gates.get(r["route"])
-        gate = f"route final fails the comprehension screen ({g['note']})" if g and not g["passed"] else ""
-        floor = r["floor"] or (
-            f"control {r['control_floor']}" if isinstance(r["control_floor"], str) and r["control_floor"] else ""
+            st_, why = S.status(org_ok, ctl_ok, gate=gate)
+        base = o or C.row(spec.statistic, "", spec.id, math.nan)
+        rec = {k: base.get(k) for k in C.ROW_KEYS}
+        rec.update(
+            id=spec.id,
+            group=spec.group,
+            rule=spec.rule,
+            control=spec.control,
+            kind="check",
+            passed=org_ok,
+            p_holm=holm_p.get(spec.id, math.nan),
+            control_passed=ctl_ok,
+            status=st_,
+            reason=why,
         )
-        st, why = S.status(org_ok, ctl_ok, floor=floor, gate=gate, has_control=has_control)
-        statuses.append(st)
-        reasons.append(why)
-    df["status"] = statuses
-    df["reason"] = reasons
-    df["recovered"] = df["status"] == S.RECOVERED
+        for col in ("value", "lo", "hi", "p", "p_lo", "p_hi", "reference"):
+            rec[f"control_{col}"] = c.get(col) if c else (math.nan if col != "reference" else "")
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+def guard_table(rows: dict[str, list[dict]]) -> pd.DataFrame:
+    """Guards, gates and reported figures of every lineage, long format (never counted)."""
+    parts = []
+    for lin, rs in rows.items():
+        sub = [r for r in rs if r["kind"] in ("guard", "gate", "reported") and lin != "spike-in"]
+        if sub:
+            parts.append(pd.DataFrame(sub).assign(lineage=lin))
+    df = pd.concat(parts, ignore_index=True)
+    status = {"guard": S.GUARD, "gate": "gate", "reported": S.REPORTED}
+    df["status"] = [
+        status[k] if k == "reported" else f"{status[k]} {'held' if p else 'failed'}"
+        for k, p in zip(df["kind"], df["passed"])
+    ]
     return df
 
 
-def _summary_rows(df: pd.DataFrame, cfg: ValidateConfig) -> pd.DataFrame:
-    head = df[df["headline"]]
-    rows = [
-        C.row("summary", key, "count", n, kind="summary")
-        for key, n in (
-            ("headline checks", len(head)),
-            ("recovered", int((head["status"] == S.RECOVERED).sum())),
-            ("uninformative", int((head["status"] == S.UNINFORMATIVE).sum())),
-            ("undetermined", int((head["status"] == S.UNDETERMINED).sum())),
-            ("not recovered", int((head["status"] == S.NOT_RECOVERED).sum())),
-        )
-    ]
-    rows += [C.row("setting", k, "value", float(v), kind="setting") for k, v in cfg.thresholds().items()]
-    return pd.DataFrame(rows)
+def group_summary(checks: pd.DataFrame) -> pd.DataFrame:
+    """Per group of checks reading one quantity: how many checks, recovered, not recovered."""
+    g = checks.groupby("group", sort=False)["status"]
+    return pd.DataFrame(
+        {
+            "checks": g.size(),
+            "recovered": g.apply(lambda s: int((s == S.RECOVERED).sum())),
+            "not_recovered": g.apply(lambda s: int((s == S.NOT_RECOVERED).sum())),
+            "undetermined": g.apply(lambda s: int((s == S.UNDETERMINED).sum())),
+        }
+    ).reset_index()
 
 
-def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
-    """Wall seconds of the organism build, the control build and the validation sweeps (reported),
-    from the trees' build.json and OUT/results/validate_time.json; what is missing is left out."""
+def headline(checks: pd.DataFrame) -> dict[str, int]:
+    """The counts the record opens with: checks and groups (a group is recovered when every check
+    in it is; partly when some are)."""
+    grp = group_summary(checks)
+    return {
+        "checks": len(checks),
+        "recovered": int((checks["status"] == S.RECOVERED).sum()),
+        "not_recovered": int((checks["status"] == S.NOT_RECOVERED).sum()),
+        "undetermined": int((checks["status"] == S.UNDETERMINED).sum()),
+        "groups": len(grp),
+        "groups_recovered": int((grp["recovered"] == grp["checks"]).sum()),
+        "groups_partly": int(((grp["recovered"] > 0) & (grp["recovered"] < grp["checks"])).sum()),
+    }
+
+
+# ---------------------------------------------------------------- records
+
+
+def _time_rows(tree: Path, controls: dict[str, Path], out: Path) -> list[dict]:
+    """Wall seconds of each build and of the validation sweeps (reported), from the trees'
+    build.json and OUT/results/validate_time.json; what is missing is left out."""
     rows = []
-    builds = [("organism build", tree / "build.json")] + ([("control build", ctree / "build.json")] if ctree else [])
+    builds = [("organism build", tree / "build.json")]
+    builds += [(f"{k} control build", p / "build.json") for k, p in controls.items()]
     for subject, path in builds:
         if not path.is_file():
             continue
         b = json.loads(path.read_text(encoding="utf-8"))
         rows.append(
             C.row(
-                "wall time (reported)",
+                "wall time",
                 subject,
                 "seconds",
                 b["seconds"]["total"],
@@ -329,7 +399,7 @@ def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
         v = json.loads(path.read_text(encoding="utf-8"))
         rows.append(
             C.row(
-                "wall time (reported)",
+                "wall time",
                 "validation sweeps",
                 "seconds",
                 v["seconds"],
@@ -338,23 +408,18 @@ def _time_rows(tree: Path, ctree: Path | None, out: Path) -> pd.DataFrame:
             )
         )
     if len(rows) > 1:
-        rows.append(C.row("wall time (reported)", "total", "seconds", sum(r["value"] for r in rows)))
-    return _reported(rows)
+        rows.append(C.row("wall time", "total", "seconds", sum(r["value"] for r in rows)))
+    return rows
 
 
-def _reported(rows: list[dict]) -> pd.DataFrame:
-    """Rows that are reported, never counted (wall times, precision)."""
-    return pd.DataFrame(rows).assign(status=S.REPORTED, recovered=False) if rows else pd.DataFrame()
-
-
-def _precision_rows(out: Path) -> pd.DataFrame:
-    """What the reduced-precision sweeps cost against float32 (reported): per lineage, the largest
-    verdict-probability move over its units' precision.csv (each unit re-scored a seeded sample in
-    float32), with the units, prompts and argmax flips behind it. Float32 sweeps add no row."""
+def _precision_rows(out: Path) -> list[dict]:
+    """Per lineage, the largest verdict-probability move of its reduced-precision sweeps against
+    float32 (each unit re-scored a seeded sample in float32: precision.csv). Float32 sweeps add none."""
     from sweeps.precision import PRECISION_FILE
 
     rows = []
-    for subject, root in (("organism sweeps", out), ("control sweeps", out / "control")):
+    lineages = [("organism sweeps", out)] + [(f"{k} control sweeps", out / d) for k, d in CONTROL_DIRS.items()]
+    for subject, root in lineages:
         parts = [p / "results" / PRECISION_FILE for p in (root, root / "aux", root / "train_wording")]
         tabs = [pd.read_csv(p) for p in parts if p.is_file()]
         if not tabs:
@@ -363,7 +428,7 @@ def _precision_rows(out: Path) -> pd.DataFrame:
         inside = "all within" if t["within_bounds"].astype(str).eq("True").all() else "NOT all within"
         rows.append(
             C.row(
-                "reduced-precision sweeps vs float32 (reported)",
+                "reduced-precision sweeps vs float32",
                 subject,
                 "max |delta P| of a verdict",
                 float(t["max_abs_dp"].max()),
@@ -371,29 +436,49 @@ def _precision_rows(out: Path) -> pd.DataFrame:
                 f"prompts re-scored in float32, {int(t['argmax_flips'].sum())} argmax flips, {inside} the bounds",
             )
         )
-    return _reported(rows)
+    return rows
 
 
-def lineage_table(known: dict, kc: dict | None) -> pd.DataFrame:
-    """What was built, from organism.json: the build settings, the plant and its set sizes, beside
-    the control's (the same by construction, except `control`)."""
+def lineage_table(known: dict, controls: dict[str, dict]) -> pd.DataFrame:
+    """What was built, from each lineage's organism.json: the build settings and what each route
+    was trained on (the controls' differ only there)."""
 
     def flat(k: dict) -> dict:
         cfg = k.get("config", {})
         d = {key: (",".join(map(str, v)) if isinstance(v, (list, tuple)) else v) for key, v in cfg.items()}
-        d["plant"] = k.get("plant", cfg.get("plant", "items"))
-        d["evaluated items"] = len(k["eval_items"])
-        for route, items in k["route_planted"].items():
-            d[f"planted items {route}"] = len(items)
-        d["cloze plant"] = k["cloze"].get("route") or "none"
-        d["control"] = bool(k.get("control"))
+        for route, t in (k.get("trained") or {}).items():
+            d[f"{route} plant"] = t["plant"]
+            d[f"{route} trained items"] = len(t["planted"])
+        d["cloze trained cell"] = f"{k['cloze'].get('language')}/{k['cloze'].get('trained_axis')}"
         return d
 
-    org = flat(known)
-    ctl = flat(kc) if kc is not None else {}
-    return pd.DataFrame(
-        {"setting": list(org), "organism": [org[k] for k in org], "control": [ctl.get(k, "") for k in org]}
-    )
+    cols = {"organism": flat(known)} | {k: flat(v) for k, v in controls.items()}
+    keys = list(dict.fromkeys(key for d in cols.values() for key in d))
+    return pd.DataFrame({"setting": keys, **{lin: [d.get(k, "") for k in keys] for lin, d in cols.items()}})
+
+
+def seeds_table(out: Path, checks: pd.DataFrame, cf: CheckFile, others: list[Path]) -> pd.DataFrame:
+    """Per counted check: its status on this seed and on each other seed's finished validation
+    (their results/validation_checks.csv, checked against the same check file), and on how many
+    seeds it was recovered."""
+    table = checks[["id", "group", "status"]].rename(columns={"status": "seed_this"}).set_index("id")
+    for path in others:
+        f = Path(path) / "results" / "validation_checks.csv"
+        if not f.is_file():
+            raise ConfigError(f"{f}: missing (--with-seed takes a finished `interp validate` OUT)")
+        o = pd.read_csv(f)
+        sha = set(o.loc[o["kind"] == "check", "check_file_sha256"].astype(str))
+        if sha != {cf.sha256}:
+            raise ConfigError(f"{f}: validated against another check file ({', '.join(sha)}), not {cf.sha256[:12]}")
+        seed = int(o.loc[o["kind"] == "check", "seed"].iloc[0])
+        table[f"seed_{seed}"] = o[o["kind"] == "check"].set_index("id")["status"].reindex(table.index)
+    first = int(checks["seed"].iloc[0])
+    table = table.rename(columns={"seed_this": f"seed_{first}"})
+    table = table[["group", *sorted(c for c in table.columns if c.startswith("seed_"))]]
+    seed_cols = [c for c in table.columns if c.startswith("seed_")]
+    table["recovered_on"] = (table[seed_cols] == S.RECOVERED).sum(axis=1)
+    table["seeds"] = len(seed_cols)
+    return table.reset_index()
 
 
 def validate(
@@ -401,17 +486,20 @@ def validate(
     out: str | Path,
     cfg: ValidateConfig = ValidateConfig(),
     *,
-    control: str | Path | None = None,
+    controls: dict[str, Path] | None = None,
     run: bool = True,
     progress: bool = True,
     log: Callable[[str], None] = print,
     history: str | Path | None = None,
+    with_seeds: Sequence[str | Path] = (),
 ) -> pd.DataFrame:
-    """Sweep the organism and its control (resumable), check every known answer on both, and write
-    OUT/results/validation_checks.csv, OUT/results/organism_predictive.csv and OUT/validation.md.
+    """Sweep the organism and its control lineages (resumable), compute every check on each, decide
+    the counted ones (`combine`) and write OUT/results/validation_checks.csv,
+    OUT/results/organism_predictive.csv, OUT/results/lineages.csv (and seeds.csv with
+    `with_seeds`: other seeds' finished validations) and OUT/validation.md.
 
-    `history`: a CSV of earlier tries of the organism's settings (columns try, settings, outcome,
-    ...), copied to OUT/results/tries.csv and listed in validation.md."""
+    `history`: a CSV of earlier tries (columns try, settings, outcome, ...), copied to
+    OUT/results/tries.csv and listed in validation.md."""
     from analyses.io import write_table
     from interp.organism.report import trajectory_figure, write_markdown
 
@@ -423,23 +511,24 @@ def validate(
     known = load_known(tree)
     if known.get("control"):
         raise ConfigError(f"{tree / 'organism.json'}: this is a control lineage; validate its organism instead")
-    ctree = resolve_control(tree, known, control)
-    kc = load_known(ctree) if ctree is not None else None
+    cf = check_file_for(cfg)
+    st = settings_for(cfg, known)
+    ctrees = resolve_controls(tree, known, controls)
+    kcs = {k: load_known(p) for k, p in ctrees.items()}
     if history is not None:
         history = Path(history)
         if not history.is_file():
             raise ConfigError(f"{history}: no such file (--history: a CSV of earlier tries)")
-        tries = pd.read_csv(history)
-        if not {"try", "settings", "outcome"} <= set(tries.columns):
+        if not {"try", "settings", "outcome"} <= set(pd.read_csv(history).columns):
             raise ConfigError(f"{history}: needs the columns try, settings, outcome")
     if run:
         t0, load0 = time.perf_counter(), os.getloadavg()[0]
         run_sweeps(tree, out, known, cfg, progress=progress)
         if cfg.generalisation:
             run_generalisation(tree, out, known, cfg, progress=progress)
-        if ctree is not None:
-            share_trunk_units(out, out / "control", known)
-            run_sweeps(ctree, out / "control", kc, cfg, progress=progress)
+        for kind, ctree in ctrees.items():
+            share_trunk_units(out, out / CONTROL_DIRS[kind], known)
+            run_sweeps(ctree, out / CONTROL_DIRS[kind], kcs[kind], cfg, progress=progress)
         (out / "results").mkdir(parents=True, exist_ok=True)
         (out / "results" / "validate_time.json").write_text(
             json.dumps(
@@ -455,45 +544,67 @@ def validate(
             ),
             encoding="utf-8",
         )
-    org_rows, predictive = C.tree_checks(out, known, cfg)
-    ctl_rows, ctl_pred = C.tree_checks(out / "control", kc, cfg) if ctree is not None else ([], None)
-    if ctree is not None:  # organism - control checks; their "control" is the other route's set
-        diff_rows, diff_ctl = difference_checks(out, out / "control", known, kc, cfg)
-        org_rows, ctl_rows = org_rows + diff_rows, ctl_rows + diff_ctl
-    checks = combine(org_rows, ctl_rows, cfg, has_control=ctree is not None)
-    extra = [_time_rows(tree, ctree, out), _precision_rows(out), _summary_rows(checks, cfg)]
-    checks = pd.concat([checks, *extra], ignore_index=True)
-    checks["commit"] = code_commit()
-    preds = [predictive.assign(lineage="organism")]
-    if ctl_pred is not None:
-        preds.append(ctl_pred.assign(lineage="control"))
-    pred = pd.concat(preds, ignore_index=True)
+    amount = out / CONTROL_DIRS["amount"] if "amount" in ctrees else None
+    rows: dict[str, list[dict]] = {}
+    preds = []
+    rows["organism"], pred = C.lineage_rows(out, known, st, reference_out=amount)
+    preds.append(pred.assign(lineage="organism"))
+    for kind in ctrees:
+        rows[kind], pred = C.lineage_rows(out / CONTROL_DIRS[kind], known, st, reference_out=amount)
+        preds.append(pred.assign(lineage=f"{kind} control"))
+    rows["spike-in"] = C.mediation_rows(out, known, st, spike="language")
+    checks = combine(rows, cf, st)
+    computed = {r["id"] for r in rows["organism"] if r.get("id")}
+    unlisted = sorted(computed - set(cf.by_id()))
+    extra = guard_table(rows)
+    if unlisted:  # computed by the code but not pre-registered: shown, never counted
+        extra = pd.concat(
+            [
+                extra,
+                pd.DataFrame([r for r in rows["organism"] if r.get("id") in unlisted]).assign(
+                    kind="unlisted", status="not counted: not in the check file", lineage="organism"
+                ),
+            ],
+            ignore_index=True,
+        )
+    timing = pd.DataFrame(_time_rows(tree, ctrees, out) + _precision_rows(out))
+    table = pd.concat([checks, extra, timing.assign(kind="reported", status=S.REPORTED)], ignore_index=True)
+    table["commit"] = code_commit()
+    table["check_file_sha256"] = cf.sha256
+    table["seed"] = int(known["seed"])
+    table["overrides"] = json.dumps(dict(cfg.overrides), sort_keys=True) if cfg.overrides else ""
     (out / "results").mkdir(parents=True, exist_ok=True)
-    write_table(pred, out / "results" / "organism_predictive.csv", columns=("lineage", *predictive.columns))
-    write_table(checks, out / "results" / "validation_checks.csv")
-    lineage_table(known, kc).to_csv(out / "results" / "lineages.csv", index=False)
+    pred = pd.concat(preds, ignore_index=True)
+    write_table(
+        pred,
+        out / "results" / "organism_predictive.csv",
+        columns=("lineage", *[c for c in pred.columns if c != "lineage"]),
+    )
+    write_table(table, out / "results" / "validation_checks.csv")
+    pd.DataFrame([st.__dict__]).to_csv(out / "results" / "validation_settings.csv", index=False)
+    lineage_table(known, kcs).to_csv(out / "results" / "lineages.csv", index=False)
+    group_summary(checks).to_csv(out / "results" / "validation_groups.csv", index=False)
+    seeds_path = out / "results" / "seeds.csv"
+    if with_seeds:
+        seeds_table(out, table[table["kind"] == "check"], cf, list(with_seeds)).to_csv(seeds_path, index=False)
+    elif seeds_path.exists():
+        seeds_path.unlink()
     if history is not None:
         shutil.copyfile(history, out / "results" / "tries.csv")
     trajectory_figure(C._summary(out), known, _trunk(known), out / "figures" / "organism_trajectory.png")
-    write_markdown(out, tree, Path(os.path.normpath(ctree)) if ctree is not None else None)
-    n_rec, n = summarize(checks)
-    log(f"{n_rec} of {n} known answers recovered; {out / 'validation.md'}")
-    return checks
+    write_markdown(out, tree, {k: Path(os.path.normpath(p)) for k, p in ctrees.items()}, cf)
+    h = headline(checks)
+    log(
+        f"{h['recovered']} of {h['checks']} known answers recovered ({h['groups_recovered']} of {h['groups']} "
+        f"groups); {h['not_recovered']} not recovered, {h['undetermined']} undetermined; {out / 'validation.md'}"
+    )
+    return table
 
 
-def summarize(checks: pd.DataFrame) -> tuple[int, int]:
-    """(recovered, headline checks)."""
-    head = checks[checks["headline"].astype(str) == "True"]
-    return int((head["status"] == S.RECOVERED).sum()), len(head)
+def summarize(table: pd.DataFrame) -> tuple[int, int]:
+    """(recovered, counted checks)."""
+    checks = table[table["kind"] == "check"]
+    return int((checks["status"] == S.RECOVERED).sum()), len(checks)
 
 
-__all__: Sequence[str] = (
-    "ValidateConfig",
-    "validate",
-    "load_known",
-    "most_yielding",
-    "hypergeom_p",
-    "combine",
-    "run_generalisation",
-    "summarize",
-)
+__all__: Sequence[str] = ("ValidateConfig", "validate", "load_known", "combine", "run_generalisation", "summarize")

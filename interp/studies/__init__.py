@@ -35,7 +35,21 @@ STUDIES: Registry[StudySpec] = Registry("study")
 
 
 def register_study(cls: type[StudySpec]) -> type[StudySpec]:
-    """Class decorator: register one instance of the spec under `cls.name`."""
+    """Register one instance of a study spec under ``cls.name`` (usable as a class decorator).
+
+    Its shipped banks are registered too. Installed studies are registered from the
+    ``interp.studies`` entry points; this is for a study defined in a script or a test.
+
+    Parameters
+    ----------
+    cls : type[StudySpec]
+        A concrete StudySpec subclass.
+
+    Returns
+    -------
+    type[StudySpec]
+        ``cls`` itself.
+    """
     from interp.banks import SHIPPED
 
     STUDIES.add(cls.name, cls(), replace=True)

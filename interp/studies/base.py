@@ -178,14 +178,28 @@ class ProbeTarget:
 
 @dataclass(frozen=True)
 class ReportSection:
-    """One results table in report.md: file under results/, heading, columns shown (None: all)."""
+    """One results table in report.md.
+
+    Parameters
+    ----------
+    file : str
+        The table's file under OUT/results/.
+    heading : str
+        Its heading in report.md.
+    columns : tuple of str, optional
+        The columns shown (None: all).
+    note : str
+        One sentence: what the numbers mean and which choices are the toolkit's own (not the
+        papers').
+    extra : callable, optional
+        Lines added under the table, from OUT/results (e.g. what a number cannot mean for this
+        data).
+    """
 
     file: str
     heading: str
     columns: tuple[str, ...] | None = None
-    # one sentence: what the numbers mean and which choices are the toolkit's own (not the papers')
     note: str = ""
-    # lines added under the table, from OUT/results (e.g. what a number cannot mean for this data)
     extra: Callable[[Path], list[str]] | None = None
 
 
