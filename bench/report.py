@@ -88,6 +88,7 @@ SUMMARIZED = (
     "crash_suite",
     "integrity_suite",
     "plan_741",
+    "field_sets",
 )
 
 
@@ -227,6 +228,17 @@ def _summary(res: dict) -> list[str]:
             f"trials (previous lock: {lr['previous']['trials_with_two_holders']}/{lr['previous']['trials']}) ({_date(r)})."
         )
     lines += integrity_bytes_summary(res)
+    r = res.get("field_sets")
+    if r:
+        sp, a = r["speedup_interp_vs_lm_eval"], r["agreement"]
+        same = "=" if a["acc_lm_eval"] == a["argmax_rate_interp"] else "≠"
+        lines.append(
+            f"A/B sycophancy study vs lm-eval's own sycophancy_on_nlp_survey task on the same local file "
+            f"({r['items']} items, {r['requests']} requests), {r['model']}: **{sp['median']:.2f}x** (median of "
+            f"{r['timing']['interp']['n']} interleaved runs; min/min {sp['min']:.2f}x; range {sp['low']:.2f}x-"
+            f"{sp['high']:.2f}x); max |Δ log-lik| {a['max_abs_delta_loglik']:.1e}, lm-eval acc "
+            f"{a['acc_lm_eval']:.4f} {same} argmax_rate {a['argmax_rate_interp']:.4f} ({_date(r)})."
+        )
     r = res.get("plan_741")
     if r:
         lines.append(

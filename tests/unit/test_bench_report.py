@@ -92,3 +92,39 @@ def test_stale_dropped_superseded_left_out_hook_used(tmp_path):
     for title in ("tree_section", "bank_section", "hash_section", "gpu_engine_free"):
         section = body.split(f"## {title}")[1]
         assert section.lstrip().startswith("Measured 20"), title  # every section dated
+
+
+def _field_sets(acc: float, argmax: float) -> dict:
+    timing = {k: {"median": 1.0, "min": 1.0, "max": 1.0, "n": 5, "runs": [1.0] * 5} for k in ("lm_eval", "interp")}
+    return {
+        "name": "field_sets",
+        "meta": _meta("2026-12-04T21:00:00"),
+        "report": _section("field_sets", [["20 items", "interp", "1 s"]], []),
+        "model": "m",
+        "items": 20,
+        "requests": 40,
+        "timing": timing,
+        "speedup_interp_vs_lm_eval": {"median": 3.21, "min": 2.87, "low": 1.65, "high": 4.32},
+        "agreement": {"max_abs_delta_loglik": 2.5e-5, "acc_lm_eval": acc, "argmax_rate_interp": argmax},
+    }
+
+
+def _page(tmp_path: Path, files: dict) -> str:
+    res = tmp_path / "results"
+    res.mkdir(parents=True)
+    for name, d in files.items():
+        (res / f"{name}.json").write_text(json.dumps(d))
+    out = tmp_path / "B.md"
+    cmd = [sys.executable, str(ROOT / "bench" / "report.py"), "--results-dir", str(res), "--out", str(out)]
+    subprocess.run([*cmd, "--machine-note", "planted"], check=True, capture_output=True, text=True)
+    return out.read_text()
+
+
+def test_field_sets_summary_reads_the_file(tmp_path):
+    page = _page(tmp_path, {"field_sets": _field_sets(0.45, 0.45)})
+    (line,) = [ln for ln in page.split("## Summary")[1].splitlines() if "sycophancy_on_nlp_survey" in ln]
+    assert "**3.21x**" in line and "min/min 2.87x" in line and "1.65x-4.32x" in line and "20 items, 40 requests" in line
+    assert "0.4500 = argmax_rate 0.4500" in line and "median of 5" in line
+    # a negative control: lm-eval's acc and the study's argmax rate disagree, and the line says so
+    other = _page(tmp_path / "other", {"field_sets": _field_sets(0.45, 0.5)})
+    assert "0.4500 ≠ argmax_rate 0.5000" in other and "0.4500 = argmax_rate" not in other
