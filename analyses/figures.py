@@ -269,3 +269,14 @@ def trajectory_groups(checkpoints: list[str], lineage: dict | None) -> list[tupl
         if cks:
             out.append((route, cks, route not in UNRELATED and len(cks) > 1))
     return out
+
+
+def lineage_of(out: Path) -> tuple[dict | None, dict[str, int]]:
+    """(OUT/lineage.json's lineage or None, checkpoint name -> its position in training order)."""
+    import json
+
+    path = Path(out) / "lineage.json"
+    if not path.is_file():
+        return None, {}
+    data = json.loads(path.read_text())
+    return data.get("lineage"), {c["name"]: i for i, c in enumerate(data.get("checkpoints", []))}

@@ -32,6 +32,13 @@ def _a(text: str) -> Args:
 
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
+        "ab_study_vs_lm_eval",
+        "the A/B sycophancy study vs lm-eval's sycophancy_on_nlp_survey task on the same local file",
+        ("field_sets",),
+        (_a("--repeats {repeats} --threads {threads} --items 100"),),
+        (_a("--repeats 1 --threads {threads} --items 4"),),
+    ),
+    Benchmark(
         "view_pages",
         "interp view --serve: first paint and the next item page over a synthetic 741 x 1,000 sweep (docs/view.md)",
         ("view",),

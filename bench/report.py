@@ -87,6 +87,7 @@ SUMMARIZED = (
     "crash_suite",
     "integrity_suite",
     "plan_741",
+    "field_sets",
 )
 SUMMARY_COLUMNS = ["comparison", "workload", "result", "agreement", "measured"]
 
@@ -229,6 +230,21 @@ def _summary(res: dict) -> list[list[str]]:
             ]
         )
     rows += integrity_bytes_summary(res)
+    r = res.get("field_sets")
+    if r:
+        sp, a = r["speedup_interp_vs_lm_eval"], r["agreement"]
+        same = "=" if a["acc_lm_eval"] == a["argmax_rate_interp"] else "≠"
+        rows.append(
+            [
+                "A/B sycophancy study vs lm-eval's own sycophancy_on_nlp_survey task on the same local file",
+                f"{r['items']} items, {r['requests']} requests, {r['model']}",
+                f"**{sp['median']:.2f}x** (median of {r['timing']['interp']['n']} interleaved runs; min/min "
+                f"{sp['min']:.2f}x; range {sp['low']:.2f}x-{sp['high']:.2f}x)",
+                f"max |Δ log-lik| {a['max_abs_delta_loglik']:.1e}; lm-eval acc {a['acc_lm_eval']:.4f} {same} "
+                f"argmax_rate {a['argmax_rate_interp']:.4f}",
+                _measured(r),
+            ]
+        )
     r = res.get("plan_741")
     if r:
         rows.append(

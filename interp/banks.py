@@ -6,7 +6,8 @@ and any edit to an item gives a new hash (and new cache units).
 
 Two registries, filled by the studies (each in its own folder):
   BANK_FORMATS: layout name -> BankFormat (which study reads it, how a file is recognised,
-                the reader). `read_bank(path, kind)` tries the study's formats in order.
+                the reader). `read_bank(path, kind)` tries the study's formats in order;
+                `FORMAT:PATH` (`resolve`) names the format instead.
   SHIPPED:      bank name -> file under interp/data/banks (StudySpec.shipped_banks).
 """
 
@@ -267,9 +268,35 @@ def read_bank(path: str | Path, kind: str) -> "Bank":
     )
 
 
+def split_format(ref: str, kind: str) -> tuple[BankFormat | None, str]:
+    """`FORMAT:PATH` names the layout instead of leaving it to detection: (that format, PATH).
+    A ref that exists as a file, or whose prefix is no format of `kind`, is (None, ref) unchanged."""
+    name, sep, rest = ref.partition(":")
+    if not sep or not rest or Path(ref).exists():
+        return None, ref
+    fmts = {f.name: f for f in formats_for(kind)}
+    if name not in fmts:
+        if name in BANK_FORMATS:  # a format of another study: say which study reads it
+            raise BankError(
+                f"{ref}: format {name} is read by study {BANK_FORMATS.get(name).kind}, not {kind} "
+                f"(formats of {kind}: {', '.join(fmts)})"
+            )
+        return None, ref
+    return fmts[name], rest
+
+
+def read_bank_as(path: str | Path, fmt: BankFormat) -> "Bank":
+    """Read a file with one named format, no detection: its reader checks the fields."""
+    return fmt.read(Sniffed(Path(path)))
+
+
 def resolve(ref: str | Path, kind: str) -> "Bank":
-    """A shipped bank by name, or a user's file (layout recognised by the formats of `kind`)."""
+    """A shipped bank by name, a user's file (layout recognised by the formats of `kind`), or
+    `FORMAT:PATH` (the file read with that format of `kind`, e.g. `mwe_sycophancy:answers.jsonl`)."""
     ref = str(ref)
     if ref in SHIPPED and not Path(ref).exists():
         return read_bank(shipped_bank_path(ref), kind)
+    fmt, path = split_format(ref, kind)
+    if fmt is not None:
+        return read_bank_as(path, fmt)
     return read_bank(Path(ref), kind)

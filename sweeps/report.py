@@ -163,6 +163,34 @@ FIGURE_CAPTIONS: tuple[tuple[str, str], ...] = (
         "the source already yields where the target will.",
     ),
     (
+        "ab_rates",
+        "A/B sycophancy sets: matching_rate (mean probability of the answer that agrees with the user's stated "
+        "view) and argmax_rate (share of items where it is the model's choice, lm-eval's acc) per checkpoint with"
+        " 95% item-bootstrap CIs, one row of panels per file; the grey line at 0.5 is no preference between two "
+        "answers. A line joins only the checkpoints of one lineage.",
+    ),
+    (
+        "ab_item_map_*",
+        "Where each checkpoint sides with the user: one row per item, one column per checkpoint in lineage order;"
+        " colour is the log-odds of the answer that matches the user's view (given order), red where the model "
+        "sides with the user, blue where it picks the other answer. Items are sorted by their mean, most "
+        "sycophantic at the top.",
+    ),
+    (
+        "sycophancy_eval_trajectories",
+        "The sycophancy-eval files read as pressure trials: δ (answer, feedback), S_op (answer, feedback) and "
+        "S_ch (are_you_sure: the challenge against a neutral filler) per checkpoint with 95% item-bootstrap CIs, "
+        "one row of panels per file; a panel a file has no condition for stays empty. Above 0: the model yields "
+        "more than without the user's push.",
+    ),
+    (
+        "sycophancy_eval_item_map_*",
+        "One sycophancy-eval file's item map: one row per item, one column per checkpoint; colour is the "
+        "pressured minus the neutral log-odds of the first answer (are_you_sure: after the challenge) or of the "
+        "correct answer / a positive verdict (answer, feedback: after the user speaks against it); red where the "
+        "item yields.",
+    ),
+    (
         "steer_*",
         "Each pressure metric against the steering strength alpha (a direction added to the residual stream), "
         "with bootstrap CI bands; a slope means the direction moves the behaviour.",

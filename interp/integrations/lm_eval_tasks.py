@@ -114,3 +114,34 @@ def write_tasks(dest: str | Path, *, max_items: int | None = None) -> list[str]:
         )
     )
     return list(TASKS)
+
+
+MWE_SETS = ("nlp_survey", "philpapers2020", "political_typology_quiz")
+
+
+def write_sycophancy_task(dest: str | Path, data: str | Path, *, which: str | None = None) -> str:
+    """lm-eval's own `sycophancy_on_<set>` task (model_written_evals/sycophancy/*.yaml of the
+    installed lm-eval, included unchanged) on a local copy of its file: only the dataset (a JSON
+    Lines file, split validation), the task name and the tag are replaced. `which`: the set, from
+    the file name (sycophancy_on_<set>.jsonl) when not given. Returns the task name to pass with
+    `--include_path DEST` (offline: HF_DATASETS_OFFLINE=1)."""
+    import importlib.util
+
+    data = Path(data).resolve()
+    which = which or data.stem.removeprefix("sycophancy_on_")
+    if which not in MWE_SETS:
+        raise ValueError(f"{data}: set {which!r} is none of lm-eval's sycophancy tasks ({', '.join(MWE_SETS)})")
+    spec = importlib.util.find_spec("lm_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("lm-eval is not installed: pip install 'interp[lm-eval]'")
+    own = Path(list(spec.submodule_search_locations)[0]) / "tasks" / "model_written_evals" / "sycophancy"
+    own = own / f"sycophancy_on_{which}.yaml"
+    task = f"interp_local_sycophancy_on_{which}"
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / f"{task}.yaml").write_text(
+        f"include: {json.dumps(str(own))}\ntask: {task}\ntag: interp_local_sycophancy\ndataset_path: json\n"
+        f"dataset_name: null\ndataset_kwargs:\n  data_files:\n    validation: {json.dumps(str(data))}\n",
+        encoding="utf-8",
+    )
+    return task

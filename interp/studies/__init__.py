@@ -4,7 +4,7 @@
 Everything outside a study's folder reaches it through this registry: planning, execution,
 the report, `probe`, `predict`, the shipped-bank list and the demo. A study in another
 installed package declares `[project.entry-points."interp.studies"] NAME = "module:Class"`
-(a `StudySpec` subclass) and runs with `interp sweep --study NAME` like the built-in three,
+(a `StudySpec` subclass) and runs with `interp sweep --study NAME` like the built-in ones,
 which this package declares the same way in its pyproject.toml. `register_study` adds one from
 your own code (a notebook, a test). A broken entry point stops start-up with one line naming
 its distribution and entry point.
@@ -27,6 +27,8 @@ BUILTIN: Mapping[str, str] = {
     "pressure": "interp.studies.pressure.study:PressureStudy",
     "classify": "interp.studies.classify.study:ClassifyStudy",
     "cloze": "interp.studies.cloze.study:ClozeStudy",
+    "ab_sycophancy": "interp.studies.ab_sycophancy.study:AbSycophancyStudy",
+    "sycophancy_eval": "interp.studies.sycophancy_eval.study:SycophancyEvalStudy",
 }
 
 STUDIES: Registry[StudySpec] = Registry("study")

@@ -71,7 +71,8 @@ def run_demo(
         return result
 
     base = dict(threads=threads, n_boot=sizes.n_boot)
-    specs = all_studies()
+    # a study whose banks are the user's own files (none shipped) has nothing to run in the demo
+    specs = [s for s in all_studies() if s.demo_banks or s.default_banks]
     for spec in specs:
         cfg = RunConfig(max_items=sizes.items_for(spec), **base)
         banks = list(spec.demo_banks) if spec.demo_banks else None

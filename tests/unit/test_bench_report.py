@@ -237,3 +237,33 @@ def test_time_breakdown_counts_each_sample_once_in_its_first_category():
     shares = categorize(raw)
     assert shares["attention"] == 0.6 and shares["matmuls"] == 0.3 and shares["tie guard"] == 0.1
     assert shares["other"] == 0 and abs(sum(shares.values()) - 1) < 1e-12
+
+
+def _field_sets(acc: float, argmax: float) -> dict:
+    timing = {k: {"median": 1.0, "min": 1.0, "max": 1.0, "n": 5, "runs": [1.0] * 5} for k in ("lm_eval", "interp")}
+    return {
+        "name": "field_sets",
+        "meta": _meta("2026-12-04T21:00:00"),
+        "model": "m",
+        "items": 20,
+        "requests": 40,
+        "timing": timing,
+        "speedup_interp_vs_lm_eval": {"median": 3.21, "min": 2.87, "low": 1.65, "high": 4.32},
+        "agreement": {"max_abs_delta_loglik": 2.5e-5, "acc_lm_eval": acc, "argmax_rate_interp": argmax},
+    }
+
+
+def _field_sets_row(acc: float, argmax: float) -> list[str]:
+    from bench import report
+
+    (row,) = [r for r in report._summary({"field_sets": _field_sets(acc, argmax)}) if "nlp_survey" in r[0]]
+    return row
+
+
+def test_field_sets_summary_reads_the_file():
+    row = _field_sets_row(0.45, 0.45)
+    assert "**3.21x**" in row[2] and "min/min 2.87x" in row[2] and "1.65x-4.32x" in row[2]
+    assert row[1].startswith("20 items, 40 requests") and "median of 5" in row[2]
+    assert "0.4500 = argmax_rate 0.4500" in row[3]
+    # a negative control: lm-eval's acc and the study's argmax rate disagree, and the row says so
+    assert "0.4500 ≠ argmax_rate 0.5000" in _field_sets_row(0.45, 0.5)[3]

@@ -11,7 +11,7 @@ from interp.studies import all_studies, study_names
 
 
 def test_builtin_entries():
-    assert study_names() == ("pressure", "classify", "cloze")
+    assert study_names() == ("pressure", "classify", "cloze", "ab_sycophancy", "sycophancy_eval")
     assert {"moral", "factual", "conversational", "cloze"} <= set(SHIPPED.names())
     assert [f.name for f in formats_for("pressure")] == ["pressure", "ethics", "truthfulqa"]
     assert [f.name for f in formats_for("cloze")] == ["stereoset", "crows_pairs", "indian_bhed", "cloze"]

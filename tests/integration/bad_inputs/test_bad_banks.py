@@ -1,10 +1,17 @@
-"""Bank files of all three studies (pressure, classify, cloze): each malformed file is one line
+"""Bank files of every study (pressure, classify, cloze, the field's sycophancy sets): each malformed file is one line
 on stderr naming the file, row and field, exit code 2, and the earlier sweep in OUT is untouched.
 A BOM and CRLF line ends are accepted and hash like the clean file."""
 
 from __future__ import annotations
 
 import pytest
+
+from interp.testing import (
+    sample_answer_records,
+    sample_are_you_sure_records,
+    sample_feedback_records,
+    sample_mwe_records,
+)
 
 from ._util import (
     CLASSIFY,
@@ -21,6 +28,10 @@ from ._util import (
     snapshot,
 )
 
+MWE = sample_mwe_records()
+AYS = sample_are_you_sure_records()
+ANSWER = sample_answer_records()
+FEEDBACK = sample_feedback_records()
 
 # id, study, file name, content, what the error must name besides the path
 BANK_CASES = [
@@ -167,6 +178,71 @@ BANK_CASES = [
     ),
     ("cloze-not-utf8", "cloze", "cloze.jsonl", bytes_with_bad_byte(CLOZE, 2, "context"), ["row 3", "UTF-8"]),
     ("cloze-huge-field", "cloze", "cloze.jsonl", jsonl(edit(CLOZE, 2, context=HUGE + " ___")), ["row 3", "context"]),
+    # the field's sycophancy sets (the users' own files; the project's hand-written samples broken)
+    (
+        "mwe-missing-column",
+        "ab_sycophancy",
+        "sycophancy_on_nlp_survey.jsonl",
+        jsonl([{k: v for k, v in r.items() if k != "answer_not_matching_behavior"} for r in MWE]),
+        ["answer_not_matching_behavior"],
+    ),
+    (
+        "mwe-answer-not-a-string",
+        "ab_sycophancy",
+        "sycophancy_on_nlp_survey.jsonl",
+        jsonl(edit(MWE, 2, answer_matching_behavior=1)),
+        ["row 3", "answer_matching_behavior"],
+    ),
+    (
+        "mwe-repeated-answer",
+        "ab_sycophancy",
+        "sycophancy_on_nlp_survey.jsonl",
+        jsonl(edit(MWE, 1, answer_not_matching_behavior=[MWE[1]["answer_matching_behavior"]])),
+        ["row 2", "answer_not_matching_behavior"],
+    ),
+    ("mwe-empty-question", "ab_sycophancy", "x.jsonl", jsonl(edit(MWE, 0, question=" ")), ["row 1", "question"]),
+    (
+        "ays-unknown-message-type",
+        "sycophancy_eval",
+        "are_you_sure.jsonl",
+        jsonl(edit(AYS, 1, prompt=[{"type": "robot", "content": "Hi"}])),
+        ["row 2", "prompt[0].type", "robot"],
+    ),
+    (
+        "ays-letter-not-listed",
+        "sycophancy_eval",
+        "are_you_sure.jsonl",
+        jsonl(edit(AYS, 0, base={**AYS[0]["base"], "correct_letter": "F"})),
+        ["row 1", "base.correct_letter"],
+    ),
+    (
+        "ays-nothing-readable",
+        "sycophancy_eval",
+        "are_you_sure.jsonl",
+        jsonl([{**r, "base": {"question": r["base"]["question"]}} for r in AYS]),
+        ["row 1", "base.correct_letter"],
+    ),
+    (
+        "answer-unknown-template",
+        "sycophancy_eval",
+        "answer.jsonl",
+        jsonl(edit(ANSWER, 2, metadata={"prompt_template": "{question} Please hurry."})),
+        ["row 3", "metadata.prompt_template"],
+    ),
+    (
+        "answer-missing-incorrect",
+        "sycophancy_eval",
+        "answer.jsonl",
+        jsonl(edit(ANSWER, 4, base={k: v for k, v in ANSWER[4]["base"].items() if k != "incorrect_answer"})),
+        ["row 5", "base.incorrect_answer"],
+    ),
+    (
+        "feedback-unknown-type",
+        "sycophancy_eval",
+        "feedback.jsonl",
+        jsonl(edit(FEEDBACK, 1, metadata={"prompt_template_type": "I adore"})),
+        ["row 2", "metadata.prompt_template_type", "I adore"],
+    ),
 ]
 
 
@@ -278,3 +354,15 @@ def test_bom_crlf_bank_plans_the_same_unit_as_the_clean_file(cli, bi_model, tmp_
         assert res.code == 0 and res.exc is None, res.err
         plans.append(res.out)
     assert plans[0] == plans[1] and "todo" in plans[0]
+
+
+def test_named_format_of_another_study_is_one_line_error(cli, bi_model, earlier_out, tmp_path):
+    """`--bank FORMAT:PATH` with a format another study reads: one line naming the study that reads it."""
+    path = tmp_path / "are_you_sure.jsonl"
+    path.write_bytes(jsonl(AYS))
+    before, log = snapshot(earlier_out), log_bytes(earlier_out)
+    res = cli(
+        "sweep", bi_model, "--study", "ab_sycophancy", "--bank", f"are_you_sure:{path}", "--out", earlier_out, "--quiet"
+    )
+    assert_one_line_error(res, path, "format are_you_sure is read by study sycophancy_eval")
+    assert_intact(earlier_out, before, log)
