@@ -524,6 +524,12 @@ def validate(
     history: Optional[Path] = typer.Option(
         None, "--history", help="CSV of earlier tries of the settings (try, settings, outcome): listed in validation.md"
     ),
+    mutations: bool = typer.Option(
+        False, "--mutations", help="then re-decide every check with each known metric bug applied (from the cache)"
+    ),
+    mutation: list[str] = typer.Option(
+        [], "--mutation", help="only this named mutation (repeatable; implies --mutations)"
+    ),
 ) -> None:
     """Sweep an organism and its controls, decide every known answer of the frozen check file."""
     from interp.organism.validate import headline
@@ -566,6 +572,10 @@ def validate(
         f"\n{h['recovered']} of {h['checks']} known answers recovered, {h['groups_recovered']} of {h['groups']} groups "
         f"(organism passes, its control fails); {out / 'validation.md'}"
     )
+    if mutations or mutation:
+        from interp.organism.mutations import record_mutations
+
+        record_mutations(tree, out, cfg, names=mutation, controls=controls, log=typer.echo)
 
 
 @app.command()

@@ -267,18 +267,22 @@ def resolve_controls(tree: Path, known: dict, given: dict[str, Path] | None = No
 # ---------------------------------------------------------------- decisions
 
 
-def _decide(r: dict | None, spec, alpha: float, holm: bool | None = None) -> bool | None:
+_RAW = "raw"  # a control's p: against alpha itself, no Holm
+
+
+def _decide(r: dict | None, spec, alpha: float, holm: bool | None | str = _RAW) -> bool | None:
     """Pass / fail / undetermined of one lineage's row under the check's rule; `holm`: the
-    organism's Holm decision of this p (None for a control: its raw p against alpha)."""
+    organism's Holm decision of this p (True / False / None: undetermined), or _RAW for a
+    control (its p against alpha)."""
     if r is None or r["value"] != r["value"]:
         return False
     if spec.rule != "p":
         return bool(r["passed"])
     effect = bool(r.get("effect_ok", True))
-    if not effect:
+    if not effect or r["p"] != r["p"]:
         return False
-    if holm is not None or r["p"] != r["p"]:
-        return holm if r["p"] == r["p"] else False
+    if holm != _RAW:
+        return holm  # an undetermined Holm decision stays undetermined
     return S.p_below(S.PValue(r["p"], r["p_lo"], r["p_hi"], int(r["n_shuffles"])), alpha)
 
 
@@ -297,7 +301,7 @@ def combine(rows: dict[str, list[dict]], cf: CheckFile, st: Settings) -> pd.Data
     out = []
     for spec in specs:
         o, c = org.get(spec.id), by.get(spec.control, {}).get(spec.id)
-        org_ok = _decide(o, spec, st.alpha, holm_d.get(spec.id))
+        org_ok = _decide(o, spec, st.alpha, holm_d.get(spec.id, False))
         ctl_ok = _decide(c, spec, st.alpha) if spec.control in by else None
         g = gates.get(o["route"]) if o else None
         gate = f"route final fails the comprehension screen ({g['value']:.3f})" if g and not g["passed"] else ""
@@ -325,6 +329,24 @@ def combine(rows: dict[str, list[dict]], cf: CheckFile, st: Settings) -> pd.Data
             rec[f"control_{col}"] = c.get(col) if c else (math.nan if col != "reference" else "")
         out.append(rec)
     return pd.DataFrame(out)
+
+
+def decide(
+    out: Path, known: dict, controls: Sequence[str], cf: CheckFile, st: Settings
+) -> tuple[dict[str, list[dict]], list[pd.DataFrame], pd.DataFrame]:
+    """Every statistic on the organism's OUT and on each control's (OUT/control-<kind>), the
+    spike-in's control, and the counted checks decided (`combine`): (rows by lineage, the
+    predictive tables, the checks)."""
+    amount = out / CONTROL_DIRS["amount"] if "amount" in controls else None
+    rows: dict[str, list[dict]] = {}
+    preds = []
+    rows["organism"], pred = C.lineage_rows(out, known, st, reference_out=amount)
+    preds.append(pred.assign(lineage="organism"))
+    for kind in controls:
+        rows[kind], pred = C.lineage_rows(out / CONTROL_DIRS[kind], known, st, reference_out=amount)
+        preds.append(pred.assign(lineage=f"{kind} control"))
+    rows["spike-in"] = C.mediation_rows(out, known, st, spike="language")
+    return rows, preds, combine(rows, cf, st)
 
 
 def guard_table(rows: dict[str, list[dict]]) -> pd.DataFrame:
@@ -544,16 +566,7 @@ def validate(
             ),
             encoding="utf-8",
         )
-    amount = out / CONTROL_DIRS["amount"] if "amount" in ctrees else None
-    rows: dict[str, list[dict]] = {}
-    preds = []
-    rows["organism"], pred = C.lineage_rows(out, known, st, reference_out=amount)
-    preds.append(pred.assign(lineage="organism"))
-    for kind in ctrees:
-        rows[kind], pred = C.lineage_rows(out / CONTROL_DIRS[kind], known, st, reference_out=amount)
-        preds.append(pred.assign(lineage=f"{kind} control"))
-    rows["spike-in"] = C.mediation_rows(out, known, st, spike="language")
-    checks = combine(rows, cf, st)
+    rows, preds, checks = decide(out, known, list(ctrees), cf, st)
     computed = {r["id"] for r in rows["organism"] if r.get("id")}
     unlisted = sorted(computed - set(cf.by_id()))
     extra = guard_table(rows)
