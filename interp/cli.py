@@ -486,6 +486,7 @@ def validate(
         None, "--control", help="the control lineages' directory, DIR/location and DIR/amount (default: as built)"
     ),
     shuffles: Optional[int] = typer.Option(None, "--shuffles", help="override the check file's shuffle-null size"),
+    boot: Optional[int] = typer.Option(None, "--boot", help="override the check file's bootstrap size"),
     alpha: Optional[float] = typer.Option(None, "--alpha", help="override the check file's family-wise level"),
     margin: Optional[float] = typer.Option(None, "--margin", help="override the guards' margin"),
     min_rise: Optional[float] = typer.Option(None, "--min-rise", help="override the check file's min_rise"),
@@ -537,7 +538,13 @@ def validate(
 
     overrides = {
         k: v
-        for k, v in (("n_shuffles", shuffles), ("alpha", alpha), ("margin", margin), ("min_rise", min_rise))
+        for k, v in (
+            ("n_shuffles", shuffles),
+            ("n_boot", boot),
+            ("alpha", alpha),
+            ("margin", margin),
+            ("min_rise", min_rise),
+        )
         if v is not None
     }
     if small:

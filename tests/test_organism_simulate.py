@@ -23,6 +23,7 @@ from interp.organism.validate import validate
 # alpha / 3 (the rank of the second-smallest of the four counted p-values)
 CFG = ValidateConfig(overrides={"n_shuffles": 249, "n_boot": 200})
 SLOW = pytest.mark.timeout(3600)
+CFG_THRESHOLD_READOUT = 0.05  # min_readout_gain of the check file
 
 
 def _validate(sim, cfg=CFG) -> pd.DataFrame:
@@ -151,3 +152,68 @@ def test_each_mutation_is_caught(sim, baseline, name):
     assert got["caught"], got
     assert EXPECTED[name] <= set(got["turned_not_recovered"].split(","))
     assert getattr(module, attr) is original  # the bug is gone again
+
+
+@SLOW
+def test_leaky_predictive_folds_are_not_caught_as_their_nulls_share_the_leak(sim, baseline):
+    """Folds that train on their held-out items inflate the I and readout figures (the location
+    control's readout gain above its threshold), but every shuffle null is fitted with the same
+    folds, so no p and no decision moves: the checks cannot see this bug (reported in
+    mutations.csv, not caught). The readout's own leak against a correct null is caught
+    (readout_ungrouped, above)."""
+    scratch, lineages, calls, base = baseline
+    m = {x.name: x for x in M.MUTATIONS}["i_folds_leak"]
+    got = M.evaluate_mutant(m, sim.tree, CFG, scratch / "base", scratch / m.name, lineages, calls)
+    assert not M.compare(base, got)["caught"]
+    g, b = got.set_index("id"), base.set_index("id")
+    assert g.loc["a_readout_gain", "control_value"] > CFG_THRESHOLD_READOUT > b.loc["a_readout_gain", "control_value"]
+    assert g.loc["a_readout_gain", "control_p"] > 0.05
+
+
+@SLOW
+def test_skipping_holm_recovers_an_answer_the_family_wise_level_withholds(tmp_path):
+    """Skipping Holm can only make checks pass: on the planted simulation it changes nothing. Its
+    known answer is a plant too weak for the family-wise level: route A's final flips 7 of its 13
+    planted items (of 42 evaluated), so precision@13 has exactly 7 hits, hypergeometric p 0.039:
+    above alpha / 2, Holm's level at its rank (the graded check's p is larger), below alpha.
+    Holm: not recovered; Holm skipped: recovered."""
+    from scipy.stats import hypergeom
+
+    s = simulate(tmp_path / "fw", SimConfig(eval_items=42, a_flips=7))
+    checks = _validate(s)
+    prec = checks.loc["a_precision_at_k"]
+    assert prec["value"] == pytest.approx(7 / 13)
+    assert prec["p"] == pytest.approx(hypergeom.sf(6, 42, 13, 13)) and 0.025 < prec["p"] <= 0.05
+    assert prec["status"] == S.NOT_RECOVERED and prec["p_holm"] > 0.05
+    holm = {x.name: x for x in M.MUTATIONS}["holm_skipped"]
+    with M.applied(holm):
+        skipped = _validate(s)
+    assert skipped.loc["a_precision_at_k", "status"] == S.RECOVERED
+    assert "a_precision_at_k" in M.compare(checks.reset_index(), skipped.reset_index())["turned_recovered"]
+
+
+@SLOW
+def test_cli_mutations_write_the_csv_and_the_record_section(sim, tmp_path):
+    """`interp validate TREE --out OUT --no-run --mutation ...`: mutations.csv with the score, and
+    validation.md's section, every number of it from the CSVs."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from interp.cli import app
+    from test_organism import assert_markdown_numbers_come_from_the_csvs
+
+    out = tmp_path / "out"
+    shutil.copytree(sim.out, out, symlinks=True)
+    args = ["validate", str(sim.tree), "--out", str(out), "--no-run", "--shuffles", "249", "--boot", "200", "--quiet"]
+    args += ["--mutation", "precision_wrong_end", "--mutation", "holm_skipped"]
+    res = CliRunner().invoke(app, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    t = pd.read_csv(out / "results" / "mutations.csv", keep_default_na=False)
+    assert list(t["mutation"]) == ["identity", "precision_wrong_end", "holm_skipped"]
+    assert list(t["caught"].astype(str)) == ["False", "True", "False"]
+    assert (t["score_caught"] == 1).all() and (t["score_applied"] == 2).all()
+    md = (out / "validation.md").read_text()
+    assert "## Mutation testing: 1 of 2 metric bugs caught" in md and "differ from this record" not in md
+    assert "mutation score: 1 of 2" in res.output
+    assert_markdown_numbers_come_from_the_csvs(out)

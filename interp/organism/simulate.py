@@ -88,7 +88,7 @@ B_DRIFT = 0.07  # route B final: mean delta change over all items of the uncerta
 B_SHIFT = 3.0  # log-odds each uncertain item's agreeing and opposing readings move, one way or the other
 CLOZE_PLANT = 3.0  # nats of log-odds added to the trained cell's stereotype at route A's final
 CLOZE_DRIFT = 0.3  # nats, SD of every prompt's change base -> route A final
-D_MODEL, N_LAYERS = 16, 4
+D_MODEL, N_LAYERS = 64, 4
 LAYER = (3 * N_LAYERS) // 4  # the primary layer a reader picks (cache.layers.default_layer)
 
 
