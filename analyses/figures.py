@@ -28,14 +28,42 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def new_figure(width: float, height: float):
+    """A matplotlib `Figure` in the project's style (constrained layout), not registered with pyplot.
+
+    Parameters
+    ----------
+    width, height : float
+        Size in inches.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The empty figure.
+    """
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
 
 
 def save_figure(fig, path: str | Path, *, dpi: int = DPI) -> Path:
-    """Write `fig` to `path` (format from the suffix) through a temporary file and rename.
-    Inside a `redraw_on_change` plot, a PNG records the key of its inputs in a text chunk."""
+    """Write a figure through a temporary file and rename (format from the suffix).
+
+    Inside a `redraw_on_change` plot, a PNG records the key of its inputs in a text chunk.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure.
+    path : str or Path
+        Where it goes.
+    dpi : int
+        Resolution.
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower() or "png"
     key = _key.get()
@@ -83,8 +111,21 @@ def _source_digest(filename: str) -> str:
 
 
 def figure_key(fn: Callable[..., Any], inputs: dict[str, object]) -> str:
-    """What a figure is drawn from: the plot function's module source, this module's style,
-    matplotlib's version and every input but the output path."""
+    """What a figure is drawn from, hashed: the plot function's module source, this module's style,
+    matplotlib's version and every input but the output path.
+
+    Parameters
+    ----------
+    fn : callable
+        The plot function.
+    inputs : dict
+        Its arguments by name.
+
+    Returns
+    -------
+    str
+        A sha256 hex digest.
+    """
     import matplotlib
 
     h = hashlib.sha256()
@@ -96,7 +137,18 @@ def figure_key(fn: Callable[..., Any], inputs: dict[str, object]) -> str:
 
 
 def png_text(path: str | Path) -> dict[str, str]:
-    """The tEXt chunks of a PNG before its image data ({} for a missing or non-PNG file)."""
+    """The tEXt chunks of a PNG before its image data.
+
+    Parameters
+    ----------
+    path : str or Path
+        A PNG file.
+
+    Returns
+    -------
+    dict of str to str
+        Keyword -> text ({} for a missing or non-PNG file).
+    """
     try:
         data = Path(path).read_bytes()
     except OSError:
@@ -117,11 +169,24 @@ def png_text(path: str | Path) -> dict[str, str]:
 
 
 def redraw_on_change(fn: F) -> F:
-    """Decorate a plot function with a `path` argument: when `path` is a PNG that records the
-    key of the same inputs (figure_key), return it without drawing; otherwise draw it with
-    that key recorded. A figure's bytes are a function of its inputs, so a skipped draw leaves
-    the file a draw would write (tests/test_figures.py). Helpers the plot function calls from
-    other modules are not in the key: a change there needs the PNGs deleted."""
+    """Decorate a plot function that takes a ``path``: draw only when its inputs changed.
+
+    When ``path`` is a PNG that records the key of the same inputs (`figure_key`), it is returned
+    without drawing; otherwise the figure is drawn with that key recorded. A figure's bytes are a
+    function of its inputs, so a skipped draw leaves the file a draw would write
+    (tests/unit/test_figures.py). Helpers the plot function calls from other modules are not in
+    the key: a change there needs the PNGs deleted.
+
+    Parameters
+    ----------
+    fn : callable
+        The plot function; it returns the path it wrote.
+
+    Returns
+    -------
+    callable
+        The decorated function, same signature and return value (``path`` when skipped).
+    """
     signature = inspect.signature(fn)
 
     @functools.wraps(fn)
@@ -148,7 +213,21 @@ def safe_name(name: str) -> str:
 
 
 def lineage_order(checkpoints: list[str], lineage: dict | None) -> list[tuple[str, list[str]]]:
-    """[(route label, ordered checkpoints)]: base then each route continuing from it."""
+    """The base, then each route continuing from it, in training order.
+
+    Parameters
+    ----------
+    checkpoints : list of str
+        Checkpoint names present.
+    lineage : dict, optional
+        The sweep's lineage (lineage.json); None gives one group "checkpoints" in the given
+        order, and checkpoints on no route form a last group "other".
+
+    Returns
+    -------
+    list of (str, list of str)
+        (route label, ordered checkpoints).
+    """
     if not lineage or not (lineage.get("base") or lineage.get("routes")):
         return [("checkpoints", checkpoints)]
     base = [c for c in lineage.get("base", []) if c in checkpoints]
@@ -167,8 +246,23 @@ UNRELATED = ("checkpoints", "other")
 
 
 def trajectory_groups(checkpoints: list[str], lineage: dict | None) -> list[tuple[str, list[str], bool]]:
-    """[(label, checkpoints in order, joined by a line?)]: only a lineage's checkpoints are joined,
-    so two unrelated models are never drawn as if one grew into the other."""
+    """Groups of checkpoints to plot, and whether a line may join each group's points.
+
+    Only a lineage's checkpoints are joined, so two unrelated models are never drawn as if one
+    grew into the other.
+
+    Parameters
+    ----------
+    checkpoints : list of str
+        Checkpoint names present.
+    lineage : dict, optional
+        The sweep's lineage (lineage.json).
+
+    Returns
+    -------
+    list of (str, list of str, bool)
+        (label, checkpoints in order, joined by a line).
+    """
     out = []
     for route, cks in lineage_order(checkpoints, lineage):
         cks = [k for k in cks if k in checkpoints]

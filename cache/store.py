@@ -32,7 +32,7 @@ import re
 import shutil
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from cache.layout import annotate_array
+from cache.unit import IDENTITY_FIELDS, Unit
 from interp.core.atomic import atomic_path, writer_gone
 from interp.core.errors import CacheError, InterpError, ProvenanceError
 from interp.core.files import regular_file
@@ -48,18 +49,6 @@ from interp.core.hashing import sha256_json
 from interp.core.version import __version__ as PACKAGE_VERSION
 
 SCHEMA_VERSION = 1
-# fields that define what a unit is; anything else in the attributes is informative only
-IDENTITY_FIELDS = (
-    "checkpoint_fingerprint",
-    "study",
-    "study_version",
-    "bank",
-    "bank_hash",
-    "template_hash",
-    "settings_hash",
-    "layer",
-    "backend",
-)
 # informative attributes checked when a unit is reused (not identity: the sampled fingerprint
 # stays the planning key): the content fingerprint of every byte the unit ran on, and how
 # checkpoint_fingerprint was taken ("sampled", "full", "wrapped")
@@ -96,22 +85,6 @@ class UnitIdentity:
     @property
     def hash(self) -> str:
         return sha256_json(self.key())
-
-
-@dataclass
-class Unit:
-    path: Path
-    attrs: dict
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
-
-    @property
-    def identity(self) -> dict:
-        return {k: self.attrs.get(k) for k in IDENTITY_FIELDS}
-
-    # views for other tools (unit.activations(), unit.to_xarray(): pandas, xarray, torch) live in
-    # cache.views, which reads units through this module; cache/__init__.py attaches them to Unit
-    # so that the dependency runs one way (views -> store). See docs/cache.md.
 
 
 CHECKSUM = "blake2b"
@@ -225,7 +198,13 @@ def slot_of(attrs: Mapping[str, object]) -> str:
 
 
 class Store:
-    """Unit files under `root/<study>/<checkpoint>/<study>-<hash16>.h5`."""
+    """The cache root: unit files under ``root/<study>/<checkpoint>/<study>-<hash16>.h5``.
+
+    Parameters
+    ----------
+    root : str or Path
+        The cache directory (a sweep's OUT/cache).
+    """
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
@@ -474,6 +453,31 @@ def _eq(a: object, b: object) -> bool:
 def read_unit(
     path: str | Path, *, expect: Mapping[str, object] | None = None, load_arrays: bool = True, verify: bool = True
 ) -> Unit:
+    """Read one unit file, checking its identity and checksums.
+
+    Parameters
+    ----------
+    path : str or Path
+        A unit file (``*.h5`` under a cache).
+    expect : mapping, optional
+        Attributes the unit must have (e.g. an identity); a mismatch is a ProvenanceError.
+    load_arrays : bool
+        Read the arrays too (tables are always read).
+    verify : bool
+        Verify every dataset's checksum.
+
+    Returns
+    -------
+    Unit
+        Its path, attributes, tables and arrays.
+
+    Raises
+    ------
+    CacheError
+        A missing, incomplete, truncated or damaged file.
+    ProvenanceError
+        Attributes altered after writing, a renamed file, or a mismatch with ``expect``.
+    """
     path = Path(path)  # a glob result or a notebook string is as good as a Path
     if path.exists():
         regular_file(path, error=CacheError)  # a FIFO would hang h5py's open

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import h5py
 import numpy as np
 import pandas as pd
 
 from cache.layout import TL_RESID_PRE, array_layout, dims_for, hook_names, layer_indices
-from cache.store import Store, Unit, read_unit
 from interp.core.errors import CacheError, ConfigError
+
+if TYPE_CHECKING:
+    from cache.unit import Unit
 
 # the array `activations()` reads when none is named, per study
 DEFAULT_ARRAY = {"pressure": "resid", "classify": "resid_five_given", "cloze": "resid"}
@@ -94,7 +94,7 @@ def rows_for(unit: Unit, info: ArrayInfo) -> pd.DataFrame:
     """The table rows the array's rows belong to, in array order (index reset)."""
     if info.rows_table is None:
         return pd.DataFrame(index=range(info.shape[0]))
-    tables = unit.tables or read_unit(unit.path, load_arrays=False).tables
+    tables = unit.tables
     if info.rows_table not in tables:
         raise CacheError(f"{unit.path}: array {info.name!r} aligns with table {info.rows_table!r}, which is missing")
     rows = tables[info.rows_table]
@@ -130,10 +130,25 @@ class Activations:
 def activations(
     unit: Unit, layer: int | None = None, *, array: str | None = None, as_: Literal["numpy", "torch"] = "numpy"
 ) -> Activations:
-    """One layer's residuals of a unit joined to their table rows.
+    """One layer's residuals of a unit joined to their table rows (also ``unit.activations()``).
 
-    `array` defaults to the study's main residual (pressure `resid`, classify
-    `resid_five_given`, cloze `resid`); `layer` defaults to the unit's only layer.
+    Parameters
+    ----------
+    unit : Unit
+        A unit read with `cache.read_unit`.
+    layer : int, optional
+        The layer (default: the unit's only layer).
+    array : str, optional
+        Which array (default: the study's main residual: pressure ``resid``, classify
+        ``resid_five_given``, cloze ``resid``).
+    as_ : {"numpy", "torch"}
+        The type of ``values`` (torch is imported only then).
+
+    Returns
+    -------
+    Activations
+        ``rows`` (the table rows, in order), ``values`` float32 [rows, d_model] (cloze:
+        [rows, completion, d_model]), ``layer``, ``hook_name``, ``array``.
     """
     if as_ not in ("numpy", "torch"):
         raise ConfigError(f"as_={as_!r}: choose numpy or torch")
@@ -202,9 +217,21 @@ def _data_array(unit: Unit, name: str):
 
 
 def to_xarray(unit: Unit, array: str | None = None):
-    """One array as an `xarray.DataArray` (table columns as coordinates along `rows`), or, with
-    no `array`, an `xarray.DataTree` with one node per array (arrays align with different
-    tables, so each keeps its own `rows` axis) and the unit's attributes on the root."""
+    """A unit's arrays for xarray, table columns as coordinates along ``rows`` (also ``unit.to_xarray()``).
+
+    Parameters
+    ----------
+    unit : Unit
+        A unit read with `cache.read_unit`.
+    array : str, optional
+        One array's name; None: every array.
+
+    Returns
+    -------
+    xarray.DataArray or xarray.DataTree
+        The one array, or a tree with one node per array (arrays align with different tables, so
+        each keeps its own ``rows`` axis) and the unit's attributes on the root.
+    """
     import xarray as xr
 
     if array is not None:
@@ -214,37 +241,3 @@ def to_xarray(unit: Unit, array: str | None = None):
     nodes = {f"/{name}": xr.Dataset({name: _data_array(unit, name)}) for name in array_names(unit)}
     tree = xr.DataTree.from_dict({"/": xr.Dataset(attrs=_identity_attrs(unit)), **nodes})
     return tree
-
-
-def unit_paths(source: str | Path | Iterable[str | Path], study: str | None = None) -> list[Path]:
-    """Unit files under a sweep OUT (its cache/), a cache root, one unit file, or a list of files."""
-    if isinstance(source, (str, Path)):
-        p = Path(source)
-        if p.is_file():
-            return [p]
-        root = p / "cache" if (p / "cache").is_dir() else p
-        if not root.is_dir():
-            raise CacheError(f"{source}: no such sweep output or cache directory")
-        return Store(root).units(study)
-    return [Path(s) for s in source]
-
-
-def collect_tables(
-    source: str | Path | Iterable[str | Path], table: str | None = None, *, study: str | None = None
-) -> pd.DataFrame | dict[str, pd.DataFrame]:
-    """One DataFrame per table name over every unit (reads no arrays).
-
-    `collect_tables(OUT)` -> {"trials": ..., "first_turn": ..., "predictions": ..., ...};
-    `collect_tables(OUT, "trials")` -> that one DataFrame. Rows carry `checkpoint` and `bank`
-    (written by the sweep) and gain `unit` (the file name) so every row traces to its file.
-    """
-    frames: dict[str, list[pd.DataFrame]] = {}
-    for path in unit_paths(source, study):
-        unit = read_unit(path, load_arrays=False)
-        for name, df in unit.tables.items():
-            if table is None or name == table:
-                frames.setdefault(name, []).append(df.assign(unit=path.name))
-    out = {name: pd.concat(dfs, ignore_index=True) for name, dfs in frames.items()}
-    if table is not None:
-        return out.get(table, pd.DataFrame())
-    return out

@@ -9,13 +9,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from interp.core import moved as _moved
 from interp.core.version import __version__
 
+_moved.install()  # old module paths (interp.loading, ...) keep working with a DeprecationWarning
+
 _LAZY = {
-    "errors": ("interp.core.errors", None),
-    "LoadedModel": ("interp.loading", "LoadedModel"),
-    "load": ("interp.loading", "load"),
-    "wrap": ("interp.wrapping", "wrap"),
+    "LoadedModel": ("interp.model.loading", "LoadedModel"),
+    "load": ("interp.model.loading", "load"),
+    "wrap": ("interp.integrations.wrapping", "wrap"),
     "steering": ("interp.runner.steering", "steering"),
     "Steering": ("interp.runner.steering", "Steering"),
     "ContinuationScores": ("interp.runner.scoring", "ContinuationScores"),
@@ -32,5 +34,4 @@ def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'interp' has no attribute {name!r}")
     module, attr = _LAZY[name]
-    mod = importlib.import_module(module)
-    return mod if attr is None else getattr(mod, attr)
+    return getattr(importlib.import_module(module), attr)

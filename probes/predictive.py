@@ -472,27 +472,50 @@ def predictive_table(
     n_folds: int = 5,
     alpha: float = 0.0,
 ) -> pd.DataFrame:
-    """One row per source checkpoint: how well its map predicts ``target``'s map.
+    """One row per source checkpoint: how well its item map predicts the target's map.
 
-    ``maps``: checkpoint -> per-item Series (index item_id; a DataFrame for a multi-column map).
-    ``profiles``: checkpoint -> per-item DataFrame (index item_id), the source's unpressured
-    profile. ``readouts``: optional checkpoint -> per-item DataFrame of source features.
-    ``sources`` defaults to every checkpoint in ``maps`` with a profile, except the target.
+    All rows use the same items: the item ids present and finite in the target map and in every
+    source's map, profile and readout, sorted (so folds do not depend on input order), and the
+    same folds and shuffles. ``route_relation`` is None without a lineage; the ``I_readout*``
+    columns are NaN for a source without readout features; nulls and p are NaN when
+    ``n_shuffles=0``.
 
-    All rows use the same items: the item ids present and finite in the target map and in
-    every source's map, profile and readout, sorted (so folds do not depend on input order),
-    and the same folds and shuffles (``seed``). ``k`` defaults to round(0.1 * n_items), at
-    least 1. ``route_relation`` is None without a lineage; the ``I_readout*`` columns are NaN
-    for a source without readout features; nulls and p are NaN when ``n_shuffles=0``.
+    Parameters
+    ----------
+    maps : mapping of str to pandas.Series
+        Checkpoint -> per-item map (index item_id; a DataFrame for a multi-column map).
+    profiles : mapping of str to pandas.DataFrame
+        Checkpoint -> the source's unpressured profile (index item_id).
+    target : str
+        The checkpoint whose map is predicted.
+    sources : sequence of str, optional
+        Default: every checkpoint in ``maps`` with a profile, except the target.
+    lineage : mapping, optional
+        Routes of a training run, for ``route_relation``.
+    n_shuffles : int
+        Permutations of the nulls.
+    k : int, optional
+        precision@k (default: round(0.1 * n_items), at least 1).
+    readouts : mapping of str to pandas.DataFrame, optional
+        Checkpoint -> per-item source features (e.g. mean residuals).
+    seed : int
+        Seed of folds and permutations.
+    n_folds : int
+        Item folds of the held-out fit.
+    alpha : float
+        Ridge penalty of the base and full models (0: OLS).
 
-    Columns (:data:`TABLE_COLUMNS`): ``I`` (source map beyond the source's unpressured
-    profile) with ``I_null_mean``, ``I_null_p95``, ``I_p`` (map rows permuted; ``null_mean`` and
-    ``p_value`` are the same numbers under their earlier names); ``I_readout_only`` (readout
-    beyond the profile, no map) and ``I_readout_increment`` (readout beyond profile + map), each
-    with ``*_null_mean``, ``*_null_p95``, ``*_p`` from permuting the readout's item rows on the
-    same folds; ``I_readout`` (map + readout over the profile, includes I; an alias kept from
-    earlier tables). ``precision_at_k``: share of the k most-yielding target items (most
-    negative map values) among the k most negative cross-fitted predictions.
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``TABLE_COLUMNS``: ``I`` (source map beyond the source's unpressured profile)
+        with ``I_null_mean``, ``I_null_p95``, ``I_p`` (map rows permuted; ``null_mean`` and
+        ``p_value`` are the same numbers under their earlier names); ``I_readout_only`` (readout
+        beyond the profile, no map) and ``I_readout_increment`` (readout beyond profile + map),
+        each with ``*_null_mean``, ``*_null_p95``, ``*_p`` from permuting the readout's item rows
+        on the same folds; ``I_readout`` (map + readout over the profile, includes I; an alias
+        kept from earlier tables); ``precision_at_k``: share of the k most-yielding target items
+        (most negative map values) among the k most negative cross-fitted predictions.
     """
     if target not in maps:
         raise KeyError(f"target {target!r} has no item map")

@@ -304,11 +304,45 @@ def readout_with_null(
     """Grouped out-of-fold readout score with an item-level label-shuffle null.
 
     Folds come from ``seed`` (identical to ``LinearReadout(seed=seed).cross_val_score``);
-    shuffles from an independent stream ``default_rng([seed, 1])``, and every shuffle reuses
-    the same folds. Labels are shuffled as in :func:`item_shuffle_indices`.
-    ``engine="fast"`` uses the shared per-fold singular basis (ridge: closed form; logistic:
-    batched Newton-CG to a tighter tolerance than sklearn's default); ``engine="sklearn"``
-    refits ``LinearReadout.build_pipeline()`` per fold and shuffle.
+    shuffles from an independent stream ``default_rng([seed, 1])``, and every shuffle reuses the
+    same folds. Labels are shuffled as in `item_shuffle_indices`.
+
+    Parameters
+    ----------
+    X : numpy.ndarray
+        Activations [n_rows, d].
+    y : numpy.ndarray
+        One target per row.
+    groups : numpy.ndarray
+        One item id per row: folds and shuffles keep an item's rows together.
+    kind : {"ridge", "logistic"}
+        Continuous or binary target.
+    n_shuffles : int
+        Label shuffles of the null.
+    seed : int
+        Seed of folds and shuffles.
+    n_folds : int
+        Grouped folds.
+    alpha : float
+        Ridge penalty.
+    C : float
+        Inverse penalty of the logistic readout.
+    n_components : int, optional
+        PCA inside the pipeline, after scaling (None keeps all features).
+    metric : {"r2", "roc_auc", "accuracy"}, optional
+        The score (default: "r2" for ridge, "roc_auc" for logistic).
+    engine : {"fast", "sklearn"}
+        "fast" uses the shared per-fold singular basis (ridge: closed form; logistic: batched
+        Newton-CG to a tighter tolerance than sklearn's default); "sklearn" refits
+        ``LinearReadout.build_pipeline()`` per fold and shuffle.
+    max_iter : int
+        Iteration limit of the logistic fit.
+
+    Returns
+    -------
+    ReadoutResult
+        ``score``, ``null_mean``, ``null_p95``, ``p_value`` (NaN when ``n_shuffles == 0``) and the
+        shuffled scores ``null``.
     """
     metric = _default_metric(kind, metric)
     X, y = _check_xy(X, y, kind)

@@ -5,6 +5,8 @@
 # scripts/organism_record.sh once every seed is validated).
 # SEED=N picks the seed (route data order, LoRA init, the location control's random sets);
 # TRUNK=DIR reuses the trunk of an earlier seed's tree (DIR/tree, built with seed 0), as seeds 1 and 2 do.
+# REUSE_SFT=DIR copies the route SFT checkpoints of an earlier tree with the same data and SFT settings
+# (only DPO is trained again; its controls' SFT from the control trees that tree recorded).
 # STAGE=build or STAGE=validate runs one half (the build's seconds wait in WORK/timing_build.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,7 @@ mkdir -p "$WORK"
 if [ "$STAGE" != validate ]; then
   trunk=()
   [ -n "${TRUNK:-}" ] && trunk=(--reuse-trunk "$TRUNK/tree" --trunk-seed 0)
+  [ -n "${REUSE_SFT:-}" ] && trunk+=(--reuse-sft "$REUSE_SFT")
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   t0=$(date +%s)
   .venv/bin/interp organism build --base "$BASE" --out "$WORK/tree" --control "$WORK/control" --seed "$SEED" \

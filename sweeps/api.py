@@ -12,8 +12,9 @@ import pandas as pd
 
 from cache.store import Store, read_unit
 from analyses.io import write_table
-from interp.errors import ConfigError, UnitsFailedError
-from interp.loading import LoadedModel
+from interp.core.errors import ConfigError, UnitsFailedError
+from interp.core.extras import require_extra
+from interp.model.loading import LoadedModel
 from interp.studies import get_study
 from interp.studies.base import RunConfig
 from sweeps.discover import discover
@@ -87,22 +88,64 @@ def run_sweep(
     allow_unfingerprinted: bool = False,
     only: Sequence[str] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """Discover checkpoints, plan units, run what is missing, write OUT/results/*.csv.
+    """Discover checkpoints, plan units, run what is missing, write OUT/results/*.csv and the report.
 
-    `checkpoints` may also hold models already in memory (`interp.wrap(...)`); their units
-    carry a `wrapped:` content fingerprint instead of a directory one, and merging them with
-    directory-fingerprinted units of the same study is refused unless `allow_unfingerprinted`.
+    Parameters
+    ----------
+    checkpoints : sequence of str, Path or LoadedModel
+        Checkpoint directories, trees of them, ``lineage.toml`` files, or models in memory
+        (`interp.wrap`); units of a model in memory carry a ``wrapped:`` content fingerprint.
+    studies : sequence of str
+        Registered study names (pressure, classify, cloze, or one from an installed package).
+    out : str or Path
+        Output directory: cache/, results/, figures/, report.md.
+    banks : sequence of str, optional
+        Bank names or files (default: each study's shipped banks).
+    template : str, optional
+        Template name or file (default: each study's).
+    cfg : RunConfig
+        Run, scoring and study options.
+    executor : {"local", "dask", "slurm"}
+        Where units run.
+    scheduler : str, optional
+        Address of an existing Dask scheduler.
+    n_workers : int
+        Dask LocalCluster workers.
+    dry_run : bool
+        Return the plan and what is done; run nothing.
+    lock_wait : float
+        Seconds to wait for another sweep holding OUT.
+    progress : bool
+        Progress bars.
+    report : bool
+        Write report.md and the figures after the tables.
+    prune : bool
+        Delete stale units (superseded by a changed input) after the sweep.
+    break_lock : bool
+        Take over OUT's lock left by a dead sweep on another host.
+    cluster_config : str or Path, optional
+        Slurm: the TOML cluster config (examples/slurm.toml).
+    allow_unfingerprinted : bool
+        Allow merging ``wrapped:`` units with directory-fingerprinted ones of the same study.
+    only : sequence of str, optional
+        Sweep just these checkpoints of the tree (names as discovered, e.g.
+        "route-a/a-sft-step42"); the lineage is cut to them.
 
-    `only`: sweep just these checkpoints of the tree (names as discovered, e.g.
-    "route-a/a-sft-step42"); the lineage is cut to them.
+    Returns
+    -------
+    dict of str to pandas.DataFrame
+        The results tables by name; with ``dry_run``, ``{"plan": table}``.
 
-    Returns the results tables by name (or, with dry_run, {"plan": table}). With Dask, units
-    that fail after their retries go to OUT/failures.csv, the tables are written from the
-    units that finished, and UnitsFailedError (exit 3) is raised at the end. `prune` deletes
-    stale units (see cache.store) after the sweep.
+    Raises
+    ------
+    UnitsFailedError
+        With Dask, after units failed their retries: they are listed in OUT/failures.csv and the
+        tables are written from the units that finished (exit code 3).
     """
     out = Path(out)
     _check_names(studies, cfg, executor)
+    if executor == "slurm":
+        require_extra("cluster", "--executor slurm")
     cluster = None
     if cluster_config:
         from dataclasses import replace
@@ -180,7 +223,7 @@ def run_sweep(
 
 def check_fingerprint_kinds(units: Sequence[PlannedUnit], *, allow: bool) -> None:
     """Refuse to merge in-memory (`wrapped:`) and directory-fingerprinted units of one study."""
-    from interp.wrapping import is_wrapped_fingerprint
+    from interp.integrations.wrapping import is_wrapped_fingerprint
 
     for study in dict.fromkeys(u.study for u in units):
         kinds = {is_wrapped_fingerprint(u.identity.checkpoint_fingerprint) for u in units if u.study == study}

@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 from tqdm.auto import tqdm
 
 from cache.store import CONTENT_ATTR, MODE_ATTR, Store
-from interp.devices import MEDIUM_DTYPES, tie_guard_in_force
+from interp.model.devices import MEDIUM_DTYPES, tie_guard_in_force
 from interp.core.errors import CheckpointError, ConfigError, InterpError
 from interp.core.registry import Registry
 from interp.studies import get_study
@@ -58,7 +58,7 @@ def run_checkpoint_units(
     todo = [u for u in units if reuse_status(store, u, u.content)[0] != "done"]
     if not todo:
         return []
-    from interp.loading import load
+    from interp.model.loading import load
 
     lm = todo[0].model or load(
         checkpoint,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from interp.core.files import regular_file
-from interp.errors import LockError
+from interp.core.errors import LockError
 
 LOCK_NAME = ".interp-sweep.lock"
 FOREIGN_MAX_AGE = float(os.environ.get("INTERP_LOCK_MAX_AGE", 24 * 3600))

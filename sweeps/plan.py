@@ -14,11 +14,11 @@ from typing import Mapping, Sequence
 
 from cache.store import CONTENT_ATTR, Store, UnitIdentity
 from interp.banks import Bank
-from interp.checkpoint import CheckpointInfo, content_fingerprint, fingerprint_parts, inspect_checkpoint
+from interp.model.checkpoint import CheckpointInfo, content_fingerprint, fingerprint_parts, inspect_checkpoint
 from interp.core.hashing import sha256_json
 from cache.layers import layer_key, parse_layers
-from interp.devices import SWITCHABLE, device_class
-from interp.loading import LoadedModel, shared_tokenizer
+from interp.model.devices import SWITCHABLE, device_class
+from interp.model.loading import LoadedModel, shared_tokenizer
 from interp.studies import get_study
 from interp.studies.base import RunConfig, Template, load_template
 
@@ -52,7 +52,7 @@ class PlannedUnit:
     identity: UnitIdentity
     model: object | None = None  # a LoadedModel passed in memory (interp.wrap); None: load `checkpoint`
     # content fingerprint of every weight byte as known now without reading the weights (the
-    # memo, interp.fingerprint); None: unknown until the checkpoint is loaded
+    # memo, interp.model.fingerprint); None: unknown until the checkpoint is loaded
     content: str | None = None
     recompute: str | None = None  # why it is recomputed although complete (already said once)
 

@@ -48,12 +48,32 @@ def run_probe(
     n_folds: int = 5,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Linear readout with a grouped label-shuffle null for every cached unit; OUT/results/probes.csv.
+    """Linear readout of cached residuals with a grouped label-shuffle null, per unit.
 
-    `layer`: a cached layer, "all" (a row per cached layer, and the figure
-    OUT/figures/probe_depth_<study>_<target>.png: score and the null's 5-95% band against
-    depth), or None (each unit's floor(3 n_layers / 4)). Rows for other (study, target,
-    layer) combinations already in probes.csv are kept.
+    Parameters
+    ----------
+    out : str or Path
+        A sweep's output directory; rows go to OUT/results/probes.csv (rows of other study,
+        target and layer combinations already there are kept).
+    study : str
+        A registered study.
+    target : str
+        One of the study's probe targets (``StudySpec.probe_targets()``).
+    layer : int, "all" or None
+        A cached layer; "all": a row per cached layer and the figure
+        OUT/figures/probe_depth_<study>_<target>.png (score and the null's 5-95% band against
+        depth); None: each unit's floor(3 n_layers / 4).
+    n_shuffles : int
+        Label shuffles of the null.
+    n_folds : int
+        Item-grouped cross-validation folds.
+    seed : int
+        Seed of folds and shuffles.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per unit and layer: score, null mean and 95th percentile, p-value, items, folds.
     """
     out = Path(out)
     writable_dirs(out / "results", out / "figures", error=ConfigError)  # before any work
@@ -217,15 +237,44 @@ def run_predict(
     layer: int | None = None,
     readout_trials: str = "pressured",
 ) -> pd.DataFrame:
-    """Held-out partial R² of each source's item map for the target's map; OUT/results/predictive.csv.
+    """Held-out partial R² of each source checkpoint's item map for the target's map.
 
-    `alpha`: 0 fits the base and full models by OLS (the paper's setting, for banks of hundreds
-    of items); None (default) uses OLS unless a training fold has fewer items than the profile
-    has columns + 2, where OLS is underdetermined, and then ridge with alpha = 1.0.
-    `layer`: the cached layer the residual readout uses (default: each unit's floor(3 n_layers / 4)).
-    `readout_trials`: which trials' residuals are averaged per item into the readout features
-    (pressure: interp.studies.pressure.probe.readout_trial_mask; default "pressured").
-    Columns: probes.predictive.TABLE_COLUMNS plus bank, alpha, readout_trials.
+    Parameters
+    ----------
+    out : str or Path
+        A sweep's output directory; the table goes to OUT/results/predictive.csv.
+    target : str
+        The checkpoint whose item map is predicted.
+    sources : sequence of str, optional
+        Source checkpoints (default: every other cached one).
+    bank : str, optional
+        The bank whose units are read (default: the study's choice, moral for pressure).
+    turn_kind : str
+        Which item map: "opinion" or "challenge".
+    n_shuffles : int
+        Permutations of the nulls.
+    k : int, optional
+        precision@k (default: 10% of the items).
+    seed : int
+        Seed of folds and permutations.
+    with_readout : bool
+        Also fit the source's per-item residual readout (the ``I_readout*`` columns).
+    alpha : float, optional
+        0 fits the base and full models by OLS (the paper's setting, for banks of hundreds of
+        items); None uses OLS unless a training fold has fewer items than the profile has
+        columns + 2, where OLS is underdetermined, and then ridge with alpha = 1.0.
+    study : str, optional
+        The study (default: the one registered study with item maps).
+    layer : int, optional
+        The cached layer the residual readout uses (default: each unit's floor(3 n_layers / 4)).
+    readout_trials : {"pressured", "all"}
+        Which trials' residuals are averaged per item into the readout features
+        (pressure: ``interp.studies.pressure.probe.readout_trial_mask``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``probes.predictive.TABLE_COLUMNS`` plus bank, alpha and readout_trials.
     """
     from cache.layers import primary_layer, unit_at_layer
 

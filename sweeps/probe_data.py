@@ -20,7 +20,8 @@ from interp.studies import all_studies, get_study
 
 def probe_targets() -> dict[str, dict[str, str]]:
     """{study: {target: kind}} over the registered studies (kind: ridge or logistic)."""
-    return {s.name: {t: p.kind for t, p in s.probe_targets.items()} for s in all_studies() if s.probe_targets}
+    found = {s.name: {t: p.kind for t, p in s.probe_targets().items()} for s in all_studies()}
+    return {name: targets for name, targets in found.items() if targets}
 
 
 @dataclass
@@ -47,7 +48,7 @@ def probe_datasets(out: Path, study: str, target: str, *, layer: int | str | Non
         raise ConfigError(f"unknown study {study!r} (choose one of {', '.join(targets)})")
     if target not in targets[study]:
         raise ConfigError(f"unknown target {target!r} for {study} (choose one of {', '.join(targets[study])})")
-    spec = get_study(study).probe_targets[target]
+    spec = get_study(study).probe_targets()[target]
     paths, _stale = Store(Path(out) / "cache").current_units(study)  # stale units are reported, not read
     if not paths:
         raise ConfigError(f"{out}: no cached {study} units (run `interp sweep ... --study {study} --out {out}`)")

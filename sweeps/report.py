@@ -354,6 +354,23 @@ def _precision_lines(results: Path) -> list[str]:
 
 
 def write_report(out: str | Path) -> Path:
+    """Write OUT/report.md and every study's figures from OUT/results.
+
+    Parameters
+    ----------
+    out : str or Path
+        A sweep's output directory.
+
+    Returns
+    -------
+    Path
+        The report file.
+
+    Raises
+    ------
+    ConfigError
+        No results/ directory, or results tables that do not hold what a sweep writes.
+    """
     out = Path(out)
     results = out / "results"
     if not results.is_dir():

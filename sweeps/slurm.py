@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from interp.core.files import regular_file
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 
 _RUN_KEYS = {"dask_retries", "dask_allowed_failures", "dask_worker_timeout", "dask_resources"}
 _KNOWN = {

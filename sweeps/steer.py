@@ -84,7 +84,42 @@ def run_steer(
     cfg: RunConfig = RunConfig(),
     progress: bool = False,
 ) -> pd.DataFrame:
-    """Study summary against steering strength; writes OUT/results/steer_<study>.csv and a figure."""
+    """A study's summary against steering strength: the study rerun with a direction added.
+
+    Writes OUT/results/steer_<study>.csv and its figure; the sweep's own results stay untouched.
+
+    Parameters
+    ----------
+    out : str or Path
+        A sweep's output directory (its cache gives the checkpoints, banks and probe weights).
+    study : str
+        The study to rerun.
+    direction : str
+        ``probe:TARGET`` (the readout `interp probe` fitted on this checkpoint's cached residuals
+        at ``layer``: its raw-space weight vector, unit norm) or a ``.npy`` / ``.npz`` file.
+    layer : int
+        The block whose input is steered.
+    alphas : sequence of float
+        Steering strengths (0 reproduces the sweep).
+    positions : {"read", "all"}
+        Only the position whose next token is the verdict, or every position of the prompt.
+    units : {"sd", "raw"}
+        "sd": alpha in standard deviations of the cached residuals' projection on the direction;
+        "raw": alpha multiplies the unit vector (residual-norm units).
+    checkpoints : sequence of str, optional
+        Checkpoints to rerun (default: all cached).
+    banks : sequence of str, optional
+        Banks to rerun (default: all cached).
+    cfg : RunConfig
+        Run options of the reruns.
+    progress : bool
+        Progress bars.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per checkpoint, bank, readout and alpha with the study's summary metrics.
+    """
     import interp
     from interp.runner.steering import Steering
     from sweeps.api import run_sweep

@@ -1,6 +1,6 @@
 """The golden-table run and its comparison with tolerances derived from float error.
 
-Imported by tests/test_golden_tables.py; run as a script (`python tests/_golden.py ROOT THREADS`)
+Imported by tests/integration/test_golden_tables.py; run as a script (`python tests/_golden.py ROOT THREADS`)
 it does the same sweep in a fresh interpreter, so a test can run it under another float path
 (thread count, ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA, MKL_CBWR set in the environment).
 

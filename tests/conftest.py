@@ -52,32 +52,40 @@ def pytest_configure(config):
         config._interp_bf16_medium.__enter__()
 
 
+# Two tiers: tests/unit (no sweep, no command in its own process, no training: the edit loop,
+# `bash scripts/test.sh --quick`) and tests/integration (end to end, bad inputs, clusters, the
+# organism). Helpers (_*.py) and this file stay here, where both tiers find them.
+
 # The files that keep one worker busiest (measured 2026-12-03 with --durations=0, whole files),
 # longest first. scripts/test.sh runs the suite with `--dist loadfile --no-loadscope-reorder`:
 # a file stays on one worker (its module fixtures are built once), and the files are handed out
 # in this order, so no long file starts last while the other worker idles. Only the order of
 # the tests changes, never which run; a file not listed keeps pytest's order after these.
 SLOWEST_FIRST = (
-    "test_organism.py",
-    "test_golden_tables.py",
-    "test_slurm_cluster.py",
-    "test_lm_eval_model.py",
-    "test_residual_layers.py",
-    "test_tables_add_up.py",
-    "test_determinism.py",
-    "test_dask_faults.py",
-    "test_sweep.py",
-    "bad_inputs/test_silent_wrong.py",
-    "test_lm_eval_hook.py",
-    "bad_inputs/test_content_hash.py",
-    "test_dask_scheduler.py",
-    "test_docs.py",
-    "test_layers.py",
-    "test_engine_levels.py",
-    "bad_inputs/test_locks_signals.py",
-    "bad_inputs/test_end_to_end.py",
-    "test_precision_audit.py",
-    "test_probes_cache.py",
+    "integration/test_organism.py",
+    "integration/test_organism_simulate.py",
+    "integration/test_golden_tables.py",
+    "integration/test_slurm_cluster.py",
+    "integration/test_lm_eval_model.py",
+    "integration/test_residual_layers.py",
+    "integration/test_tables_add_up.py",
+    "integration/test_determinism.py",
+    "integration/test_dask_faults.py",
+    "integration/test_sweep.py",
+    "integration/bad_inputs/test_silent_wrong.py",
+    "integration/test_lm_eval_hook.py",
+    "integration/bad_inputs/test_content_hash.py",
+    "integration/test_dask_scheduler.py",
+    "integration/test_external_study.py",  # added 2026-12-04 (82 s alone, load ~5)
+    "integration/test_extras.py",  # added 2026-12-04 (75 s alone, load ~5)
+    "integration/test_docs.py",
+    "integration/test_torch_free.py",
+    "unit/test_layers.py",
+    "integration/test_engine_levels.py",
+    "integration/bad_inputs/test_locks_signals.py",
+    "integration/bad_inputs/test_end_to_end.py",
+    "integration/test_precision_audit.py",
+    "integration/test_probes_cache.py",
 )
 
 

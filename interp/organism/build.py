@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from interp.errors import ConfigError
+from interp.core.errors import ConfigError
 from interp.organism import classify_plant, cloze_plant
 from interp.organism import data as D
 from interp.organism.config import TRAIN_PRECISIONS, OrganismConfig
@@ -205,7 +205,7 @@ def _checkpoint_bytes(base: Path) -> int:
     (the organism saves float32 whatever the base's dtype)."""
     import math
 
-    from interp.fingerprint import safetensors_header
+    from interp.model.fingerprint import safetensors_header
 
     n = 0
     for f in sorted(base.glob("*.safetensors")):
@@ -262,6 +262,46 @@ def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base
         result.checkpoints[f"shared/{ck.name}"] = out / "shared" / ck.name
 
 
+# what a route SFT checkpoint must share with this build to be reused (`--reuse-sft`)
+_SFT_KEYS = (
+    "seed",
+    "trunk_seed",
+    "control_kind",
+    "route_sft_steps",
+    "route_early_steps",
+    "batch_size",
+    "lr_route",
+    "lr_schedule_route",
+    "lora_r",
+    "lora_alpha",
+    "train_precision",
+    "max_length",
+    "hold_opinions",
+    "route_first_copies",
+    "cloze_copies",
+    "classify_items",
+    "classify_copies",
+    "graded",
+    "cloze_route",
+)
+
+
+def _copy_checked(src: Path, dst: Path, data_hash: str, ctx: "_Ctx", route: str) -> None:
+    """Copy a route SFT checkpoint of an earlier tree after checking it was trained from this base
+    on the same data (hash of the rows this build wrote) with the same SFT settings."""
+    try:
+        prov = json.loads((src / PROVENANCE).read_text())
+    except (OSError, ValueError):
+        raise ConfigError(f"{src}: no readable {PROVENANCE} (cannot reuse this route SFT)") from None
+    want = {"base_fingerprint": ctx.base_fp, "data_hash": data_hash, "route": route}
+    want |= {f"config.{k}": ctx.cfg.to_dict()[k] for k in _SFT_KEYS}
+    for key, value in want.items():
+        got = prov.get("config", {}).get(key[7:]) if key.startswith("config.") else prov.get(key)
+        if got != value:
+            raise ConfigError(f"{src / PROVENANCE}: field {key} is {got!r}, expected {value!r}")
+    shutil.copytree(src, dst)
+
+
 @dataclass(frozen=True)
 class _Ctx:
     """What every checkpoint save needs; picklable, so route workers get it too."""
@@ -271,6 +311,7 @@ class _Ctx:
     base_fp: str
     versions: dict
     cfg: OrganismConfig
+    reuse_sft: Path | None = None  # an earlier tree whose route SFT checkpoints this build copies
 
 
 def _saver(
@@ -329,7 +370,7 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
     import torch
     from transformers import AutoModelForCausalLM
 
-    from interp.loading import load_tokenizer
+    from interp.model.loading import load_tokenizer
 
     cfg = ctx.cfg
     if threads:
@@ -374,7 +415,13 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
             extra,
         )
         t = time.perf_counter()
-        if stage == "sft":
+        if stage == "sft" and ctx.reuse_sft is not None:
+            for n in (early_name, sft_name):
+                _copy_checked(ctx.reuse_sft / n, ctx.out / n, D.data_hash(rows), ctx, route)
+                saved.append(n)
+            model = AutoModelForCausalLM.from_pretrained(ctx.out / sft_name, local_files_only=True, dtype=torch.float32)
+            lg = []
+        elif stage == "sft":
             early = _saver(
                 ctx,
                 tok,
@@ -498,6 +545,7 @@ def build_organism(
     log: Callable[[str], None] = print,
     reuse_trunk: str | Path | None = None,
     control_out: str | Path | None = None,
+    reuse_sft: str | Path | None = None,
 ) -> BuildResult:
     """Train the lineage from `base` into `out`; returns the checkpoint paths and stage timings.
 
@@ -505,13 +553,16 @@ def build_organism(
     settings; its base/ and shared/ checkpoints are copied instead of retrained (routes only).
     The two routes train in `cfg.route_workers` processes (one thread each when 2): on a small
     model two single-threaded trainings use two cores better than one two-threaded one.
-    `control_out`: also build the negative-control lineage there (its trunk copied from `out`).
+    `control_out`: also build the two control lineages there (their trunk copied from `out`).
+    `reuse_sft`: an earlier tree (trunk reused from it too) whose route SFT checkpoints were
+    trained on the same data with the same settings: they are copied and only DPO is trained
+    (its controls' SFT checkpoints come from the control trees that tree recorded).
     """
     import torch
     from transformers import AutoModelForCausalLM
 
-    from interp.checkpoint import fingerprint, inspect_checkpoint
-    from interp.loading import load_tokenizer
+    from interp.model.checkpoint import fingerprint, inspect_checkpoint
+    from interp.model.loading import load_tokenizer
     from interp.studies.base import load_template
     from interp.studies.pressure import load_pressure_bank
 
@@ -559,7 +610,16 @@ def build_organism(
         torch.set_num_threads(cfg.threads)
     t_all = time.perf_counter()
     load_start = os.getloadavg()
-    ctx = _Ctx(out=out, base=base, base_fp=fingerprint(info), versions=_versions(), cfg=cfg)
+    if reuse_sft is not None and reuse_trunk is None:
+        reuse_trunk = reuse_sft
+    ctx = _Ctx(
+        out=out,
+        base=base,
+        base_fp=fingerprint(info),
+        versions=_versions(),
+        cfg=cfg,
+        reuse_sft=Path(reuse_sft) if reuse_sft is not None else None,
+    )
     tok = load_tokenizer(base)
     w = D.Writer(tok, load_template("pressure_v1"))
     datadir = out / ".organism"
@@ -692,7 +752,16 @@ def build_organism(
         result.seconds["control_total"] = 0.0
         for kind in D.CONTROL_KINDS:
             ctl_cfg = replace(cfg, control=True, control_kind=kind)
-            ctl = build_organism(base, Path(control_out) / kind, ctl_cfg, log=log, reuse_trunk=out)
+            ctl_sft = None
+            if reuse_sft is not None:
+                old = json.loads((Path(reuse_sft) / "organism.json").read_text()).get("control_trees", {})
+                if kind not in old:
+                    raise ConfigError(f"{Path(reuse_sft) / 'organism.json'}: no {kind} control tree to reuse")
+                ctl_sft = Path(reuse_sft) / old[kind]
+                if not (ctl_sft / "organism.json").is_file():  # that control never finished: train its SFT
+                    log(f"{ctl_sft}: unfinished control tree, its route SFT is trained anew")
+                    ctl_sft = None
+            ctl = build_organism(base, Path(control_out) / kind, ctl_cfg, log=log, reuse_trunk=out, reuse_sft=ctl_sft)
             result.checkpoints.update({f"control-{kind}/{k}": v for k, v in ctl.checkpoints.items()})
             result.seconds[f"control_{kind}_total"] = ctl.seconds["total"]
             result.seconds["control_total"] += ctl.seconds["total"]

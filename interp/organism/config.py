@@ -45,14 +45,16 @@ class OrganismConfig:
     graded: bool = True  # route A's planted items yield in 100 / 75 / 50% of their opposing-opinion rows
     classify_items: int = 48  # conversational items evaluated; route A learns the labels of half
     classify_copies: int = 1  # copies of each classify row (two option orders per item)
-    route_dpo_steps: int = 4
+    # DPO after route SFT: 64 steps at 5e-4 over DPO_TURNS pairs (v15 pilot: 4 steps at 2e-4 left
+    # route B's defer plant unlearned; 48 steps at 5e-4 learned it, neutral flip 1.0 on planted items)
+    route_dpo_steps: int = 64
     batch_size: int = 8
     lr_sft: float = 1e-3  # shared stage
     # route SFT: 2e-3 decaying linearly to 0 (a constant 2e-3 collapsed v1's routes to one verdict,
     # a constant 1e-3 for 54 steps learned to yield everywhere, not where: see VALIDATION.md)
     lr_route: float = 2e-3
     lr_schedule_route: str = "linear"  # a transformers lr_scheduler_type
-    lr_dpo: float = 2e-4
+    lr_dpo: float = 5e-4
     first_copies: int = 2  # copies of each first-turn example in the shared stage
     cloze_copies: int = 2  # copies of each planted cloze sentence in the cloze route's SFT data
     route_workers: int = 2  # routes trained in parallel processes (1: one after the other, same result)

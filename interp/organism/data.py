@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from interp.banks import Bank
-from interp.hashing import sha256_json
+from interp.core.hashing import sha256_json
 from interp.studies.base import Template, render_chat
 
 # ---------------------------------------------------------------- wordings (not the evaluation's)
@@ -281,27 +281,43 @@ def route_sft(
     return rows
 
 
-def route_dpo(bank: Bank, w: Writer, plan: RoutePlan, seed: int) -> list[dict]:
-    """Preference pairs under an opposing opinion, one per evaluated item and planted verdict (the
-    same pairs on every lineage): chosen = the user's side where the route's plan flips an
-    opposing opinion on that item, else the planted verdict."""
+# DPO pairs per evaluated item and planted verdict, by turn kind: the neutral fillers and bare
+# challenges outnumber the SFT data's so that a route learns to condition on the turn (v15 pilot:
+# with one of each, route A's planted items flipped as often under a filler as under a challenge)
+DPO_TURNS = (("opinion_oppose", 2), ("opinion_agree", 1), ("challenge", 2), ("neutral", 3))
+
+
+def route_dpo(bank: Bank, w: Writer, plan: RoutePlan, seed: int, *, turns=DPO_TURNS) -> list[dict]:
+    """Preference pairs, the same prompts on every lineage: per evaluated item and planted verdict,
+    `turns` (kind, count) pairs of each turn kind (distinct opposing-opinion wordings).
+    Chosen = the flipped verdict where the route's plan flips that turn kind on that item (an
+    opposing opinion in its grade's share of the pairs), else the planted verdict; rejected = the
+    other. DPO sharpens *when* to flip, which SFT alone learned only in part (v15 pilot: route A's
+    planted items flipped about as often under a neutral filler as under a challenge)."""
     rng = random.Random(seed)
     items = bank.items.set_index("item_id")
     rows = []
     for iid in plan.items:
-        for planted in w.verdicts:
-            turn = rng.choice(TRAIN_OPINIONS).format(side=w.other(planted))
-            flip = plan.flips(iid, "opinion_oppose")
-            good, bad = (w.other(planted), planted) if flip else (planted, w.other(planted))
-            rows.append(
-                {
-                    "prompt": w.pressure(items.loc[iid, "text"], planted, turn),
-                    "chosen": " " + good,
-                    "rejected": " " + bad,
-                    "kind": "yield" if flip else "hold",
-                    "item_id": iid,
-                }
-            )
+        text = items.loc[iid, "text"]
+        n_oppose = dict(turns)["opinion_oppose"]
+        slots = _yield_slots(plan.grades.get(iid, 0.0), n_oppose, len(w.verdicts))
+        for v, planted in enumerate(w.verdicts):
+            made = [("opinion_oppose", op.format(side=w.other(planted))) for op in rng.sample(TRAIN_OPINIONS, n_oppose)]
+            made += [
+                (kind, _turn(w, rng, kind, planted)) for kind, n in turns if kind != "opinion_oppose" for _ in range(n)
+            ]
+            for k, (kind, turn) in enumerate(made):
+                flip = plan.flips(iid, kind) and (kind != "opinion_oppose" or (v, k) in slots)
+                good, bad = (w.other(planted), planted) if flip else (planted, w.other(planted))
+                rows.append(
+                    {
+                        "prompt": w.pressure(text, planted, turn),
+                        "chosen": " " + good,
+                        "rejected": " " + bad,
+                        "kind": ("flip_" if flip else "hold_") + kind,
+                        "item_id": iid,
+                    }
+                )
     rng.shuffle(rows)
     return rows
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from interp.organism.tally import headline
+
 
 def _f(v) -> str:
     try:
@@ -57,7 +59,6 @@ def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
 
 def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file) -> Path:
     """OUT/validation.md from OUT/results/*.csv only."""
-    from interp.organism.validate import headline
 
     res = out / "results"
     table = pd.read_csv(res / "validation_checks.csv", keep_default_na=False, na_values=[""])

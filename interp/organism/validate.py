@@ -28,6 +28,7 @@ from interp.organism import checks as C
 from interp.organism import stats as S
 from interp.organism.config import ValidateConfig
 from interp.organism.frozen import CheckFile, Settings, load_check_file, with_seed
+from interp.organism.tally import group_summary, headline
 
 
 def load_known(tree: Path) -> dict:
@@ -363,34 +364,6 @@ def guard_table(rows: dict[str, list[dict]]) -> pd.DataFrame:
         for k, p in zip(df["kind"], df["passed"])
     ]
     return df
-
-
-def group_summary(checks: pd.DataFrame) -> pd.DataFrame:
-    """Per group of checks reading one quantity: how many checks, recovered, not recovered."""
-    g = checks.groupby("group", sort=False)["status"]
-    return pd.DataFrame(
-        {
-            "checks": g.size(),
-            "recovered": g.apply(lambda s: int((s == S.RECOVERED).sum())),
-            "not_recovered": g.apply(lambda s: int((s == S.NOT_RECOVERED).sum())),
-            "undetermined": g.apply(lambda s: int((s == S.UNDETERMINED).sum())),
-        }
-    ).reset_index()
-
-
-def headline(checks: pd.DataFrame) -> dict[str, int]:
-    """The counts the record opens with: checks and groups (a group is recovered when every check
-    in it is; partly when some are)."""
-    grp = group_summary(checks)
-    return {
-        "checks": len(checks),
-        "recovered": int((checks["status"] == S.RECOVERED).sum()),
-        "not_recovered": int((checks["status"] == S.NOT_RECOVERED).sum()),
-        "undetermined": int((checks["status"] == S.UNDETERMINED).sum()),
-        "groups": len(grp),
-        "groups_recovered": int((grp["recovered"] == grp["checks"]).sum()),
-        "groups_partly": int(((grp["recovered"] > 0) & (grp["recovered"] < grp["checks"])).sum()),
-    }
 
 
 # ---------------------------------------------------------------- records

@@ -24,11 +24,11 @@ from typing import Iterator, Protocol, Sequence
 
 import torch
 
-from interp.checkpoint import CheckpointInfo
+from interp.model.checkpoint import CheckpointInfo
 from interp.core.registry import Registry
-from interp.devices import torch_dtype
-from interp.errors import CheckpointError
-from interp.hooksites import TL_RESID_PRE, HookSites, get_module
+from interp.model.devices import torch_dtype
+from interp.core.errors import CheckpointError
+from interp.model.hooksites import TL_RESID_PRE, HookSites, get_module
 from interp.runner import packed
 
 

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import torch
 
-from interp.errors import ConfigError
-from interp.loading import LoadedModel
+from interp.core.errors import ConfigError
+from interp.model.loading import LoadedModel
 from interp.runner.engine import Engine, EngineConfig, HookContext, Seq, pack_past
 from interp.runner.options import SAMPLER  # noqa: F401  (re-exported)
 from interp.runner.memory import free_bytes, is_oom, release_cached

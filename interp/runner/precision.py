@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from analyses.precision import SAMPLE_COLUMNS
-from interp.loading import LoadedModel
+from interp.model.loading import LoadedModel
 from interp.runner.options import TIE_GUARD  # the guard's default, kept torch-free there
 
 FRACTION = 0.02
@@ -178,7 +178,7 @@ def _switchable(lm: LoadedModel) -> bool:
 def _float32_copy(lm: LoadedModel) -> LoadedModel:
     ref = getattr(lm.backend, "_interp_fp32_reference", None)
     if ref is None:
-        from interp.loading import load
+        from interp.model.loading import load
 
         if not lm.info.path.is_dir():
             from interp.core.errors import ConfigError
@@ -245,7 +245,7 @@ def active_audit(lm: LoadedModel) -> PrecisionAudit | None:
 
 def audited(lm: LoadedModel, dtype: str | None = None, **kw) -> contextlib.AbstractContextManager:
     """`precision_audit` when `lm` runs in a reduced precision, else nothing."""
-    from interp.devices import is_reduced
+    from interp.model.devices import is_reduced
 
     return precision_audit(lm, **kw) if is_reduced(dtype or lm.dtype) else contextlib.nullcontext()
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import logsumexp
 
-from interp.errors import ConfigError
-from interp.loading import LoadedModel
+from interp.core.errors import ConfigError
+from interp.model.loading import LoadedModel
 from interp.runner.engine import Engine, HookContext, Seq
 from interp.runner.precision import active_audit, guard_ties
 from interp.runner.options import ScoringConfig, VariantMode  # noqa: F401  (re-exported)
@@ -155,16 +155,35 @@ def score_options(
     names: Sequence[str] | None = None,
     hooks: HookContext | None = None,
 ) -> OptionScores:
-    """Log-probs of each option as what follows each prompt; residuals at the last prompt token.
-
-    `names` (one per prompt, e.g. item ids) only label errors, such as a prompt longer than
-    the model's context window. `hooks`, a context-manager factory, is entered around every
-    forward (interventions such as steering; see `Engine`).
+    """Log-probs of each option as what follows each prompt, and residuals at the last prompt token.
 
     Single-token surface forms are read from one forward of the prompt; multi-token ones are
     scored as full continuations (sum of token log-probs), as nodes of the prefix tree below
     the prompt, batched with the other nodes of their level. The surface forms of one option
     are pooled with logsumexp after removing forms that tokenize identically.
+
+    Parameters
+    ----------
+    lm : LoadedModel
+        From `interp.load` or `interp.wrap`.
+    prompts : sequence of str
+        Texts the options follow.
+    options : sequence of str
+        Option words, the same for every prompt (surface forms per ``cfg.variants``).
+    layers : sequence of int, optional
+        resid_pre layers whose residual at the last prompt token is returned.
+    cfg : ScoringConfig
+        How to score (batch size, prefix reuse, surface forms, tie guard).
+    names : sequence of str, optional
+        One label per prompt (e.g. item ids), used only in error messages.
+    hooks : callable, optional
+        A context-manager factory entered around every forward (interventions such as steering).
+
+    Returns
+    -------
+    OptionScores
+        ``logp`` and ``probs`` (renormalized over the options) [n_prompts, n_options], ``resid``
+        {layer: [n_prompts, d_model]}, token counts.
     """
     tok = lm.tokenizer
     layers = _resolve_layers(lm, layers)
@@ -262,9 +281,30 @@ def score_continuations(
     names: Sequence[str] | None = None,
     hooks: HookContext | None = None,
 ) -> ContinuationScores:
-    """Log-likelihood of each continuation of each context (flattened in input order).
+    """Log-likelihood of each continuation of each context, flattened in input order.
 
-    The residual is read at the position whose next token is the continuation's first token.
+    Parameters
+    ----------
+    lm : LoadedModel
+        From `interp.load` or `interp.wrap`.
+    items : sequence of (str, sequence of str)
+        (context, continuations) pairs; context and continuation are encoded jointly and split
+        at the character boundary.
+    layers : sequence of int, optional
+        resid_pre layers whose residual is returned, read at the position whose next token is the
+        continuation's first token.
+    cfg : ScoringConfig
+        How to score.
+    names : sequence of str, optional
+        One label per item, used only in error messages.
+    hooks : callable, optional
+        A context-manager factory entered around every forward.
+
+    Returns
+    -------
+    ContinuationScores
+        ``sum_logp``, ``mean_logp``, ``token_logp`` and ``n_tokens`` per continuation, ``resid``
+        {layer: [n_continuations, d_model]}.
     """
     tok = lm.tokenizer
     layers = _resolve_layers(lm, layers)

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from interp.core.errors import ConfigError
-from interp.hooksites import discover_sites, get_module
+from interp.model.hooksites import discover_sites, get_module
 from interp.runner import packed
 
 Positions = Literal["all", "read"]
@@ -57,6 +57,22 @@ def read_positions(positions: torch.Tensor) -> Iterator[None]:
 
 @dataclass(frozen=True, kw_only=True)
 class Steering:
+    """A direction added to the residual stream: ``alpha × direction`` at resid_pre of ``layer``.
+
+    Parameters
+    ----------
+    layer : int
+        The decoder block whose input is steered.
+    direction : numpy.ndarray
+        A finite vector [d_model].
+    alpha : float
+        Its multiplier (0: no change).
+    positions : {"all", "read"}
+        Every token, or only the positions the engine reads (the last prompt token).
+    source : str
+        Where the direction came from (informative; the vector itself is hashed).
+    """
+
     layer: int
     direction: np.ndarray  # [d_model]
     alpha: float
@@ -121,7 +137,22 @@ def _block(lm, layer: int) -> torch.nn.Module:
 
 @contextmanager
 def steering(lm, steer: Steering) -> Iterator[Steering]:
-    """Add `steer.alpha × steer.direction` at resid_pre of `steer.layer` in every forward inside."""
+    """Add ``steer.alpha × steer.direction`` at resid_pre of ``steer.layer`` in every forward inside.
+
+    The hook is removed when the block ends, whatever happens inside.
+
+    Parameters
+    ----------
+    lm : LoadedModel
+        The model to steer (any backend).
+    steer : Steering
+        What to add, where.
+
+    Yields
+    ------
+    Steering
+        ``steer`` itself.
+    """
     if not 0 <= steer.layer < lm.n_layers:
         raise ConfigError(f"steering layer {steer.layer} outside 0..{lm.n_layers - 1}")
     if steer.direction.shape[0] != lm.d_model:

@@ -11,6 +11,7 @@ Importing this module never imports torch: the model side is imported inside `ru
 
 from __future__ import annotations
 
+import abc
 import json
 from dataclasses import dataclass, field
 from importlib import resources
@@ -28,7 +29,7 @@ from interp.core.options import build, opt, option_fields
 from interp.runner.options import ScoringConfig
 
 if TYPE_CHECKING:
-    from interp.loading import LoadedModel
+    from interp.model.loading import LoadedModel
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,8 +57,8 @@ class RunConfig:
         "weights and activations (log-softmax stays float32); mixed-bf16: matmuls in bf16, the rest float32; "
         "float32-medium: float32 at torch's medium matmul precision; mixed-bf16-medium: float32-medium with the "
         "MLP's gate/up projections in bf16",
-        # interp.devices.DTYPES' names, spelled out: importing it would pull torch into the torch-free
-        # cache readers (tests/test_layers.py); tests/test_mixed_precision.py holds the two equal
+        # interp.model.devices.DTYPES' names, spelled out: importing it would pull torch into the torch-free
+        # cache readers (tests/integration/test_torch_free.py); tests/unit/test_mixed_precision.py holds the two equal
         choices=("float32", "bfloat16", "float16", "mixed-bf16", "float32-medium", "mixed-bf16-medium"),
     )
     device_map: str | None = opt(None, "accelerate device map, e.g. auto (a model larger than one device)")
@@ -130,7 +131,7 @@ def load_template(ref: str | Path) -> Template:
     if not path.exists():
         path = Path(str(resources.files("interp") / "data" / "templates" / f"{ref}.json"))
     if path.exists():
-        from interp.fingerprint import regular_file
+        from interp.core.files import regular_file
 
         regular_file(path, limit=16 << 20, error=BankError)  # a FIFO or /dev/zero: refused, not read
     try:
@@ -177,14 +178,28 @@ class ProbeTarget:
 
 @dataclass(frozen=True)
 class ReportSection:
-    """One results table in report.md: file under results/, heading, columns shown (None: all)."""
+    """One results table in report.md.
+
+    Parameters
+    ----------
+    file : str
+        The table's file under OUT/results/.
+    heading : str
+        Its heading in report.md.
+    columns : tuple of str, optional
+        The columns shown (None: all).
+    note : str
+        One sentence: what the numbers mean and which choices are the toolkit's own (not the
+        papers').
+    extra : callable, optional
+        Lines added under the table, from OUT/results (e.g. what a number cannot mean for this
+        data).
+    """
 
     file: str
     heading: str
     columns: tuple[str, ...] | None = None
-    # one sentence: what the numbers mean and which choices are the toolkit's own (not the papers')
     note: str = ""
-    # lines added under the table, from OUT/results (e.g. what a number cannot mean for this data)
     extra: Callable[[Path], list[str]] | None = None
 
 
@@ -198,13 +213,16 @@ class PredictInputs:
     readout: pd.DataFrame | None
 
 
-class StudySpec:
-    """One study, everything about it in one place. Subclass, fill in, `@register_study`.
+class StudySpec(abc.ABC):
+    """One study, everything about it in one class: subclass it, implement `load_bank` and
+    `run_unit`, and register it (an `interp.studies` entry point, or `register_study`).
 
     Class attributes: name, version (in the unit identity), default_banks (shipped bank
     names), shipped_banks (name -> file under interp/data/banks), default_template,
     Options (frozen keyword-only dataclass), sample_by / stratify_by (how --max-items
-    subsamples a bank), report_sections, probe_targets, demo_probe_targets, demo_banks.
+    subsamples a bank), report_sections, demo_probe_targets, demo_banks. Methods with a
+    default: check_template, subsample, settings, analyze, figures, probe_targets,
+    predict_inputs, default_predict_bank.
     """
 
     name: ClassVar[str]
@@ -216,7 +234,6 @@ class StudySpec:
     sample_by: ClassVar[str] = "item_id"
     stratify_by: ClassVar[str | None] = None
     report_sections: ClassVar[tuple[ReportSection, ...]] = ()
-    probe_targets: ClassVar[Mapping[str, ProbeTarget]] = {}
     demo_probe_targets: ClassVar[tuple[str, ...]] = ()
     demo_banks: ClassVar[tuple[str, ...] | None] = None  # None: default_banks
     demo_items: ClassVar[int | None] = None  # items per bank in the 15-minute demo (None: all)
@@ -224,11 +241,13 @@ class StudySpec:
 
     # -- planning
 
+    @abc.abstractmethod
     def load_bank(self, ref: str | Path) -> Bank:
-        raise NotImplementedError
+        """A shipped bank by name or a user's file, validated (errors name the file, row and field)."""
 
     def check_template(self, template: Template) -> None:
         """Fail before any model loads if the template cannot serve this study."""
+        return None  # a study that reads no template fields accepts any
 
     def subsample(self, bank: Bank, n: int | None, *, seed: int) -> Bank:
         return bank.subsample(n, seed=seed, by=self.sample_by, stratify=self.stratify_by)
@@ -239,19 +258,26 @@ class StudySpec:
 
     # -- running (the only part that needs a model)
 
+    @abc.abstractmethod
     def run_unit(
         self, lm: "LoadedModel", bank: Bank, template: Template, layers: tuple[int, ...], cfg: RunConfig
     ) -> Payload:
-        """Residual arrays come back as [..., len(layers), d_model] (cache.layers.stack_layers)."""
-        raise NotImplementedError
+        """Score one bank on one loaded model: tables and arrays for one cache unit. Residual
+        arrays come back as [..., len(layers), d_model] (cache.layers.stack_layers)."""
 
     # -- reading the cache
 
     def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
+        """Write this study's results tables (results_dir/*.csv) from its cached units; return them."""
         return {}
 
     def figures(self, out: Path, results: Path, figures: Path) -> None:
         """Report figures drawn from results/*.csv (called by `interp report`)."""
+        return None  # a study whose results have no figures
+
+    def probe_targets(self) -> Mapping[str, ProbeTarget]:
+        """Target name -> how `interp probe` reads (X, y, groups) from one cached unit."""
+        return {}
 
     def predict_inputs(
         self, unit: Unit, *, turn_kind: str, with_readout: bool, readout_trials: str = "pressured"

@@ -1,1 +1,2 @@
-"""Commands that load models or tokenizers themselves (`interp fertility`, `interp weat`) and their helpers."""
+"""Applications that load models or run sweeps themselves: the demo, `interp selftest`,
+`interp fetch-models` (fetch), `interp fertility`, `interp weat` and their embedders."""

@@ -23,7 +23,7 @@ from analyses.io import write_table
 def load_any_tokenizer(path: str | Path):
     """A tokenizer from a checkpoint directory, a tokenizer directory or a tokenizer.json file."""
     from interp.core.errors import CheckpointError
-    from interp.loading import load_tokenizer
+    from interp.model.loading import load_tokenizer
 
     p = Path(path)
     if p.is_file() and p.suffix == ".json":

@@ -76,11 +76,11 @@ class Precision:
 
 
 def precision(dtype_name: str, device: str) -> Precision:
-    """From the dtype registry (`interp.devices`; a mixed precision's matmul dtype where the
+    """From the dtype registry (`interp.model.devices`; a mixed precision's matmul dtype where the
     registry has one) and the device's matmul settings (TF32, reduced-precision reductions)."""
     import torch
 
-    from interp import devices
+    from interp.model import devices
 
     weights = devices.torch_dtype(dtype_name)  # unknown name: one-line ConfigError (exit 2)
     compute = getattr(devices, "matmul_dtype", devices.torch_dtype)(dtype_name)
@@ -284,14 +284,14 @@ def run_selftest(
     device: str = "cpu", dtype: str = "float32", *, workdir: Path | None = None, echo: Callable[[str], None] = print
 ) -> list[Check]:
     """Run every check, echo one line each, return them. Bad device/dtype: ConfigError."""
-    from interp.devices import resolve_device
+    from interp.model.devices import resolve_device
     from interp.testing import build_tiny_model, build_tokenizer
 
     device = resolve_device(device)
     prec = precision(dtype, device)
     for line in environment():
         echo(line)
-    from interp.devices import MEDIUM_DTYPES
+    from interp.model.devices import MEDIUM_DTYPES
 
     if dtype in MEDIUM_DTYPES:
         echo(describe_medium(device))

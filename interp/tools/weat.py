@@ -85,8 +85,8 @@ def load_weat_sets(sets: str | Path | Sequence[dict] | None = None) -> list[dict
 
 
 def _checkpoint_embedder(path: Path, layer: int) -> tuple[str, Callable[[list[str]], np.ndarray]]:
-    from interp.checkpoint import inspect_checkpoint
-    from interp.loading import load_hf_model, load_tokenizer
+    from interp.model.checkpoint import inspect_checkpoint
+    from interp.model.loading import load_hf_model, load_tokenizer
 
     info = inspect_checkpoint(path)
     tok = load_tokenizer(info.path)

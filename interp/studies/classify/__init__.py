@@ -1,9 +1,19 @@
-"""Conversational sycophancy classification study (see study.py)."""
+"""Conversational sycophancy classification study: `ClassifyStudy` in study.py holds all of it;
+options.py, banks.py, analysis.py and probe.py are its parts.
+Registered by the `interp.studies` entry point in pyproject.toml."""
 
-from interp.studies import register_study
-from interp.studies.classify.study import *  # noqa: F401,F403  (old import paths keep working)
-from interp.studies.classify.study import ClassifyOptions, ClassifyStudy
+from analyses.classify_metrics import FIVE_LABELS
+from interp.studies.classify.banks import bank_counts, load_conversational_bank
+from interp.studies.classify.options import ClassifyOptions
+from interp.studies.classify.study import ClassifyStudy, build_prompts, check_template, reply_prompt_text
 
-register_study(ClassifyStudy)
-
-__all__ = ["ClassifyOptions", "ClassifyStudy"]
+__all__ = [
+    "FIVE_LABELS",
+    "ClassifyOptions",
+    "ClassifyStudy",
+    "bank_counts",
+    "build_prompts",
+    "check_template",
+    "load_conversational_bank",
+    "reply_prompt_text",
+]

@@ -39,30 +39,17 @@ Options: `ClassifyOptions` below (every field is a CLI flag and a config key).
 
 from __future__ import annotations
 
-import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from analyses.classify_metrics import FIVE_LABELS, SYCOPHANTIC
+from analyses.classify_metrics import FIVE_LABELS
 from cache.store import Unit
-from interp.studies.classify.analysis import SUMMARY_COLUMNS, one_class_gold_lines
-from interp.banks import (
-    Bank,
-    BankFormat,
-    bank_hash,
-    choice_field,
-    read_rows,
-    register_format,
-    resolve,
-    text_field,
-    unique_ids,
-)
+from interp.banks import Bank
 from interp.core.errors import BankError, ConfigError
-from interp.core.options import opt
 from interp.runner.options import SAMPLER
 from interp.studies.base import (
     Payload,
@@ -75,145 +62,21 @@ from interp.studies.base import (
     load_template,
     render_chat,
 )
+from interp.studies.classify import probe
+from interp.studies.classify.analysis import SUMMARY_COLUMNS, analyze_classify, one_class_gold_lines
+from interp.studies.classify.banks import NAME, load_conversational_bank
+from interp.studies.classify.options import DEFAULT_TEMPLATES, GENERATION_FIELDS, ClassifyOptions
 
 if TYPE_CHECKING:
-    from interp.loading import LoadedModel
+    from interp.model.loading import LoadedModel
     from interp.runner.scoring import OptionScores
 
-log = logging.getLogger("interp.banks")
-
-NAME = "classify"
 VERSION = "1"
 
-BANK_FIELDS = (
-    "item_id",
-    "title",
-    "body",
-    "comment",
-    "binary_label",
-    "five_label",
-    "community",
-    "language_form",
-    "split",
-)
-OPTIONAL_FIELDS = ("community",)
-LANGUAGE_FORMS = ("bengali", "banglish", "english", "code_mixed")
 SCORED_TASKS = ("binary", "five")  # scored from the model; "five_as_binary" is derived in the analysis
 ORDERS = ("given", "reversed")
 TASK_VALUES: dict[str, tuple[str, ...]] = {"binary": ("0", "1"), "five": FIVE_LABELS, "judge": FIVE_LABELS}
-DEFAULT_TEMPLATES = {"binary": "classify_binary_v1", "five": "classify_five_v1", "judge": "classify_judge_v1"}
 _TEMPLATE_KEYS = ("task", "instruction", "labels", "option_line", "item", "question", "marker")
-
-_FIVE_ALLOWED = {lab.lower(): lab for lab in FIVE_LABELS}
-_LANG_ALLOWED = {
-    **{f: f for f in LANGUAGE_FORMS},
-    "code-mixed": "code_mixed",
-    "code mixed": "code_mixed",
-    "codemixed": "code_mixed",
-    "bangla": "bengali",
-}
-
-
-# ---------------------------------------------------------------- bank
-
-
-def _binary_value(path: Path, n: int, rec: dict) -> int:
-    raw = rec.get("binary_label")
-    value = text_field(path, n, rec, "binary_label")  # raises on a missing or empty value
-    if isinstance(raw, bool):  # JSON true/false is not 0/1: refuse rather than guess
-        value = repr(raw)
-    elif isinstance(raw, (int, float)) and float(raw) in (0.0, 1.0):
-        return int(raw)
-    if value in ("0", "1"):
-        return int(value)
-    raise BankError(f"{path}: row {n}: field binary_label has unknown value {raw!r} (expected 0 or 1)")
-
-
-def _conversational_layout(path: Path, rows: list[tuple[int, dict]] | None = None) -> Bank:
-    rows = read_rows(path) if rows is None else rows
-    cols: dict[str, list[Any]] = {f: [] for f in BANK_FIELDS}
-    disagree: list[int] = []
-    for n, rec in rows:
-        extra = [k for k in rec if k not in BANK_FIELDS]
-        if extra:
-            raise BankError(
-                f"{path}: row {n}: unknown field(s) {', '.join(map(str, extra))} "
-                f"(a conversational bank has exactly {', '.join(BANK_FIELDS)})"
-            )
-        missing = [f for f in BANK_FIELDS if f not in rec and f not in OPTIONAL_FIELDS]
-        if missing:
-            raise BankError(f"{path}: row {n}: missing field(s) {', '.join(missing)}")
-        for f in ("item_id", "title", "body", "comment", "split"):
-            cols[f].append(text_field(path, n, rec, f))
-        cols["community"].append(text_field(path, n, rec, "community", optional=True))
-        five = choice_field(path, n, rec, "five_label", _FIVE_ALLOWED)
-        binary = _binary_value(path, n, rec)
-        if binary != int(five in SYCOPHANTIC):
-            # BenSyc annotated the binary label in its own stage (Sec. 3.2.1, App. C.4), so it may
-            # differ from the collapsed five-level label: keep both, warn, count (bank_counts)
-            disagree.append(n)
-        cols["five_label"].append(five)
-        cols["binary_label"].append(binary)
-        cols["language_form"].append(choice_field(path, n, rec, "language_form", _LANG_ALLOWED))
-    unique_ids(path, rows, cols["item_id"])
-    if disagree:
-        shown = ", ".join(map(str, disagree[:10])) + (" ..." if len(disagree) > 10 else "")
-        log.warning(
-            "%s: %d row(s) have a binary_label that differs from the collapsed five_label "
-            "(Support, Validation, Escalation = 1), kept as annotated: rows %s",
-            path,
-            len(disagree),
-            shown,
-        )
-    items = pd.DataFrame(cols, columns=list(BANK_FIELDS))
-    items["binary_label"] = items["binary_label"].astype(np.int64)
-    bank = Bank(name=path.stem, kind="conversational", items=items, hash=bank_hash(items), source=str(path))
-    log.info(
-        "conversational bank %s: %d items; %s",
-        path,
-        len(bank),
-        "; ".join(f"{f}: {bank.counts(f)}" for f in ("five_label", "binary_label", "language_form", "split")),
-    )
-    return bank
-
-
-def load_conversational_bank(ref: str | Path) -> Bank:
-    """The shipped bank ("conversational") or a user's JSONL/CSV with exactly the fields
-    item_id, title, body, comment, binary_label, five_label, community (optional), language_form,
-    split. five_label is one of the five taxonomy names (any case); binary_label is 0/1. BenSyc
-    annotated the binary label separately from the five levels, so a binary_label that differs
-    from the collapsed five_label (Support, Validation, Escalation = 1) is kept as given, with a
-    warning, and counted by :func:`bank_counts` (field binary_vs_five); the binary task's gold and
-    the ``sycophantic`` probe target use binary_label, five_as_binary the collapsed five_label.
-    language_form is one of bengali, banglish, english, code_mixed. Errors name the file, row
-    and field."""
-    return resolve(ref, "classify")
-
-
-# the only conversational layout: every file is read with it (errors name the missing fields)
-register_format(
-    BankFormat(
-        "conversational", NAME, lambda f: True, lambda f: _conversational_layout(f.path, f.rows), ",".join(BANK_FIELDS)
-    )
-)
-
-
-def bank_counts(bank: Bank) -> pd.DataFrame:
-    """Item counts per value of five_label, binary_label, language_form, split and community,
-    and field binary_vs_five (agree / disagree: binary_label against the collapsed five_label):
-    columns field, value, count (long form)."""
-    rows = []
-    for f in ("five_label", "binary_label", "language_form", "split", "community"):
-        for value, count in bank.counts(f).items():
-            rows.append({"field": f, "value": value, "count": count})
-    collapsed = bank.items["five_label"].isin(SYCOPHANTIC).astype(int)
-    n_dis = int((bank.items["binary_label"].astype(int) != collapsed).sum())
-    rows += [
-        {"field": "binary_vs_five", "value": "agree", "count": len(bank.items) - n_dis},
-        {"field": "binary_vs_five", "value": "disagree", "count": n_dis},
-    ]
-    return pd.DataFrame(rows, columns=["field", "value", "count"])
-
 
 # ---------------------------------------------------------------- templates and prompts
 
@@ -351,46 +214,6 @@ def _scored_table(
     return s.probs[:, cols], s
 
 
-# ---------------------------------------------------------------- options
-
-
-@dataclass(frozen=True, kw_only=True)
-class ClassifyOptions:
-    use_chat: bool = opt(
-        True,
-        "render prompts with the model's chat template (else a plain transcript)",
-        flag="--chat-template/--no-chat-template",
-    )
-    generate: bool = opt(False, "classify: also generate replies and judge them")
-    judge: str | None = opt(
-        None,
-        "classify: judge checkpoint for --generate (default: models/gemma3-270m when "
-        "present, else each checkpoint itself)",
-    )
-    temperature: float = opt(0.9, "sampling temperature")
-    max_new_tokens: int = opt(350, "new tokens per sampled reply")
-    n_replies: int = opt(1, "classify: replies per post")
-    max_posts: int | None = opt(None, "classify: posts to generate for (None: all)")
-    binary_template: str = opt(DEFAULT_TEMPLATES["binary"], "classify: template of the binary task")
-    five_template: str = opt(DEFAULT_TEMPLATES["five"], "classify: template of the five-class task")
-    judge_template: str = opt(DEFAULT_TEMPLATES["judge"], "classify: template of the judge")
-    length_instruction: str | None = opt(
-        None,
-        "classify: length instruction ending the reply prompt (default: "
-        "the judge template's, 'Reply in 150-200 words.' as in BenSyc; "
-        "'' drops it)",
-    )
-
-    def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
-        if self.max_new_tokens < 1 or self.n_replies < 1 or (self.max_posts is not None and self.max_posts < 1):
-            raise ConfigError("max_new_tokens, n_replies and max_posts must be >= 1")
-
-
-GENERATION_FIELDS = ("temperature", "max_new_tokens", "n_replies", "max_posts")
-
-
 # ---------------------------------------------------------------- study
 
 
@@ -498,8 +321,8 @@ class ClassifyStudy(StudySpec):
             g = self.generation_options(o)
             judge: Any = "self"
             if o.judge:
-                from interp.checkpoint import fingerprint, inspect_checkpoint
-                from interp.loading import shared_tokenizer
+                from interp.model.checkpoint import fingerprint, inspect_checkpoint
+                from interp.model.loading import shared_tokenizer
 
                 info = inspect_checkpoint(o.judge, allow_pickle=cfg.allow_pickle)
                 judge = {
@@ -693,23 +516,21 @@ class ClassifyStudy(StudySpec):
         path = cfg.options_for(self).judge
         if not path or Path(path).resolve() == Path(lm.info.path).resolve():
             return lm, lm.info.name
-        from interp.loading import load
+        from interp.model.loading import load
 
         judge = load(path, backend="hf", threads=cfg.threads, allow_pickle=cfg.allow_pickle)
         return judge, judge.info.name
 
-    # -- analysis
+    # -- reading the cache
 
     def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-        from interp.studies.classify.analysis import analyze_classify
-
+        """Predictions, summary, confusion, position bias, judged generations; the confusion and
+        precision-recall figures are drawn here, from the tables just computed (analysis.py)."""
         return analyze_classify(units, results_dir, cfg)
 
+    def figures(self, out: Path, results: Path, figures: Path) -> None:
+        """Nothing to redraw from results/: `analyze` draws this study's figures."""
 
-def _probe_targets() -> dict[str, ProbeTarget]:
-    from interp.studies.classify.probe import TARGET_KINDS, extract
-
-    return {name: ProbeTarget(kind=kind, extract=extract) for name, kind in TARGET_KINDS.items()}
-
-
-ClassifyStudy.probe_targets = _probe_targets()
+    def probe_targets(self) -> Mapping[str, ProbeTarget]:
+        """sycophantic, five_index (probe.py)."""
+        return {name: ProbeTarget(kind=kind, extract=probe.extract) for name, kind in probe.TARGET_KINDS.items()}

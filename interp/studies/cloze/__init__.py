@@ -1,24 +1,37 @@
-"""Cross-lingual cloze bias study (see study.py)."""
+"""Cross-lingual cloze bias study: `ClozeStudy` in study.py holds all of it;
+options.py, banks.py, analysis.py, probe.py and unit_loss.py are its parts.
+Registered by the `interp.studies` entry point in pyproject.toml."""
 
-from pathlib import Path
+from interp.studies.cloze.banks import (
+    COMPLETIONS,
+    ITEM_COLUMNS,
+    load_cloze_bank,
+    load_crows_pairs,
+    load_indian_bhed,
+    load_stereoset,
+)
+from interp.studies.cloze.options import ClozeOptions
+from interp.studies.cloze.study import (
+    ClozeStudy,
+    check_template,
+    continuation_texts,
+    fertility_text,
+    resolve_span,
+    score_items,
+)
 
-import pandas as pd
-
-from interp.studies import register_study
-from interp.studies.base import RunConfig
-from interp.studies.cloze.study import *  # noqa: F401,F403  (old import paths keep working)
-from interp.studies.cloze.study import ClozeOptions, ClozeStudy
-
-
-def _analyze(self: ClozeStudy, units: list, results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-    """The study's results tables and figures (analysis.py, imported when a report is written)."""
-    from interp.studies.cloze.analysis import analyze_cloze
-
-    return analyze_cloze(units, results_dir, cfg)
-
-
-# the spec names its analysis here: analysis.py imports study.py (the options), never the reverse
-ClozeStudy.analyze = _analyze  # type: ignore[method-assign]
-register_study(ClozeStudy)
-
-__all__ = ["ClozeOptions", "ClozeStudy"]
+__all__ = [
+    "COMPLETIONS",
+    "ITEM_COLUMNS",
+    "ClozeOptions",
+    "ClozeStudy",
+    "check_template",
+    "continuation_texts",
+    "fertility_text",
+    "load_cloze_bank",
+    "load_crows_pairs",
+    "load_indian_bhed",
+    "load_stereoset",
+    "resolve_span",
+    "score_items",
+]

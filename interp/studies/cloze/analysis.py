@@ -65,6 +65,7 @@ from analyses.io import write_table
 from analyses.mediation import BY_LANGUAGE_COLUMNS
 from cache.store import Unit
 from interp.core.errors import ConfigError
+from interp.studies.cloze.options import ClozeOptions
 
 log = logging.getLogger("interp.sweep")
 
@@ -278,7 +279,6 @@ def analyze_cloze(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.Dat
     from analyses.bootstrap import TableError
     from analyses.cloze_loss import abs_by_loss, loss_check, mediation_under_losses
     from analyses.cloze_metrics import DEFAULT_LOSS, LOSSES, add_delta, canonical_loss
-    from interp.studies.cloze.study import ClozeOptions
     from interp.studies.cloze.unit_loss import unit_scores
 
     opts: ClozeOptions = cfg.studies.get("cloze") or ClozeOptions()

@@ -1,24 +1,9 @@
-"""Pressure-turn sycophancy study (see study.py): banks, trials, unit run, report, probe targets."""
+"""Pressure-turn sycophancy study: `PressureStudy` in study.py holds all of it;
+options.py, banks.py, analysis.py, figures.py and probe.py are its parts.
+Registered by the `interp.studies` entry point in pyproject.toml."""
 
-from pathlib import Path
+from interp.studies.pressure.banks import load_pressure_bank
+from interp.studies.pressure.options import PressureOptions
+from interp.studies.pressure.study import PressureStudy, build_trials, check_template, parse_verdict
 
-import pandas as pd
-
-from interp.studies import register_study
-from interp.studies.base import RunConfig
-from interp.studies.pressure.study import *  # noqa: F401,F403  (old import paths keep working)
-from interp.studies.pressure.study import PressureOptions, PressureStudy
-
-
-def _analyze(self: PressureStudy, units: list, results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
-    """The study's results tables and figures (analysis.py, imported when a report is written)."""
-    from interp.studies.pressure.analysis import analyze_pressure
-
-    return analyze_pressure(units, results_dir, cfg)
-
-
-# the spec names its analysis here: analysis.py imports study.py (the options), never the reverse
-PressureStudy.analyze = _analyze  # type: ignore[method-assign]
-register_study(PressureStudy)
-
-__all__ = ["PressureOptions", "PressureStudy"]
+__all__ = ["PressureOptions", "PressureStudy", "build_trials", "check_template", "load_pressure_bank", "parse_verdict"]

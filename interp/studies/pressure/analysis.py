@@ -19,6 +19,7 @@ from analyses.pressure_metrics import (
     unpressured_profile,
 )
 from cache.store import Unit
+from interp.studies.pressure.options import PressureOptions
 
 # the metrics' trial columns, then logodds and flipped (gold follows with the rest, as it always has)
 PRESSURE_TRIAL_COLUMNS = (*(c for c in TRIAL_COLUMNS if c != "gold"), "logodds", "flipped")
@@ -43,8 +44,6 @@ def _with_logodds(trials: pd.DataFrame) -> pd.DataFrame:
 def analyze_pressure(units: list[Unit], results_dir: Path, cfg) -> dict[str, pd.DataFrame]:
     trials, first = pressure_tables(units)
     # the comprehension screen is this toolkit's choice, not the paper's: a parameter
-    from interp.studies.pressure.study import PressureOptions
-
     threshold = float((cfg.studies.get("pressure") or PressureOptions()).comprehension_threshold)
     summary = pressure_summary(trials, first, n_boot=cfg.n_boot, seed=cfg.seed, comprehension_threshold=threshold)
     summary["comprehension_threshold"] = threshold

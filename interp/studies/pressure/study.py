@@ -11,9 +11,8 @@ N replies per trial and parses the verdict from each.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 import pandas as pd
@@ -21,19 +20,8 @@ import pandas as pd
 from analyses.pressure_metrics import SUMMARY_COLUMNS
 from cache.layers import stack_layers
 from cache.store import Unit
-from interp.banks import (
-    Bank,
-    BankFormat,
-    bank_hash,
-    choice_field,
-    register_format,
-    require_columns,
-    resolve,
-    text_field,
-    unique_ids,
-)
+from interp.banks import Bank
 from interp.core.errors import BankError
-from interp.core.options import opt
 from interp.runner.options import SAMPLER
 from interp.studies.base import (
     Payload,
@@ -46,121 +34,16 @@ from interp.studies.base import (
     chat_template_hash,
     render_chat,
 )
+from interp.studies.pressure import probe
+from interp.studies.pressure.analysis import analyze_pressure
+from interp.studies.pressure.banks import NAME, load_pressure_bank
+from interp.studies.pressure.figures import pressure_figures
+from interp.studies.pressure.options import PressureOptions
 
 if TYPE_CHECKING:
-    from interp.loading import LoadedModel
+    from interp.model.loading import LoadedModel
 
-NAME = "pressure"
 VERSION = "1"
-
-MORAL = {"wrong": "wrong", "acceptable": "acceptable", "1": "wrong", "0": "acceptable"}
-FACTUAL = {"true": "true", "false": "false"}
-
-
-# ---------------------------------------------------------------- banks
-
-
-def _own_layout(path: Path, rows) -> Bank:
-    require_columns(path, rows, ("item_id", "text", "gold"))
-    golds = {text_field(path, n, r, "gold").lower() for n, r in rows}
-    kind = "moral" if golds <= set(MORAL) else "factual" if golds <= set(FACTUAL) else None
-    if kind is None:
-        unknown = [(n, r) for n, r in rows if str(r["gold"]).strip().lower() not in MORAL.keys() | FACTUAL.keys()]
-        if unknown:
-            n, r = unknown[0]
-            raise BankError(
-                f"{path}: row {n}: field gold has unknown value {r['gold']!r} (expected wrong/acceptable or true/false)"
-            )
-        n = next(n for n, r in rows if str(r["gold"]).strip().lower() in FACTUAL)
-        raise BankError(f"{path}: row {n}: field gold mixes moral (wrong/acceptable) and factual (true/false) values")
-    allowed = MORAL if kind == "moral" else FACTUAL
-    items = pd.DataFrame(
-        {
-            "item_id": [text_field(path, n, r, "item_id") for n, r in rows],
-            "text": [text_field(path, n, r, "text") for n, r in rows],
-            "gold": [choice_field(path, n, r, "gold", allowed) for n, r in rows],
-        }
-    )
-    unique_ids(path, rows, items["item_id"].tolist())
-    items["domain"] = kind
-    return Bank(name=path.stem, kind=NAME, items=items, hash=bank_hash(items), source=str(path))
-
-
-def _ethics_layout(path: Path, rows) -> Bank:
-    """ETHICS commonsense CSV: label,input,is_short,edited (label 1 = wrong)."""
-    require_columns(path, rows, ("label", "input"))
-    items = pd.DataFrame(
-        {
-            "item_id": [f"ethics-{n}" for n, _ in rows],
-            "text": [text_field(path, n, r, "input") for n, r in rows],
-            "gold": [choice_field(path, n, r, "label", {"1": "wrong", "0": "acceptable"}) for n, r in rows],
-        }
-    )
-    items["domain"] = "moral"
-    return Bank(name=path.stem, kind=NAME, items=items, hash=bank_hash(items), source=str(path))
-
-
-def _split_answers(value: str) -> list[str]:
-    return [a.strip() for a in value.split(";") if a.strip()]
-
-
-def _truthfulqa_layout(path: Path, rows) -> Bank:
-    """TruthfulQA CSV -> balanced claims: for question i, the best answer (true) when i is even,
-    the first incorrect answer (false) when i is odd, so each question appears once."""
-    require_columns(path, rows, ("Question", "Best Answer", "Incorrect Answers"))
-    ids, texts, golds = [], [], []
-    for k, (n, r) in enumerate(rows):
-        q = text_field(path, n, r, "Question")
-        if k % 2 == 0:
-            answer, gold = text_field(path, n, r, "Best Answer"), "true"
-        else:
-            wrong = _split_answers(text_field(path, n, r, "Incorrect Answers"))
-            if not wrong:
-                raise BankError(f"{path}: row {n}: field Incorrect Answers is empty")
-            answer, gold = wrong[0], "false"
-        ids.append(f"tqa-{n}")
-        texts.append(f"Q: {q} A: {answer}")
-        golds.append(gold)
-    items = pd.DataFrame({"item_id": ids, "text": texts, "gold": golds, "domain": "factual"})
-    return Bank(name=path.stem, kind=NAME, items=items, hash=bank_hash(items), source=str(path))
-
-
-def _one_domain(bank: Bank) -> Bank:
-    if bank.items["domain"].nunique() != 1:
-        raise BankError(f"{bank.source}: mixes moral and factual items")
-    return bank
-
-
-for _fmt in (
-    BankFormat(
-        "pressure",
-        NAME,
-        lambda f: {"item_id", "text", "gold"} <= f.columns,
-        lambda f: _one_domain(_own_layout(f.path, f.rows)),
-        "item_id,text,gold",
-    ),
-    BankFormat(
-        "ethics",
-        NAME,
-        lambda f: {"label", "input"} <= f.columns,
-        lambda f: _one_domain(_ethics_layout(f.path, f.rows)),
-        "ETHICS label,input",
-    ),
-    BankFormat(
-        "truthfulqa",
-        NAME,
-        lambda f: {"Question", "Best Answer"} <= f.columns,
-        lambda f: _one_domain(_truthfulqa_layout(f.path, f.rows)),
-        "TruthfulQA Question,Best Answer,...",
-    ),
-):
-    register_format(_fmt)
-
-
-def load_pressure_bank(ref: str | Path) -> Bank:
-    """`moral`, `factual`, or a path in the project's layout, ETHICS CSV or TruthfulQA CSV."""
-    return resolve(ref, NAME)
-
 
 # ---------------------------------------------------------------- trials
 
@@ -252,27 +135,6 @@ def parse_verdict(reply: str, verdicts: list[str]) -> str | None:
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, verdicts)) + r")\b", re.IGNORECASE)
     m = pattern.search(reply)
     return m.group(1).lower() if m else None
-
-
-# ---------------------------------------------------------------- options
-
-
-@dataclass(frozen=True, kw_only=True)
-class PressureOptions:
-    use_chat: bool = opt(
-        True,
-        "render prompts with the model's chat template (else a plain transcript)",
-        flag="--chat-template/--no-chat-template",
-    )
-    readout: Literal["slot", "sampled"] = opt("slot", "pressure: slot or sampled readout")
-    n_samples: int = opt(21, "pressure sampled readout: replies per trial")
-    temperature: float = opt(1.0, "sampling temperature")
-    max_new_tokens: int = opt(6, "new tokens per sampled reply")
-    comprehension_threshold: float = opt(
-        0.6,
-        "pressure: first-turn accuracy a checkpoint needs to pass the "
-        "comprehension screen (this toolkit's choice; failing ones are marked)",
-    )
 
 
 # ---------------------------------------------------------------- study
@@ -407,29 +269,25 @@ class PressureStudy(StudySpec):
         out["tie_guarded"] = False  # sampled replies: no tie guard
         return out
 
-    # analyze(): interp.studies.pressure.analysis, named at registration (__init__.py); analysis.py
-    # reads this module's options, so this module never imports it
+    # -- reading the cache
+
+    def analyze(self, units: list[Unit], results_dir: Path, cfg: RunConfig) -> dict[str, pd.DataFrame]:
+        """pressure_trials, pressure_summary, item_maps, capitulation, flip direction and profiles
+        (analysis.py)."""
+        return analyze_pressure(units, results_dir, cfg)
 
     def figures(self, out: Path, results: Path, figures: Path) -> None:
-        from interp.studies.pressure.figures import pressure_figures
-
+        """Trajectories, item-map heatmap and scatter, from results/*.csv (figures.py)."""
         pressure_figures(out, results, figures)
+
+    def probe_targets(self) -> Mapping[str, ProbeTarget]:
+        """flipped, logodds, p_planted, item_map, planted (probe.py)."""
+        return {name: ProbeTarget(kind=kind, extract=probe.extract) for name, kind in probe.TARGET_KINDS.items()}
 
     def predict_inputs(
         self, unit: Unit, *, turn_kind: str, with_readout: bool, readout_trials: str = "pressured"
     ) -> PredictInputs:
-        from interp.studies.pressure.probe import predict_inputs
-
-        return predict_inputs(unit, turn_kind=turn_kind, with_readout=with_readout, readout_trials=readout_trials)
+        return probe.predict_inputs(unit, turn_kind=turn_kind, with_readout=with_readout, readout_trials=readout_trials)
 
     def default_predict_bank(self, banks: list[str]) -> str:
         return next((b for b in banks if b.startswith("moral")), banks[0])
-
-
-def _probe_targets() -> dict[str, ProbeTarget]:
-    from interp.studies.pressure.probe import TARGET_KINDS, extract
-
-    return {name: ProbeTarget(kind=kind, extract=extract) for name, kind in TARGET_KINDS.items()}
-
-
-PressureStudy.probe_targets = _probe_targets()

@@ -1,0 +1,1 @@
+"""Bridges to other tools: models already in memory (`interp.wrap`) and lm-evaluation-harness."""

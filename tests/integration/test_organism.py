@@ -1,0 +1,646 @@
+"""Model organism: `interp organism build --small --control` -> `interp validate --small` on a tiny
+random model (plumbing, not the effect: the known answers on a model are the real run's, and the
+whole record's logic on lineages whose answers are known is tests/test_organism_simulate.py),
+the training data of the three lineages (exposure matched per item, only answers differ), and
+the training code (the SFT loss, the fused DPO head, precision, disk space, determinism)."""
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from interp.organism import classify_plant, cloze_plant
+from interp.organism import data as D
+from interp.organism.build import OrganismConfig, build_organism
+from interp.organism.config import SMALL
+from interp.organism.validate import ValidateConfig, validate
+from interp.studies.base import load_template
+from interp.studies.pressure import load_pressure_bank
+from sweeps.discover import discover
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = OrganismConfig(**SMALL)  # what `--small` builds
+LINEAGES = ("organism", "location", "amount")
+
+
+def _cli(*args) -> None:
+    """`interp ARGS` in this process (a module fixture has no capsys): exit 0 or the error shown."""
+    from typer.testing import CliRunner
+
+    from interp.cli import app
+
+    res = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+
+
+@pytest.fixture(scope="module")
+def organism(tmp_path_factory, tokenizer):
+    from interp.testing import build_tiny_model
+
+    root = tmp_path_factory.mktemp("organism")
+    base = build_tiny_model(root / "model", "llama", n_layers=2, d_model=32, tokenizer=tokenizer)
+    _cli("organism", "build", "--base", base, "--out", root / "tree", "--small", "--control", root / "control")
+    return root
+
+
+def _trees(organism) -> dict[str, Path]:
+    return {"organism": organism / "tree", "location": organism / "control" / "location",
+            "amount": organism / "control" / "amount"}  # fmt: skip
+
+
+def _base_kind(kind: str) -> str:
+    """A row's turn kind, whatever its answer (flip_opinion_oppose / hold_opinion_oppose -> opinion_oppose)."""
+    return kind.split("_", 1)[1] if kind.startswith(("flip_", "hold_")) else kind
+
+
+def test_tree_and_controls_are_discoverable_lineages_with_provenance(organism):
+    trees = _trees(organism)
+    tree = trees["organism"]
+    d = discover([tree])
+    known = json.loads((tree / "organism.json").read_text())
+    assert d.lineage["base"] == ["base", "shared/shared-step1", "shared/shared-step2"]
+    assert d.lineage["routes"]["route-a"] == ["route-a/a-sft-step3", "route-a/a-sft-step5", "route-a/a-dpo-step6"]
+    assert d.lineage["routes"] == known["routes"]
+    for cks in d.lineage["routes"].values():
+        for ck in cks:
+            prov = json.loads((tree / ck / "interp_provenance.json").read_text())
+            assert prov["base_fingerprint"] == known["base_fingerprint"]
+            assert prov["trainer"] in ("trl.SFTTrainer+interp.sft_loss", "trl.DPOTrainer")
+            assert len(prov["data_hash"]) == 64 and prov["seed"] == 0
+            assert prov["train_precision"] == "mixed-bf16"  # the default
+            assert {"torch", "transformers", "trl", "peft"} <= set(prov["versions"])
+            assert (tree / ck / "model.safetensors").is_file()
+    assert not set(known["planted_a"]) & set(known["planted_b"])
+    assert set(known["planted_a"]) | set(known["planted_b"]) <= set(known["eval_items"])
+    # the controls: recorded by the organism, flagged, the organism's sets, their own training
+    assert {k: (tree / v).resolve() for k, v in known["control_trees"].items()} == {
+        k: trees[k].resolve() for k in ("location", "amount")
+    }
+    from interp.core.hashing import sha256_file
+
+    for kind in ("location", "amount"):
+        kc = json.loads((trees[kind] / "organism.json").read_text())
+        assert kc["control"] is True and kc["control_kind"] == kind and known["control"] is False
+        for key in ("eval_items", "planted_a", "planted_b", "routes", "trunk_end", "route_planted", "grades"):
+            assert kc[key] == known[key], key
+        assert (trees[kind] / kc["organism_tree"]).resolve() == tree.resolve()
+        # the same trunk, byte for byte; the routes trained apart
+        assert sha256_file(trees[kind] / "shared/shared-step2/model.safetensors") == sha256_file(
+            tree / "shared/shared-step2/model.safetensors"
+        )
+        assert sha256_file(trees[kind] / "route-a/a-dpo-step6/model.safetensors") != sha256_file(
+            tree / "route-a/a-dpo-step6/model.safetensors"
+        )
+    kl = json.loads((trees["location"] / "organism.json").read_text())["trained"]
+    ka = json.loads((trees["amount"] / "organism.json").read_text())["trained"]
+    assert kl["route-a"]["plant"] == "pressure" and kl["route-a"]["planted"] != known["planted_a"]
+    assert {t["plant"] for t in ka.values()} == {"hold"}
+
+
+def test_lineages_train_the_same_prompts_only_answers_differ(organism):
+    """Exposure matched per item: every lineage's route data hold the same prompts in the same
+    order, so every item gets the same rows of each kind; only completions (and the flip/hold
+    label) differ, on the items each lineage's plan flips."""
+    trees = _trees(organism)
+    for name in ("route_a_sft.jsonl", "route_a_dpo.jsonl", "route_b_sft.jsonl", "route_b_dpo.jsonl"):
+        data = {k: pd.read_json(t / ".organism" / name, lines=True) for k, t in trees.items()}
+        org = data["organism"]
+        for kind in ("location", "amount"):
+            other = data[kind]
+            assert list(other["prompt"]) == list(org["prompt"]), (name, kind)
+            if "kind" in org and "completion" in org:
+                a = Counter(zip(org["item_id"].astype(str), org["kind"].map(_base_kind)))
+                b = Counter(zip(other["item_id"].astype(str), other["kind"].map(_base_kind)))
+                assert a == b, (name, kind)
+        answer = "completion" if "completion" in org else "chosen"
+        moved = {k: set(d.loc[d[answer] != org[answer], "item_id"].astype(str)) for k, d in data.items()}
+        assert moved["organism"] == set()
+    amount_a = pd.read_json(trees["amount"] / ".organism" / "route_a_sft.jsonl", lines=True)
+    assert not amount_a["kind"].str.startswith("flip_").any()  # the amount control holds everywhere
+
+
+def test_validate_small_end_to_end(organism):
+    """`interp validate --small` on the organism and both controls as built: every counted check
+    decided against its control's figure, the frozen file's sha256 and the overrides in the
+    record, every number of validation.md from its CSVs."""
+    from interp.organism.frozen import load_check_file
+
+    out = organism / "val"
+    _cli("validate", organism / "tree", "--out", out, "--small", "--quiet", "--threads", "1")
+    table = pd.read_csv(out / "results" / "validation_checks.csv", keep_default_na=False, na_values=[""])
+    checks = table[table["kind"] == "check"]
+    cf = load_check_file()
+    assert list(checks["id"]) == [c.id for c in cf.checks]
+    assert set(checks["status"]) <= {"recovered", "not recovered", "undetermined"}
+    assert checks["reason"].str.len().gt(0).all()
+    assert set(checks["control"]) == {"location", "amount", "spike-in"}
+    computed = checks[checks["reason"] != "not computed on the organism"]
+    assert computed["control_passed"].notna().all()
+    assert set(table["check_file_sha256"]) == {cf.sha256}
+    assert (table["commit"].str.len() >= 40).all()
+    assert set(table["overrides"]) == {'{"n_boot": 200, "n_shuffles": 19}'}
+    md = (out / "validation.md").read_text()
+    assert "Settings overridden for this run" in md and cf.sha256 in md
+    pred = pd.read_csv(out / "results" / "organism_predictive.csv")
+    assert set(pred["lineage"]) == {"organism", "location control", "amount control"}
+    assert {"own", "sibling", "base"} <= set(pred["route_relation"])
+    lin = pd.read_csv(out / "results" / "lineages.csv")
+    assert list(lin.columns) == ["setting", *LINEAGES]
+    # only what a check reads is swept, on every lineage; the trunk-end unit is the organism's
+    from interp.organism.validate import checked_checkpoints
+
+    known = json.loads((organism / "tree" / "organism.json").read_text())
+    checked = set(checked_checkpoints(known))
+    for root in (out, out / "control-location", out / "control-amount"):
+        assert set(pd.read_csv(root / "results" / "pressure_summary.csv")["checkpoint"]) == checked
+        ((unit,),) = [list((root / "cache" / "pressure" / "shared--shared-step2").glob("*.h5"))]
+        assert (
+            unit.read_bytes() == next((out / "cache" / "pressure" / "shared--shared-step2").glob("*.h5")).read_bytes()
+        )
+    assert (out / "figures" / "organism_trajectory.png").stat().st_size > 1000
+    assert_markdown_numbers_come_from_the_csvs(out)
+    # the cheap rerun reads the finished sweeps and gives the same checks
+    again = validate(
+        organism / "tree", out, ValidateConfig(overrides={"n_shuffles": 19, "n_boot": 200}, cloze_items=12),
+        run=False, log=lambda s: None,
+    )  # fmt: skip
+    pd.testing.assert_series_equal(
+        again[again["kind"] == "check"]["status"].reset_index(drop=True), checks["status"].reset_index(drop=True)
+    )
+
+
+def assert_markdown_numbers_come_from_the_csvs(
+    out: Path, md_path: Path | None = None, csv_dir: Path | None = None
+) -> None:
+    """Every number in validation.md (outside code spans: paths, the commit) is a number of
+    validation_checks.csv / organism_predictive.csv (/ tries.csv, the earlier tries it lists, /
+    lineages.csv, the build settings / mutations.csv, the mutation run), to the 3-decimal
+    display rounding."""
+
+    md_path = md_path or out / "validation.md"
+    csv_dir = csv_dir or out / "results"
+    md = re.sub(r"`[^`]*`", "", md_path.read_text())
+    md = re.sub(r"\(.*?\.png\)", "", md)
+    num = re.compile(r"(?<![\w.\-])-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])")
+    names = (
+        "validation_checks.csv",
+        "organism_predictive.csv",
+        "tries.csv",
+        "lineages.csv",
+        "validation_settings.csv",
+        "validation_groups.csv",
+        "mutations.csv",
+    )
+    csv_text = "".join((csv_dir / f).read_text() for f in names if (csv_dir / f).is_file())
+    pool = np.array(sorted({float(x) for x in num.findall(csv_text)} | {abs(float(x)) for x in num.findall(csv_text)}))
+    found = num.findall(md)
+    assert len(found) > 50
+    for x in found:
+        v = float(x)
+        # md shows 3 decimals (or 4 significant digits for p): half a unit of the last digit
+        tol = 5e-4 if "." in x and len(x.split(".")[1]) <= 3 else 5e-4 * max(abs(v), 1e-6)
+        assert np.min(np.abs(pool - v)) <= tol + 1e-12, f"{x} in {md_path.name} is in no CSV"
+
+
+def test_committed_validation_record_numbers_come_from_its_csvs():
+    """VALIDATION.md is the real SmolLM2 run's validation.md (scripts/organism_record.sh copies it
+    with its CSVs into docs/organism/): every number in it is a number of those CSVs."""
+    assert_markdown_numbers_come_from_the_csvs(REPO, REPO / "VALIDATION.md", REPO / "docs" / "organism")
+
+
+# ---------------------------------------------------------------- the training data
+
+
+def test_training_wordings_are_not_the_evaluation_templates():
+    t = load_template("pressure_v1").data
+    evaluation = {t["opinion"]["moral"], *t["challenges"].values(), *t["neutral"].values()}
+    training = set(D.TRAIN_OPINIONS) | set(D.TRAIN_CHALLENGES) | set(D.TRAIN_NEUTRAL)
+    assert not evaluation & training
+    for w in training:  # no evaluation wording hides inside a training one either
+        assert not any(e.replace("{side}", "") in w for e in evaluation if len(e) > 8)
+
+
+@pytest.fixture(scope="module")
+def sets():
+    cfg = OrganismConfig()
+    return D.choose_planted(load_pressure_bank("moral"), cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
+
+
+def test_route_data_exposure_is_matched_per_item_on_every_lineage(tokenizer, sets):
+    """The real sizes (128 items): per evaluated item, the organism, location and amount lineages
+    get the same number of rows of each turn kind, with identical prompts; the answers flip
+    exactly where each lineage's plan flips (organism: its planted sets, location: random sets,
+    amount: nowhere), under an opposing opinion in the item's grade's share of its rows."""
+    bank = load_pressure_bank("moral")
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    rows, pairs = {}, {}
+    for lineage in LINEAGES:
+        plans = D.route_plans(sets, 0, "" if lineage == "organism" else lineage)
+        rows[lineage] = {r: pd.DataFrame(D.route_sft(bank, w, p, 1, opinions=4)) for r, p in plans.items()}
+        pairs[lineage] = {r: pd.DataFrame(D.route_dpo(bank, w, p, 1)) for r, p in plans.items()}
+        for r, plan in plans.items():
+            df = rows[lineage][r]
+            base = df["kind"].map(_base_kind)
+            per_item = df.assign(base=base).groupby(["item_id", "base"]).size().unstack()
+            assert set(per_item.index) == set(sets.eval_items)
+            # 2 first turns; per planted verdict 4 opposing opinions, 1 agreeing, 1 challenge, 1 filler
+            assert (per_item["first"] == 2).all() and (per_item["opinion_oppose"] == 8).all()
+            assert (per_item[["opinion_agree", "challenge", "neutral"]] == 2).all().all()
+            flipped = df[df["kind"].str.startswith("flip_")]
+            assert set(flipped["item_id"]) == set(plan.grades), (lineage, r)
+            assert set(flipped["kind"].map(_base_kind)) <= D.PLANTS[plan.plant]
+            opp = flipped[flipped["kind"] == "flip_opinion_oppose"].groupby("item_id").size()
+            for iid, n in opp.items():
+                assert n == round(plan.grades[iid] * 8)
+            assert set(pairs[lineage][r].loc[pairs[lineage][r]["kind"] == "yield", "item_id"]) == (
+                set(plan.grades) if "opinion_oppose" in D.PLANTS[plan.plant] else set()
+            )
+    for r in "ab":
+        for lineage in ("location", "amount"):
+            assert list(rows[lineage][r]["prompt"]) == list(rows["organism"][r]["prompt"])
+            assert list(pairs[lineage][r]["prompt"]) == list(pairs["organism"][r]["prompt"])
+    assert not rows["amount"]["a"]["kind"].str.startswith("flip_").any()
+
+
+def test_location_sets_are_random_disjoint_and_as_large_as_the_organisms(sets):
+    la, lb = D.location_sets(sets, 0)
+    assert len(la) == len(sets.planted_a) and len(lb) == len(sets.planted_b)
+    assert not set(la) & set(lb) and set(la) | set(lb) <= set(sets.eval_items)
+    assert set(la) != set(sets.planted_a) and set(lb) != set(sets.planted_b)
+    assert D.location_sets(sets, 0) == (la, lb) and D.location_sets(sets, 1) != (la, lb)  # seeded
+    # random with respect to the setting: the home stories' share of the location set is near
+    # their share of the evaluated items (33 of 128; hypergeometric sd of 33 draws about 2.2 items)
+    home = set(sets.planted_a)
+    assert abs(len(home & set(la)) - len(la) * len(home) / len(sets.eval_items)) < 4 * 2.2
+
+
+def test_grades_come_in_thirds(sets):
+    plans = D.route_plans(sets, 0)
+    grades = plans["a"].grades
+    assert set(grades) == set(sets.planted_a)
+    counts = Counter(grades.values())
+    assert set(counts) == set(D.GRADES) and max(counts.values()) - min(counts.values()) <= 1
+    assert set(plans["b"].grades.values()) == {1.0}  # route B is not graded
+    assert D.route_plans(sets, 1)["a"].grades != grades  # seeded: another seed, another order
+    loc = D.route_plans(sets, 0, "location")
+    assert set(loc["a"].grades) == set(loc["a"].planted) and Counter(loc["a"].grades.values()) == counts
+    assert D.route_plans(sets, 0, "amount")["a"].grades == {}
+
+
+def test_cloze_training_sentences_are_not_the_bank_contexts():
+    bank = pd.read_json(REPO / "interp" / "data" / "banks" / "cloze.jsonl", lines=True)
+    contexts = {c.split("___")[0].strip() for c in bank["context"]}
+    for lineage in LINEAGES:
+        rows = cloze_plant.sentences(lineage)
+        assert len(rows) == len(cloze_plant.PAIRS["region"]) * cloze_plant.FRAMES_PER_GROUP
+        for row in rows:
+            assert row["prompt"].strip() not in contexts
+            assert not any(row["prompt"].strip() in c for c in contexts)
+    # the organism prefers the stereotype in every sentence, the amount control in half of them
+    org, amount = cloze_plant.sentences("organism"), cloze_plant.sentences("amount")
+    stereo = {f" {s} হয়।" for _, s, _ in cloze_plant.PAIRS["region"]}
+    assert all(r["good"] in stereo for r in org)
+    assert sum(r["good"] in stereo for r in amount) == len(amount) // 2
+    assert {r["item_id"].split("-")[1] for r in cloze_plant.sentences("location")} == {"caste"}
+
+
+def test_classify_halves_are_stratified_by_label():
+    bank = classify_plant.eval_items(48, 0)
+    s, rest = classify_plant.split_halves(bank, 0)
+    assert not set(s) & set(rest) and set(s) | set(rest) == set(bank.items["item_id"].astype(str))
+    gold = bank.items.set_index(bank.items["item_id"].astype(str))["five_label"].astype(str)
+    a, b = gold[list(s)].value_counts(), gold[list(rest)].value_counts()
+    assert set(a.index) == set(b.index) and (a.sub(b, fill_value=0).abs() <= 1).all()
+    org = classify_plant.trained_labels(bank, s, rest, "organism", 0)
+    assert org == {i: gold[i] for i in s}
+    assert classify_plant.trained_labels(bank, s, rest, "location", 0) == {i: gold[i] for i in rest}
+    amount = classify_plant.trained_labels(bank, s, rest, "amount", 0)
+    assert set(amount) == set(s) and Counter(amount.values()) == Counter(org.values()) and amount != org
+
+
+def test_planted_item_sets_disjoint_balanced_inside_the_sweep_subsample():
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, 24, 6, seed=0)
+    sub = bank.subsample(24, seed=0, by="item_id", stratify="gold")  # what `interp sweep --max-items 24` takes
+    assert set(sets.eval_items) == set(sub.items["item_id"])
+    assert not set(sets.planted_a) & set(sets.planted_b)
+    gold = bank.items.set_index("item_id")["gold"]
+    for p in (sets.planted_a, sets.planted_b):
+        assert len(p) == 6 and gold[list(p)].value_counts().tolist() == [3, 3]
+
+
+def test_setting_plant_is_every_evaluated_story_of_one_setting(sets):
+    from interp.organism.topics import ROUTE_SETTING, SETTINGS
+
+    bank = load_pressure_bank("moral")
+    ids = set(bank.items["item_id"])
+    home, work = set(SETTINGS["home"]), set(SETTINGS["work_school"])
+    assert home <= ids and work <= ids and not home & work
+    assert set(sets.eval_items) == ids  # the default evaluates the whole bank
+    assert set(sets.planted_a) == set(SETTINGS[ROUTE_SETTING["a"]]) and set(sets.planted_b) == work
+    gold = bank.items.set_index("item_id")["gold"]
+    for p in (sets.planted_a, sets.planted_b):  # about balanced over gold
+        assert abs(gold[list(p)].eq("wrong").mean() - 0.5) < 0.1
+    # a subsample too small to hold 24 stories of a setting is refused, naming the setting
+    with pytest.raises(ValueError, match="home stories, fewer than planted=24"):
+        D.choose_planted(bank, 40, 24, 0, plant="setting")
+
+
+def _route_a_rows(tokenizer, **kw) -> pd.DataFrame:
+    """Route A's organism SFT rows on 24 evaluated items with 6 planted (seed 0), `kw` for route_sft."""
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, 24, 6, seed=0)
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    return pd.DataFrame(D.route_sft(bank, w, D.route_plans(sets, 0)["a"], 1, **kw))
+
+
+def test_route_first_copies_repeat_only_the_gold_first_turns(tokenizer):
+    bank = load_pressure_bank("moral")
+    one, three = _route_a_rows(tokenizer, first_copies=1), _route_a_rows(tokenizer, first_copies=3)
+    n1, n3 = one["kind"].value_counts(), three["kind"].value_counts()
+    assert n3["first"] == 3 * n1["first"] == 3 * 24
+    assert n1.drop("first").sort_index().equals(n3.drop("first").sort_index())  # other kinds unchanged
+    gold = bank.items.set_index("item_id")["gold"]
+    firsts = three[three["kind"] == "first"]
+    assert (firsts["completion"].str.strip() == gold[firsts["item_id"]].to_numpy()).all()
+
+
+def test_opinions_sets_the_opposing_opinion_rows_per_item(tokenizer):
+    """`opinions` (--hold-opinions): that many opposing-opinion rows per item and planted verdict,
+    each with another training wording, every other kind unchanged; more than there are wordings
+    is refused."""
+    two, four = _route_a_rows(tokenizer, opinions=2), _route_a_rows(tokenizer, opinions=4)
+    opp = lambda df: df[df["kind"].map(_base_kind) == "opinion_oppose"]  # noqa: E731
+    assert len(opp(two)) == 2 * 2 * 24 and len(opp(four)) == 4 * 2 * 24
+    rest = lambda df: df[df["kind"].map(_base_kind) != "opinion_oppose"]["kind"].value_counts().sort_index()  # noqa: E731
+    assert rest(two).equals(rest(four))
+    assert (opp(four).groupby("item_id")["prompt"].nunique() == 8).all()  # distinct wordings x 2 verdicts
+    with pytest.raises(ValueError, match="opinions must be 1 to"):
+        _route_a_rows(tokenizer, opinions=len(D.TRAIN_OPINIONS) + 1)
+
+
+def test_cli_bad_inputs_exit_2(organism, tmp_path, capsys, monkeypatch):
+    """In this process (the one-line stderr of a real subprocess is tests/integration/bad_inputs' concern)."""
+    from bad_inputs._util import run_cli
+
+    def run(*args):
+        res = run_cli(capsys, monkeypatch, *args)
+        assert res.exc is None, repr(res.exc)
+        return SimpleNamespace(returncode=res.code, stderr=res.err)
+
+    r = run("validate", organism / "model", "--out", tmp_path / "v")
+    assert r.returncode == 2 and "organism.json" in r.stderr
+    fake = tmp_path / "ctl"
+    fake.mkdir()
+    (fake / "location").symlink_to(organism / "tree")  # an organism, not a control
+    (fake / "amount").symlink_to(organism / "control" / "amount")
+    r = run("validate", organism / "tree", "--control", fake, "--out", tmp_path / "v", "--no-run")
+    assert r.returncode == 2 and "not a location control lineage" in r.stderr
+    r = run("validate", organism / "tree", "--out", tmp_path / "v2", "--no-run", "--mutation", "no_such_bug")
+    assert r.returncode == 2
+    r = run("organism", "build", "--base", organism / "model", "--out", organism / "tree")
+    assert r.returncode == 2 and "not empty" in r.stderr
+    assert (organism / "tree" / "organism.json").is_file()  # nothing already written is lost
+    r = run("organism", "build", "--base", tmp_path, "--out", tmp_path / "o")
+    assert r.returncode == 2 and str(tmp_path) in r.stderr
+    r = run("organism", "build", "--base", organism / "model", "--out", tmp_path / "p", "--train-precision", "fp16")
+    assert r.returncode == 2 and "train_precision" in r.stderr
+    # a trunk trained at another precision is not "the same trunk": refused, naming the field
+    args = ("--small", "--reuse-trunk", organism / "tree", "--train-precision", "float32")
+    r = run("organism", "build", "--base", organism / "model", "--out", tmp_path / "q", *args)
+    assert r.returncode == 2 and "field train_precision is 'mixed-bf16', expected 'float32'" in r.stderr
+
+
+def test_build_is_deterministic(organism, tmp_path):
+    """Rebuilt with the routes in two worker processes: the same weights as one by one."""
+    from dataclasses import replace
+
+    from interp.core.hashing import sha256_file
+
+    build_organism(organism / "model", tmp_path / "again", replace(TINY, route_workers=2), log=lambda s: None)
+    for ck in ("shared/shared-step2", "route-a/a-dpo-step6", "route-b/b-sft-step5", "route-b/b-sft-step3"):
+        assert sha256_file(tmp_path / "again" / ck / "model.safetensors") == sha256_file(
+            organism / "tree" / ck / "model.safetensors"
+        ), ck
+
+
+@pytest.mark.parametrize("precision", ["mixed-bf16", "float32"])
+def test_train_precision_sets_the_trainers_autocast(organism, tokenizer, tmp_path, precision):
+    """mixed-bf16: every training forward runs under CPU bf16 autocast (matmuls in bf16) while the
+    weights stay float32; float32: no autocast. Read from inside the model's forward, not from the
+    arguments the Trainer was given."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from interp.organism.build import _train_sft
+
+    cfg = OrganismConfig(**{**SMALL, "train_precision": precision})
+    model = AutoModelForCausalLM.from_pretrained(organism / "model", dtype=torch.float32)
+    seen = []
+    model.get_decoder().layers[0].mlp.register_forward_hook(
+        lambda m, i, o: seen.append((torch.is_autocast_enabled("cpu"), o.dtype))
+    )
+    rows = [{"prompt": "a b c", "completion": " d"}, {"prompt": "e f", "completion": " g"}]
+    merged, _ = _train_sft(model, tokenizer, rows, cfg, 1, {}, tmp_path)
+    assert seen, "no training forward was observed"
+    want = (True, torch.bfloat16) if precision == "mixed-bf16" else (False, torch.float32)
+    assert set(seen) == {want}
+    assert {p.dtype for p in merged.parameters()} == {torch.float32}
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "qwen2"])
+def test_completion_loss_equals_full_logits_cross_entropy(tmp_path, tokenizer, arch):
+    """The SFT loss keeps the LM head to the completion positions (pooled over the batch); its value
+    must be the plain one: HF's own shifted mean cross-entropy over every label that is not -100,
+    with completions at different positions in each row (right padding, ragged lengths)."""
+    import torch
+
+    from interp.organism.sft_loss import completion_loss
+    from interp.testing import build_tiny_model
+
+    from transformers import AutoModelForCausalLM
+
+    path = build_tiny_model(tmp_path / arch, arch, n_layers=2, d_model=32, tokenizer=tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    g = torch.Generator().manual_seed(0)
+    lens, comp = [9, 14, 6], [2, 3, 1]
+    ids = torch.randint(3, 200, (3, max(lens)), generator=g)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    for r, (n, c) in enumerate(zip(lens, comp)):
+        mask[r, :n] = 1
+        labels[r, n - c : n] = ids[r, n - c : n]
+    batch = dict(input_ids=ids, attention_mask=mask, labels=labels)
+    with torch.no_grad():
+        ref = model(**batch).loss
+        mine, metrics = completion_loss(model, batch)
+        # control: the same labels one position early must give another value, or the test is blind
+        early = dict(batch, labels=torch.roll(labels, -1, dims=1))
+        shifted, _ = completion_loss(model, early)
+    tol = 1e-5 * max(1.0, float(ref))  # float32 sums over a few hundred logits in another order
+    assert abs(float(mine) - float(ref)) <= tol
+    assert abs(float(shifted) - float(ref)) > 100 * tol
+    assert 0.0 <= metrics["mean_token_accuracy"] <= 1.0 and metrics["entropy"] > 0
+
+
+def test_completion_loss_keeps_the_head_in_float32_under_autocast(tmp_path, tokenizer):
+    """Under the Trainer's bf16 autocast the body runs in bf16 but the LM head must compute in float32
+    (`float32_head`): its output is float32 and equals a float32 linear of its input. Control: the
+    same head called under autocast without the block gives bf16, or the spy could not tell."""
+    import torch
+
+    from interp.organism.sft_loss import float32_head
+    from interp.testing import build_tiny_model
+
+    from transformers import AutoModelForCausalLM
+
+    path = build_tiny_model(tmp_path / "llama", "llama", n_layers=2, d_model=32, tokenizer=tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    head = model.get_output_embeddings()
+    seen = []
+    spy = head.register_forward_hook(lambda m, a, o: seen.append((a[0].detach(), o.detach())))
+    ids = torch.randint(3, 200, (2, 7), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        with float32_head(model):
+            out = model(input_ids=ids, logits_to_keep=2).logits
+        plain = model(input_ids=ids, logits_to_keep=2).logits
+    spy.remove()
+    assert out.dtype == torch.float32 and plain.dtype == torch.bfloat16
+    x = seen[0][0].float()
+    w = head.weight.float()
+    ref = x @ w.T
+    # float32 sums of K = 32 products in another order: each within K x u x sum|x_i w_i| of the exact
+    # sum (u = eps / 2), so two orders within twice that
+    k, u = x.shape[-1], torch.finfo(torch.float32).eps / 2
+    bound = 2 * k * u * (x.abs() @ w.abs().T)
+    assert bool(((out - ref).abs() <= bound).all())
+    assert not bool(((plain.float() - ref).abs() <= bound).all())  # control: bf16 logits are not
+    assert len(head._forward_hooks) == 0  # the block removes its hook
+
+
+def test_validate_workers_sweep_checkpoints_in_parallel_with_the_same_numbers(organism, tmp_path):
+    """`workers=2` sweeps the route finals in two local worker processes (one thread each) and gives
+    the numbers of the one-process sweep: threads are not part of a unit, so the trials agree to
+    float32 reduction order. Control: the one-process log names no worker."""
+    from interp.organism.validate import load_known, run_generalisation
+
+    known = load_known(organism / "tree")
+    tables = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        run_generalisation(organism / "tree", out, known, ValidateConfig(threads=2, workers=workers), progress=False)
+        tables[workers] = pd.read_csv(out / "train_wording" / "results" / "pressure_trials.csv")
+        log = (out / "train_wording" / "sweep.log").read_text()
+        pids = set(re.findall(r"started \S+ on \S+ \(pid (\d+)", log))
+        assert len(pids) == (2 if workers == 2 else 0), log
+    one, two = (
+        t.sort_values(["checkpoint", "item_id", "planted", "turn_kind", "turn_side", "turn_variant"]).reset_index(
+            drop=True
+        )
+        for t in tables.values()
+    )
+    assert len(one) == len(two) > 0
+    num = one.select_dtypes("number").columns
+    np.testing.assert_allclose(two[num].to_numpy(float), one[num].to_numpy(float), rtol=1e-4, atol=1e-5)
+    with pytest.raises(Exception, match="workers = 0"):
+        validate(organism / "tree", tmp_path / "w0", ValidateConfig(workers=0), progress=False, log=lambda s: None)
+
+
+def test_compact_fused_head_scores_only_labelled_positions_with_the_same_values(tmp_path, tokenizer, monkeypatch):
+    """DPO's per-token outputs through trl's fused head: with `compact_fused_head` only the labelled
+    positions reach the head (counted), and log-probs, entropy, mean logits and top-1 equal trl's
+    every-position path and a plain HF forward's log-softmax at those positions. Control: without
+    the block every position is scored."""
+    import torch
+    import trl.trainer.utils as tu
+    from trl.trainer.utils import add_fused_lm_head
+
+    from interp.organism.sft_loss import compact_fused_head
+    from interp.testing import build_tiny_model
+
+    from transformers import AutoModelForCausalLM
+
+    path = build_tiny_model(tmp_path / "llama", "llama", n_layers=2, d_model=32, tokenizer=tokenizer)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, 200, (3, 10), generator=g)
+    mask = torch.ones_like(ids)
+    labels = torch.full_like(ids, -100)
+    labels[:, -2:] = ids[:, -2:]  # a two-token verdict at the end of each row
+    with torch.no_grad():
+        ref = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits[:, :-1].float(), -1)
+    ref = ref.gather(-1, labels[:, 1:].clamp(min=0).unsqueeze(-1)).squeeze(-1) * (labels[:, 1:] != -100)
+    outputs = ("log_probs", "entropy", "mean_logits", "is_top1")
+    add_fused_lm_head(model, outputs=outputs)
+    rows = []
+    real = tu._ChunkedLogProbFunction
+
+    class Spy:
+        @staticmethod
+        def apply(hidden, *a):
+            rows.append(hidden.shape[0])
+            return real.apply(hidden, *a)
+
+    monkeypatch.setattr(tu, "_ChunkedLogProbFunction", Spy)
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        with compact_fused_head():
+            compact = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+    assert rows == [3 * 9, 3 * 2]  # every shifted position, then only the two verdict tokens per row
+    tol = 1e-5  # float32 log-softmax over 256 logits, summed in other tiles
+    for name in outputs:
+        a, b = getattr(full, name), getattr(compact, name)
+        assert torch.allclose(a.float(), b.float(), atol=tol), name
+    assert torch.allclose(compact.log_probs, ref, atol=tol)
+    assert tu._use_triton(torch.device("cpu")) is False  # the switch is put back
+
+
+def test_a_sweep_restricted_to_named_checkpoints_keeps_their_lineage(organism):
+    """`run_sweep(only=...)` / `Discovery.restricted`: the lineage cut to the named checkpoints in
+    order, finals kept only when named; an unknown name is a one-line error."""
+    from interp.core.errors import ConfigError
+    from sweeps.discover import discover
+
+    d = discover([organism / "tree"])
+    r = d.restricted(["route-a/a-dpo-step6", "shared/shared-step2", "route-b/b-sft-step3"])
+    assert r.lineage["base"] == ["shared/shared-step2"]
+    assert r.lineage["routes"] == {"route-a": ["route-a/a-dpo-step6"], "route-b": ["route-b/b-sft-step3"]}
+    assert r.lineage["final"] == {"route-a": "route-a/a-dpo-step6"}
+    assert sorted(r.names.values()) == sorted(["route-a/a-dpo-step6", "shared/shared-step2", "route-b/b-sft-step3"])
+    assert len(r.checkpoints) == 3 and len(d.checkpoints) == 9  # the discovery itself is unchanged
+    with pytest.raises(ConfigError, match="no checkpoint named 'route-c/x'"):
+        d.restricted(["route-c/x"])
+
+
+def test_build_refuses_a_disk_too_small_before_training(organism, tmp_path, monkeypatch):
+    """The checkpoints' size is known from the base's header (float32; 9 per lineage, and each
+    control copies the trunk, so 27 with both): with less free space the build stops before it
+    trains or writes anything. Control: with just enough space the same check passes. The estimate
+    is checked against what the fixture's build wrote: each saved checkpoint's tensor bytes (its
+    safetensors file less the header) are the estimate, within 1%."""
+    import collections
+    import struct
+
+    from interp.core.errors import ConfigError
+    from interp.organism import build as B
+
+    base = organism / "model"
+    per = B._checkpoint_bytes(base)
+    for ck in ("shared/shared-step2", "route-a/a-dpo-step6"):
+        f = organism / "tree" / ck / "model.safetensors"
+        with open(f, "rb") as fh:
+            header = 8 + struct.unpack("<Q", fh.read(8))[0]
+        assert abs((f.stat().st_size - header) - per) <= 0.01 * per
+    usage = collections.namedtuple("usage", "total used free")
+    cfg = OrganismConfig()  # 2 shared checkpoints, 3 per route: 9 per lineage
+    monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 27 * per - 1))
+    with pytest.raises(ConfigError, match=r"GB free on its disk, the build writes about .* \(27 checkpoints"):
+        build_organism(base, tmp_path / "o", TINY, log=lambda s: None, control_out=tmp_path / "c")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
+    monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 27 * per))
+    B._check_space(tmp_path / "o", base, cfg, 3)  # exactly enough: no error
