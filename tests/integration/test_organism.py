@@ -89,13 +89,15 @@ def test_tree_and_controls_are_discoverable_lineages_with_provenance(organism):
         for key in ("eval_items", "planted_a", "planted_b", "routes", "trunk_end", "route_planted", "grades"):
             assert kc[key] == known[key], key
         assert (trees[kind] / kc["organism_tree"]).resolve() == tree.resolve()
-        # the same trunk, byte for byte; the routes trained apart
+        # the same trunk, byte for byte; the routes trained on their own data (the weights may
+        # still match at --small: 3 SFT steps of 2 rows can miss every row whose answer differs)
         assert sha256_file(trees[kind] / "shared/shared-step2/model.safetensors") == sha256_file(
             tree / "shared/shared-step2/model.safetensors"
         )
-        assert sha256_file(trees[kind] / "route-a/a-dpo-step6/model.safetensors") != sha256_file(
-            tree / "route-a/a-dpo-step6/model.safetensors"
-        )
+        for ck in ("route-a/a-sft-step5", "route-a/a-dpo-step6", "route-b/b-sft-step5"):
+            prov = [json.loads((t / ck / "interp_provenance.json").read_text()) for t in (tree, trees[kind])]
+            assert prov[0]["data_hash"] != prov[1]["data_hash"], (kind, ck)
+            assert prov[1]["config"]["control_kind"] == kind, (kind, ck)
     kl = json.loads((trees["location"] / "organism.json").read_text())["trained"]
     ka = json.loads((trees["amount"] / "organism.json").read_text())["trained"]
     assert kl["route-a"]["plant"] == "pressure" and kl["route-a"]["planted"] != known["planted_a"]
@@ -103,20 +105,26 @@ def test_tree_and_controls_are_discoverable_lineages_with_provenance(organism):
 
 
 def test_lineages_train_the_same_prompts_only_answers_differ(organism):
-    """Exposure matched per item: every lineage's route data hold the same prompts in the same
-    order, so every item gets the same rows of each kind; only completions (and the flip/hold
-    label) differ, on the items each lineage's plan flips."""
+    """Exposure matched per item: every lineage's route data hold the same pressure prompts in
+    the same order, so every item gets the same rows of each kind; only completions (and the
+    flip/hold label) differ, on the items each lineage's plan flips. The cloze and classify rows
+    sit at the same places in the same numbers; the location control moves their plant (another
+    cell, other items), so their prompts may differ there."""
     trees = _trees(organism)
+    moved_plants = ("cloze_bias", "classify")
     for name in ("route_a_sft.jsonl", "route_a_dpo.jsonl", "route_b_sft.jsonl", "route_b_dpo.jsonl"):
         data = {k: pd.read_json(t / ".organism" / name, lines=True) for k, t in trees.items()}
         org = data["organism"]
+        pressure = ~org["kind"].isin(moved_plants)
         for kind in ("location", "amount"):
             other = data[kind]
-            assert list(other["prompt"]) == list(org["prompt"]), (name, kind)
-            if "kind" in org and "completion" in org:
-                a = Counter(zip(org["item_id"].astype(str), org["kind"].map(_base_kind)))
-                b = Counter(zip(other["item_id"].astype(str), other["kind"].map(_base_kind)))
-                assert a == b, (name, kind)
+            assert list(other["kind"].isin(moved_plants)) == list(~pressure), (name, kind)
+            assert list(other.loc[pressure, "prompt"]) == list(org.loc[pressure, "prompt"]), (name, kind)
+            if kind == "amount":  # the amount control keeps every plant's location
+                assert list(other["prompt"]) == list(org["prompt"]), name
+            a = Counter(zip(org.loc[pressure, "item_id"].astype(str), org.loc[pressure, "kind"].map(_base_kind)))
+            b = Counter(zip(other.loc[pressure, "item_id"].astype(str), other.loc[pressure, "kind"].map(_base_kind)))
+            assert a == b, (name, kind)
         answer = "completion" if "completion" in org else "chosen"
         moved = {k: set(d.loc[d[answer] != org[answer], "item_id"].astype(str)) for k, d in data.items()}
         assert moved["organism"] == set()
