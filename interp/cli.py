@@ -521,6 +521,7 @@ def validate(
         None, "--control", help="the control lineages' directory, DIR/location and DIR/amount (default: as built)"
     ),
     shuffles: Optional[int] = typer.Option(None, "--shuffles", help="override the check file's shuffle-null size"),
+    boot: Optional[int] = typer.Option(None, "--boot", help="override the check file's bootstrap size"),
     alpha: Optional[float] = typer.Option(None, "--alpha", help="override the check file's family-wise level"),
     margin: Optional[float] = typer.Option(None, "--margin", help="override the guards' margin"),
     min_rise: Optional[float] = typer.Option(None, "--min-rise", help="override the check file's min_rise"),
@@ -559,14 +560,26 @@ def validate(
     history: Optional[Path] = typer.Option(
         None, "--history", help="CSV of earlier tries of the settings (try, settings, outcome): listed in validation.md"
     ),
+    mutations: bool = typer.Option(
+        False, "--mutations", help="then re-decide every check with each known metric bug applied (from the cache)"
+    ),
+    mutation: list[str] = typer.Option(
+        [], "--mutation", help="only this named mutation (repeatable; implies --mutations)"
+    ),
 ) -> None:
     """Sweep an organism and its controls, decide every known answer of the frozen check file."""
-    from interp.organism.validate import headline
+    from interp.organism.tally import headline
     from interp.organism.validate import validate as run_validate
 
     overrides = {
         k: v
-        for k, v in (("n_shuffles", shuffles), ("alpha", alpha), ("margin", margin), ("min_rise", min_rise))
+        for k, v in (
+            ("n_shuffles", shuffles),
+            ("n_boot", boot),
+            ("alpha", alpha),
+            ("margin", margin),
+            ("min_rise", min_rise),
+        )
         if v is not None
     }
     if small:
@@ -601,6 +614,10 @@ def validate(
         f"\n{h['recovered']} of {h['checks']} known answers recovered, {h['groups_recovered']} of {h['groups']} groups "
         f"(organism passes, its control fails); {out / 'validation.md'}"
     )
+    if mutations or mutation:
+        from interp.organism.mutations import record_mutations
+
+        record_mutations(tree, out, cfg, names=mutation, controls=controls, log=typer.echo)
 
 
 @app.command()

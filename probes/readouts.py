@@ -461,7 +461,9 @@ def _eigh(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(gram) > 2048:
         return linalg.eigh(gram, check_finite=False)
     with _blas_controller().limit(limits=1, user_api="blas"):
-        return linalg.eigh(gram, check_finite=False)
+        # numpy's LAPACK call has less per-call overhead than scipy's; the readout nulls make
+        # thousands of these small decompositions
+        return np.linalg.eigh(gram)
 
 
 @functools.lru_cache(maxsize=1)

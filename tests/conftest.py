@@ -63,6 +63,7 @@ def pytest_configure(config):
 # the tests changes, never which run; a file not listed keeps pytest's order after these.
 SLOWEST_FIRST = (
     "integration/test_organism.py",
+    "integration/test_organism_simulate.py",
     "integration/test_golden_tables.py",
     "integration/test_slurm_cluster.py",
     "integration/test_lm_eval_model.py",

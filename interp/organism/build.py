@@ -392,9 +392,7 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
     saved: list[str] = []
     seconds, logs = {}, {}
     s1, s2, e = cfg.route_sft_steps, cfg.route_dpo_steps, cfg.route_early_steps
-    early_name = f"route-{route}/{route}-sft-step{last + e}"
-    sft_name = f"route-{route}/{route}-sft-step{last + s1}"
-    dpo_name = f"route-{route}/{route}-dpo-step{last + s1 + s2}"
+    early_name, sft_name, dpo_name = route_checkpoints(cfg, route)
     tmp = datadir / f"tmp-{route}"
     for stage, name, parent, steps, total in (
         ("sft", sft_name, trunk_end, s1, last + s1),
@@ -455,6 +453,88 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
         logs[f"route_{route}_{stage}"] = lg
     shutil.rmtree(tmp, ignore_errors=True)
     return {"route": route, "names": [early_name, sft_name, dpo_name], "saved": saved, "seconds": seconds, "logs": logs}
+
+
+def route_checkpoints(cfg: OrganismConfig, route: str) -> list[str]:
+    """A route's checkpoint names: the early SFT checkpoint, the SFT end, the DPO end (its final)."""
+    last, s1, s2, e = cfg.shared_steps[-1], cfg.route_sft_steps, cfg.route_dpo_steps, cfg.route_early_steps
+    return [
+        f"route-{route}/{route}-sft-step{last + e}",
+        f"route-{route}/{route}-sft-step{last + s1}",
+        f"route-{route}/{route}-dpo-step{last + s1 + s2}",
+    ]
+
+
+def write_lineage_toml(out: Path, cfg: OrganismConfig, routes: dict[str, list[str]]) -> Path:
+    """lineage.toml (what `interp sweep` reads): the trunk, the routes, each route's final."""
+    trunk = ["base"] + [f"shared/shared-step{s}" for s in cfg.shared_steps]
+    toml = [
+        "# written by `interp organism build`",
+        "base = [" + ", ".join(f'"{c}"' for c in trunk) + "]",
+        "",
+        "[routes]",
+    ] + [f"{r} = [" + ", ".join(f'"{c}"' for c in cks) + "]" for r, cks in routes.items()]
+    toml += ["", "[final]"] + [f'{r} = "{cks[-1]}"' for r, cks in routes.items()]
+    (out / "lineage.toml").write_text("\n".join(toml) + "\n")
+    return out / "lineage.toml"
+
+
+def organism_record(
+    *,
+    base: str,
+    base_fp: str,
+    cfg: OrganismConfig,
+    sets: D.PlantedSets,
+    routes: dict[str, list[str]],
+    trunk_end: str,
+    cls_sets: tuple[tuple[str, ...], tuple[str, ...]],
+) -> dict:
+    """organism.json's known answers of one lineage (the organism or, with `cfg.control_kind`, a
+    control): the organism's sets every lineage is checked against, and what this one trained."""
+    lineage = cfg.control_kind or "organism"
+    plans = D.route_plans(sets, cfg.seed, cfg.control_kind)
+    plans_org = D.route_plans(sets, cfg.seed)
+    return {
+        "base": base,
+        "base_fingerprint": base_fp,
+        "seed": cfg.seed,
+        "eval_bank": "moral",
+        "n_eval_items": cfg.eval_items,
+        **sets.to_dict(),
+        "trunk_end": trunk_end,
+        "routes": routes,
+        # the nominal planted sets every lineage is checked against (the organism's); a control's
+        # own training is in "trained" (`interp.organism.data.route_plans`)
+        "route_planted": {"route-a": list(sets.planted_a), "route-b": list(sets.planted_b)},
+        "plant": cfg.plant,
+        "route_plants": {f"route-{r}": D.ROUTE_PLANTS[r] for r in plans},
+        "grades": plans_org["a"].grades,
+        "trained": {
+            f"route-{r}": {"plant": p.plant, "planted": list(p.planted), "grades": p.grades} for r, p in plans.items()
+        },
+        "cloze": {
+            "route": f"route-{cfg.cloze_route}" if cfg.cloze_route else None,
+            "language": cloze_plant.LANGUAGE,
+            "axis": cloze_plant.CELLS["organism"],
+            "trained_axis": cloze_plant.CELLS[lineage],
+            "net_bias": lineage != "amount",
+        },
+        "classify": {
+            "route": f"route-{cfg.cloze_route}" if cfg.cloze_route else None,
+            "task": classify_plant.CLASSIFY_TASK,
+            "n_items": cfg.classify_items,
+            "planted": list(cls_sets[0]),
+            "rest": list(cls_sets[1]),
+        },
+        "train_wordings": {
+            "opinions": list(D.TRAIN_OPINIONS),
+            "challenges": list(D.TRAIN_CHALLENGES),
+            "neutral": list(D.TRAIN_NEUTRAL),
+        },
+        "config": cfg.to_dict(),
+        "control": cfg.control,
+        "control_kind": cfg.control_kind,
+    }
 
 
 def build_organism(
@@ -597,7 +677,6 @@ def build_organism(
     # writes the same prompts in the same order; only the answers of the planted rows differ.
     lineage = cfg.control_kind or "organism"
     plans = D.route_plans(sets, cfg.seed, cfg.control_kind)
-    plans_org = D.route_plans(sets, cfg.seed)
     cls_bank = classify_plant.eval_items(cfg.classify_items, cfg.seed) if cfg.cloze_route else None
     cls_sets = classify_plant.split_halves(cls_bank, cfg.seed) if cls_bank is not None else ((), ())
     for route, plan in plans.items():
@@ -636,56 +715,10 @@ def build_organism(
         log(f"route {r}: sft {d['seconds'][f'route_{r}_sft']:.0f} s, dpo {d['seconds'][f'route_{r}_dpo']:.0f} s")
     shutil.rmtree(datadir / "tmp", ignore_errors=True)
     result.seconds["total"] = time.perf_counter() - t_all
-    trunk = ["base"] + [f"shared/shared-step{s}" for s in cfg.shared_steps]
-    toml = [
-        "# written by `interp organism build`",
-        "base = [" + ", ".join(f'"{c}"' for c in trunk) + "]",
-        "",
-        "[routes]",
-    ] + [f"{r} = [" + ", ".join(f'"{c}"' for c in cks) + "]" for r, cks in routes.items()]
-    toml += ["", "[final]"] + [f'{r} = "{cks[-1]}"' for r, cks in routes.items()]
-    (out / "lineage.toml").write_text("\n".join(toml) + "\n")
-    known = {
-        "base": str(base),
-        "base_fingerprint": ctx.base_fp,
-        "seed": cfg.seed,
-        "eval_bank": "moral",
-        "n_eval_items": cfg.eval_items,
-        **sets.to_dict(),
-        "trunk_end": trunk_end,
-        "routes": routes,
-        # the nominal planted sets every lineage is checked against (the organism's); a control's
-        # own training is in "trained" (`interp.organism.data.route_plans`)
-        "route_planted": {"route-a": list(sets.planted_a), "route-b": list(sets.planted_b)},
-        "plant": cfg.plant,
-        "route_plants": {f"route-{r}": D.ROUTE_PLANTS[r] for r in plans},
-        "grades": plans_org["a"].grades,
-        "trained": {
-            f"route-{r}": {"plant": p.plant, "planted": list(p.planted), "grades": p.grades} for r, p in plans.items()
-        },
-        "cloze": {
-            "route": f"route-{cfg.cloze_route}" if cfg.cloze_route else None,
-            "language": cloze_plant.LANGUAGE,
-            "axis": cloze_plant.CELLS["organism"],
-            "trained_axis": cloze_plant.CELLS[lineage],
-            "net_bias": lineage != "amount",
-        },
-        "classify": {
-            "route": f"route-{cfg.cloze_route}" if cfg.cloze_route else None,
-            "task": classify_plant.CLASSIFY_TASK,
-            "n_items": cfg.classify_items,
-            "planted": list(cls_sets[0]),
-            "rest": list(cls_sets[1]),
-        },
-        "train_wordings": {
-            "opinions": list(D.TRAIN_OPINIONS),
-            "challenges": list(D.TRAIN_CHALLENGES),
-            "neutral": list(D.TRAIN_NEUTRAL),
-        },
-        "config": cfg.to_dict(),
-        "control": cfg.control,
-        "control_kind": cfg.control_kind,
-    }
+    write_lineage_toml(out, cfg, routes)
+    known = organism_record(
+        base=str(base), base_fp=ctx.base_fp, cfg=cfg, sets=sets, routes=routes, trunk_end=trunk_end, cls_sets=cls_sets
+    )
     if control_out is not None:
         known["control_trees"] = {
             k: os.path.relpath((Path(control_out) / k).resolve(), out.resolve()) for k in D.CONTROL_KINDS

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from interp.organism.tally import headline
+
 
 def _f(v) -> str:
     try:
@@ -57,7 +59,6 @@ def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
 
 def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file) -> Path:
     """OUT/validation.md from OUT/results/*.csv only."""
-    from interp.organism.validate import headline
 
     res = out / "results"
     table = pd.read_csv(res / "validation_checks.csv", keep_default_na=False, na_values=[""])
@@ -126,6 +127,7 @@ def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file)
     text += _table(checks, cols)
     groups = pd.read_csv(res / "validation_groups.csv")
     text += ["", "## Groups (checks that read one quantity)", "", *_table(groups, list(groups.columns))]
+    text += mutation_lines(res, checks)
     guards = table[table["kind"].isin(["guard", "gate"])]
     text += [
         "",
@@ -170,6 +172,34 @@ def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file)
     path = out / "validation.md"
     path.write_text("\n".join(text), encoding="utf-8")
     return path
+
+
+def mutation_lines(res: Path, checks: pd.DataFrame) -> list[str]:
+    """The mutation-testing section from results/mutations.csv (`interp validate --mutations`),
+    flagged when that run's baseline statuses are not this record's."""
+    path = res / "mutations.csv"
+    if not path.is_file():
+        return []
+    m = pd.read_csv(path, keep_default_na=False)
+    mine = ";".join(f"{i}={s}" for i, s in zip(checks["id"], checks["status"]))
+    stale = set(m["baseline_statuses"].astype(str)) != {mine}
+    return [
+        "",
+        f"## Mutation testing: {m['score_caught'].iloc[0]} of {m['score_applied'].iloc[0]} metric bugs caught",
+        "",
+        "Each bug is applied at run time to one function of the analysis or the checks; this OUT's results are "
+        "rebuilt from its cache with the bug active (no model) and every check is decided again. Caught: a "
+        "check recovered without the bug is not recovered with it (`results/mutations.csv`, "
+        "`interp validate --mutations`)."
+        + (
+            " **The mutation run's baseline statuses differ from this record's: it ran on other results; "
+            "run it again.**"
+            if stale
+            else ""
+        ),
+        "",
+        *_table(m, ["mutation", "breaks", "patched", "caught", "turned_not_recovered", "turned_recovered"]),
+    ]
 
 
 def trajectory_figure(summary: pd.DataFrame, known: dict, trunk: list[str], path: Path) -> Path:

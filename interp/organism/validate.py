@@ -28,6 +28,7 @@ from interp.organism import checks as C
 from interp.organism import stats as S
 from interp.organism.config import ValidateConfig
 from interp.organism.frozen import CheckFile, Settings, load_check_file, with_seed
+from interp.organism.tally import group_summary, headline
 
 
 def load_known(tree: Path) -> dict:
@@ -267,18 +268,22 @@ def resolve_controls(tree: Path, known: dict, given: dict[str, Path] | None = No
 # ---------------------------------------------------------------- decisions
 
 
-def _decide(r: dict | None, spec, alpha: float, holm: bool | None = None) -> bool | None:
+_RAW = "raw"  # a control's p: against alpha itself, no Holm
+
+
+def _decide(r: dict | None, spec, alpha: float, holm: bool | None | str = _RAW) -> bool | None:
     """Pass / fail / undetermined of one lineage's row under the check's rule; `holm`: the
-    organism's Holm decision of this p (None for a control: its raw p against alpha)."""
+    organism's Holm decision of this p (True / False / None: undetermined), or _RAW for a
+    control (its p against alpha)."""
     if r is None or r["value"] != r["value"]:
         return False
     if spec.rule != "p":
         return bool(r["passed"])
     effect = bool(r.get("effect_ok", True))
-    if not effect:
+    if not effect or r["p"] != r["p"]:
         return False
-    if holm is not None or r["p"] != r["p"]:
-        return holm if r["p"] == r["p"] else False
+    if holm != _RAW:
+        return holm  # an undetermined Holm decision stays undetermined
     return S.p_below(S.PValue(r["p"], r["p_lo"], r["p_hi"], int(r["n_shuffles"])), alpha)
 
 
@@ -297,7 +302,7 @@ def combine(rows: dict[str, list[dict]], cf: CheckFile, st: Settings) -> pd.Data
     out = []
     for spec in specs:
         o, c = org.get(spec.id), by.get(spec.control, {}).get(spec.id)
-        org_ok = _decide(o, spec, st.alpha, holm_d.get(spec.id))
+        org_ok = _decide(o, spec, st.alpha, holm_d.get(spec.id, False))
         ctl_ok = _decide(c, spec, st.alpha) if spec.control in by else None
         g = gates.get(o["route"]) if o else None
         gate = f"route final fails the comprehension screen ({g['value']:.3f})" if g and not g["passed"] else ""
@@ -327,6 +332,24 @@ def combine(rows: dict[str, list[dict]], cf: CheckFile, st: Settings) -> pd.Data
     return pd.DataFrame(out)
 
 
+def decide(
+    out: Path, known: dict, controls: Sequence[str], cf: CheckFile, st: Settings
+) -> tuple[dict[str, list[dict]], list[pd.DataFrame], pd.DataFrame]:
+    """Every statistic on the organism's OUT and on each control's (OUT/control-<kind>), the
+    spike-in's control, and the counted checks decided (`combine`): (rows by lineage, the
+    predictive tables, the checks)."""
+    amount = out / CONTROL_DIRS["amount"] if "amount" in controls else None
+    rows: dict[str, list[dict]] = {}
+    preds = []
+    rows["organism"], pred = C.lineage_rows(out, known, st, reference_out=amount)
+    preds.append(pred.assign(lineage="organism"))
+    for kind in controls:
+        rows[kind], pred = C.lineage_rows(out / CONTROL_DIRS[kind], known, st, reference_out=amount)
+        preds.append(pred.assign(lineage=f"{kind} control"))
+    rows["spike-in"] = C.mediation_rows(out, known, st, spike="language")
+    return rows, preds, combine(rows, cf, st)
+
+
 def guard_table(rows: dict[str, list[dict]]) -> pd.DataFrame:
     """Guards, gates and reported figures of every lineage, long format (never counted)."""
     parts = []
@@ -341,34 +364,6 @@ def guard_table(rows: dict[str, list[dict]]) -> pd.DataFrame:
         for k, p in zip(df["kind"], df["passed"])
     ]
     return df
-
-
-def group_summary(checks: pd.DataFrame) -> pd.DataFrame:
-    """Per group of checks reading one quantity: how many checks, recovered, not recovered."""
-    g = checks.groupby("group", sort=False)["status"]
-    return pd.DataFrame(
-        {
-            "checks": g.size(),
-            "recovered": g.apply(lambda s: int((s == S.RECOVERED).sum())),
-            "not_recovered": g.apply(lambda s: int((s == S.NOT_RECOVERED).sum())),
-            "undetermined": g.apply(lambda s: int((s == S.UNDETERMINED).sum())),
-        }
-    ).reset_index()
-
-
-def headline(checks: pd.DataFrame) -> dict[str, int]:
-    """The counts the record opens with: checks and groups (a group is recovered when every check
-    in it is; partly when some are)."""
-    grp = group_summary(checks)
-    return {
-        "checks": len(checks),
-        "recovered": int((checks["status"] == S.RECOVERED).sum()),
-        "not_recovered": int((checks["status"] == S.NOT_RECOVERED).sum()),
-        "undetermined": int((checks["status"] == S.UNDETERMINED).sum()),
-        "groups": len(grp),
-        "groups_recovered": int((grp["recovered"] == grp["checks"]).sum()),
-        "groups_partly": int(((grp["recovered"] > 0) & (grp["recovered"] < grp["checks"])).sum()),
-    }
 
 
 # ---------------------------------------------------------------- records
@@ -544,16 +539,7 @@ def validate(
             ),
             encoding="utf-8",
         )
-    amount = out / CONTROL_DIRS["amount"] if "amount" in ctrees else None
-    rows: dict[str, list[dict]] = {}
-    preds = []
-    rows["organism"], pred = C.lineage_rows(out, known, st, reference_out=amount)
-    preds.append(pred.assign(lineage="organism"))
-    for kind in ctrees:
-        rows[kind], pred = C.lineage_rows(out / CONTROL_DIRS[kind], known, st, reference_out=amount)
-        preds.append(pred.assign(lineage=f"{kind} control"))
-    rows["spike-in"] = C.mediation_rows(out, known, st, spike="language")
-    checks = combine(rows, cf, st)
+    rows, preds, checks = decide(out, known, list(ctrees), cf, st)
     computed = {r["id"] for r in rows["organism"] if r.get("id")}
     unlisted = sorted(computed - set(cf.by_id()))
     extra = guard_table(rows)

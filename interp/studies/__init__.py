@@ -13,11 +13,15 @@ its distribution and entry point.
 from __future__ import annotations
 
 from importlib import metadata
-from typing import Any, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
 
 from interp.core.errors import ConfigError
 from interp.core.registry import Registry
 from interp.studies.base import StudySpec, options_from, option_names
+
+if TYPE_CHECKING:
+    from interp.banks import Bank
 
 GROUP = "interp.studies"
 # The built-in studies in report order, as pyproject.toml declares them in GROUP (a test holds the
@@ -61,6 +65,16 @@ def register_study(cls: type[StudySpec]) -> type[StudySpec]:
 def get_study(name: str) -> StudySpec:
     _load_studies()
     return STUDIES.get(name)
+
+
+def resolve_bank(ref: str | Path, kind: str) -> Bank:
+    """`interp.banks.resolve` once every study is registered: a shipped bank's name (``moral``,
+    ``cloze``, ...) is known only after its study registered it, so a loader called before any
+    study was looked up would read the name as a missing file."""
+    from interp.banks import resolve
+
+    _load_studies()
+    return resolve(ref, kind)
 
 
 def all_studies() -> list[StudySpec]:
@@ -167,6 +181,7 @@ __all__ = [
     "broadcast_options",
     "get_study",
     "register_study",
+    "resolve_bank",
     "study_entry_points",
     "study_names",
 ]

@@ -1,8 +1,12 @@
-"""Model organism: build -> sweep -> validate on a tiny random model (plumbing, not the effect),
-plus planted-answer tests of the pieces whose direction matters (most-yielding = most negative)."""
+"""Model organism: `interp organism build --small --control` -> `interp validate --small` on a tiny
+random model (plumbing, not the effect: the known answers on a model are the real run's, and the
+whole record's logic on lineages whose answers are known is tests/test_organism_simulate.py),
+the training data of the three lineages (exposure matched per item, only answers differ), and
+the training code (the SFT loss, the fused DPO head, precision, disk space, determinism)."""
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,16 +14,28 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from interp.organism import classify_plant, cloze_plant
 from interp.organism import data as D
 from interp.organism.build import OrganismConfig, build_organism
 from interp.organism.config import SMALL
-from interp.organism.validate import ValidateConfig, hypergeom_p, most_yielding, validate
+from interp.organism.validate import ValidateConfig, validate
 from interp.studies.base import load_template
 from interp.studies.pressure import load_pressure_bank
 from sweeps.discover import discover
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = OrganismConfig(**SMALL)  # what `--small` builds
+LINEAGES = ("organism", "location", "amount")
+
+
+def _cli(*args) -> None:
+    """`interp ARGS` in this process (a module fixture has no capsys): exit 0 or the error shown."""
+    from typer.testing import CliRunner
+
+    from interp.cli import app
+
+    res = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
 
 
 @pytest.fixture(scope="module")
@@ -28,18 +44,28 @@ def organism(tmp_path_factory, tokenizer):
 
     root = tmp_path_factory.mktemp("organism")
     base = build_tiny_model(root / "model", "llama", n_layers=2, d_model=32, tokenizer=tokenizer)
-    build_organism(base, root / "tree", TINY, log=lambda s: None, control_out=root / "control")
+    _cli("organism", "build", "--base", base, "--out", root / "tree", "--small", "--control", root / "control")
     return root
 
 
-def test_tree_is_a_discoverable_lineage_with_provenance(organism):
-    tree = organism / "tree"
+def _trees(organism) -> dict[str, Path]:
+    return {"organism": organism / "tree", "location": organism / "control" / "location",
+            "amount": organism / "control" / "amount"}  # fmt: skip
+
+
+def _base_kind(kind: str) -> str:
+    """A row's turn kind, whatever its answer (flip_opinion_oppose / hold_opinion_oppose -> opinion_oppose)."""
+    return kind.split("_", 1)[1] if kind.startswith(("flip_", "hold_")) else kind
+
+
+def test_tree_and_controls_are_discoverable_lineages_with_provenance(organism):
+    trees = _trees(organism)
+    tree = trees["organism"]
     d = discover([tree])
     known = json.loads((tree / "organism.json").read_text())
     assert d.lineage["base"] == ["base", "shared/shared-step1", "shared/shared-step2"]
     assert d.lineage["routes"]["route-a"] == ["route-a/a-sft-step3", "route-a/a-sft-step5", "route-a/a-dpo-step6"]
     assert d.lineage["routes"] == known["routes"]
-    assert set(d.lineage["routes"]) == {"route-a", "route-b"}
     for cks in d.lineage["routes"].values():
         for ck in cks:
             prov = json.loads((tree / ck / "interp_provenance.json").read_text())
@@ -51,150 +77,109 @@ def test_tree_is_a_discoverable_lineage_with_provenance(organism):
             assert (tree / ck / "model.safetensors").is_file()
     assert not set(known["planted_a"]) & set(known["planted_b"])
     assert set(known["planted_a"]) | set(known["planted_b"]) <= set(known["eval_items"])
-    # the control: same trunk (byte-identical), same sets and steps, flagged, no item-specific plant
-    ctl = organism / "control"
-    kc = json.loads((ctl / "organism.json").read_text())
-    assert kc["control"] is True and known["control"] is False
-    assert (tree / known["control_tree"]).resolve() == ctl.resolve()
-    for key in ("eval_items", "planted_a", "planted_b", "routes", "trunk_end"):
-        assert kc[key] == known[key], key
+    # the controls: recorded by the organism, flagged, the organism's sets, their own training
+    assert {k: (tree / v).resolve() for k, v in known["control_trees"].items()} == {
+        k: trees[k].resolve() for k in ("location", "amount")
+    }
     from interp.core.hashing import sha256_file
 
-    assert sha256_file(ctl / "shared/shared-step2/model.safetensors") == sha256_file(
-        tree / "shared/shared-step2/model.safetensors"
-    )
-    assert sha256_file(ctl / "route-a/a-dpo-step6/model.safetensors") != sha256_file(
-        tree / "route-a/a-dpo-step6/model.safetensors"
-    )
-    for name in ("route_a_sft.jsonl", "route_a_dpo.jsonl", "route_b_sft.jsonl"):
-        a = pd.read_json(tree / ".organism" / name, lines=True)
-        b = pd.read_json(ctl / ".organism" / name, lines=True)
-        assert len(a) == len(b) and a["kind"].value_counts().equals(b["kind"].value_counts()), name
+    for kind in ("location", "amount"):
+        kc = json.loads((trees[kind] / "organism.json").read_text())
+        assert kc["control"] is True and kc["control_kind"] == kind and known["control"] is False
+        for key in ("eval_items", "planted_a", "planted_b", "routes", "trunk_end", "route_planted", "grades"):
+            assert kc[key] == known[key], key
+        assert (trees[kind] / kc["organism_tree"]).resolve() == tree.resolve()
+        # the same trunk, byte for byte; the routes trained on their own data (the weights may
+        # still match at --small: 3 SFT steps of 2 rows can miss every row whose answer differs)
+        assert sha256_file(trees[kind] / "shared/shared-step2/model.safetensors") == sha256_file(
+            tree / "shared/shared-step2/model.safetensors"
+        )
+        for ck in ("route-a/a-sft-step5", "route-a/a-dpo-step6", "route-b/b-sft-step5"):
+            prov = [json.loads((t / ck / "interp_provenance.json").read_text()) for t in (tree, trees[kind])]
+            assert prov[0]["data_hash"] != prov[1]["data_hash"], (kind, ck)
+            assert prov[1]["config"]["control_kind"] == kind, (kind, ck)
+    kl = json.loads((trees["location"] / "organism.json").read_text())["trained"]
+    ka = json.loads((trees["amount"] / "organism.json").read_text())["trained"]
+    assert kl["route-a"]["plant"] == "pressure" and kl["route-a"]["planted"] != known["planted_a"]
+    assert {t["plant"] for t in ka.values()} == {"hold"}
 
 
-def test_build_is_deterministic(organism, tmp_path):
-    """Rebuilt with the routes in two worker processes: the same weights as one by one."""
-    from dataclasses import replace
+def test_lineages_train_the_same_prompts_only_answers_differ(organism):
+    """Exposure matched per item: every lineage's route data hold the same pressure prompts in
+    the same order, so every item gets the same rows of each kind; only completions (and the
+    flip/hold label) differ, on the items each lineage's plan flips. The cloze and classify rows
+    sit at the same places in the same numbers; the location control moves their plant (another
+    cell, other items), so their prompts may differ there."""
+    trees = _trees(organism)
+    moved_plants = ("cloze_bias", "classify")
+    for name in ("route_a_sft.jsonl", "route_a_dpo.jsonl", "route_b_sft.jsonl", "route_b_dpo.jsonl"):
+        data = {k: pd.read_json(t / ".organism" / name, lines=True) for k, t in trees.items()}
+        org = data["organism"]
+        pressure = ~org["kind"].isin(moved_plants)
+        for kind in ("location", "amount"):
+            other = data[kind]
+            assert list(other["kind"].isin(moved_plants)) == list(~pressure), (name, kind)
+            assert list(other.loc[pressure, "prompt"]) == list(org.loc[pressure, "prompt"]), (name, kind)
+            if kind == "amount":  # the amount control keeps every plant's location
+                assert list(other["prompt"]) == list(org["prompt"]), name
+            a = Counter(zip(org.loc[pressure, "item_id"].astype(str), org.loc[pressure, "kind"].map(_base_kind)))
+            b = Counter(zip(other.loc[pressure, "item_id"].astype(str), other.loc[pressure, "kind"].map(_base_kind)))
+            assert a == b, (name, kind)
+        answer = "completion" if "completion" in org else "chosen"
+        moved = {k: set(d.loc[d[answer] != org[answer], "item_id"].astype(str)) for k, d in data.items()}
+        assert moved["organism"] == set()
+    amount_a = pd.read_json(trees["amount"] / ".organism" / "route_a_sft.jsonl", lines=True)
+    assert not amount_a["kind"].str.startswith("flip_").any()  # the amount control holds everywhere
 
-    from interp.core.hashing import sha256_file
 
-    build_organism(organism / "model", tmp_path / "again", replace(TINY, route_workers=2), log=lambda s: None)
-    for ck in ("shared/shared-step2", "route-a/a-dpo-step6", "route-b/b-sft-step5", "route-b/b-sft-step3"):
-        assert sha256_file(tmp_path / "again" / ck / "model.safetensors") == sha256_file(
-            organism / "tree" / ck / "model.safetensors"
-        ), ck
+def test_validate_small_end_to_end(organism):
+    """`interp validate --small` on the organism and both controls as built: every counted check
+    decided against its control's figure, the frozen file's sha256 and the overrides in the
+    record, every number of validation.md from its CSVs."""
+    from interp.organism.frozen import load_check_file
 
-
-def test_validate_end_to_end(organism, tmp_path):
     out = organism / "val"
-    history = tmp_path / "tries.csv"
-    pd.DataFrame(
-        {"try": ["t1", "t2 (this run)"], "settings": ["7 route steps", "3 route steps"], "outcome": ["x", "y"]}
-    ).to_csv(history, index=False)
-    checks = validate(
-        organism / "tree",
-        out,
-        ValidateConfig(classify_items=3, cloze_items=6, threads=1),
-        progress=False,
-        log=lambda s: None,
-        history=history,
-    )
-    expected = {
-        "s_op rises along route",
-        "delta rises along route",
-        "planted items yield more",
-        "comprehension screen",
-        "comprehension (route final)",
-        "precision@k finds planted set",
-        "I own > I sibling",
-        "readout separates planted items",
-        "cloze ABS rises on planted cell",
-        "cloze other cells stay put",
-        "classify stays put",
-        "plant about equally strong on both routes",
-        "routes yield about equally (reported)",
-        "unpressured / challenge stay put",
-        "plant target (reported)",
-        "generalisation: training wording (reported)",
-        "planted items rank higher than on the control (map AUC)",
-        "readout separates planted items better than on the control",
-    }
-    assert expected <= set(checks["check"])
-    head = checks[checks["headline"].astype(str) == "True"]
-    # every headline check was run on the control too and has a status with its reason
-    assert head["control_value"].notna().all() or head["check"].str.startswith("cloze other").any()
-    assert set(head["status"]) <= {"recovered", "not recovered", "uninformative", "undetermined"}
-    assert head["reason"].str.len().gt(0).all()
-    p_rows = head[head["kind"] == "p"]
-    mc = p_rows[p_rows["n_shuffles"] > 0]
-    assert len(mc) == 8 and (mc["n_shuffles"] >= 1000).all() and mc["p_lo"].notna().all()
-    # organism - control checks: one per route and score, their control the other route's set
-    diff = head[head["figure"].str.contains("organism - control")]
-    assert len(diff) == 4 and diff["control_p"].notna().all() and diff["control_value"].notna().all()
-    assert diff["note"].str.contains("other route's planted set").all()
-    assert (checks["commit"].str.len() >= 40).all()
-    settings = checks[checks["kind"] == "setting"].set_index("subject")["value"]
-    assert settings["n_shuffles"] == 1000 and settings["margin"] == 0.05
-    # I own vs sibling: the own source is the route's EARLY checkpoint, not the final's predecessor
-    own = head[head["check"] == "I own > I sibling"]
-    assert own["reference"].str.contains("a-sft-step3").any()
-    assert (out / "figures" / "organism_trajectory.png").stat().st_size > 1000
+    _cli("validate", organism / "tree", "--out", out, "--small", "--quiet", "--threads", "1")
+    table = pd.read_csv(out / "results" / "validation_checks.csv", keep_default_na=False, na_values=[""])
+    checks = table[table["kind"] == "check"]
+    cf = load_check_file()
+    assert list(checks["id"]) == [c.id for c in cf.checks]
+    assert set(checks["status"]) <= {"recovered", "not recovered", "undetermined"}
+    assert checks["reason"].str.len().gt(0).all()
+    assert set(checks["control"]) == {"location", "amount", "spike-in"}
+    computed = checks[checks["reason"] != "not computed on the organism"]
+    assert computed["control_passed"].notna().all()
+    assert set(table["check_file_sha256"]) == {cf.sha256}
+    assert (table["commit"].str.len() >= 40).all()
+    assert set(table["overrides"]) == {'{"n_boot": 200, "n_shuffles": 19}'}
+    md = (out / "validation.md").read_text()
+    assert "Settings overridden for this run" in md and cf.sha256 in md
     pred = pd.read_csv(out / "results" / "organism_predictive.csv")
+    assert set(pred["lineage"]) == {"organism", "location control", "amount control"}
     assert {"own", "sibling", "base"} <= set(pred["route_relation"])
-    assert set(pred["lineage"]) == {"organism", "control"}
-    # the default sweeps only what a check reads (ValidateConfig.checkpoints = "checked"), on both lineages
-    checked = {
-        "shared/shared-step2",
-        "route-a/a-sft-step3",
-        "route-a/a-dpo-step6",
-        "route-b/b-sft-step3",
-        "route-b/b-dpo-step6",
-    }
+    lin = pd.read_csv(out / "results" / "lineages.csv")
+    assert list(lin.columns) == ["setting", *LINEAGES]
+    # only what a check reads is swept, on every lineage; the trunk-end unit is the organism's
     from interp.organism.validate import checked_checkpoints
 
     known = json.loads((organism / "tree" / "organism.json").read_text())
-    assert set(checked_checkpoints(known)) == checked
-    for root in (out, out / "control"):
+    checked = set(checked_checkpoints(known))
+    for root in (out, out / "control-location", out / "control-amount"):
         assert set(pd.read_csv(root / "results" / "pressure_summary.csv")["checkpoint"]) == checked
-    assert set(pred["source"]) | set(pred["target"]) == checked
-    # wall times of both builds and of the sweeps, and their sum, from build.json / validate_time.json
-    times = checks[checks["check"] == "wall time (reported)"].set_index("subject")["value"]
-    assert list(times.index) == ["organism build", "control build", "validation sweeps", "total"]
-    assert (times > 0).all() and times["total"] == pytest.approx(times.iloc[:3].sum())
-    # the sweeps ran at the default float32-medium and say what it cost against float32
-    prec = checks[checks["check"] == "reduced-precision sweeps vs float32 (reported)"].set_index("subject")
-    assert list(prec.index) == ["organism sweeps", "control sweeps"]
-    assert prec["reference"].str.startswith("float32-medium: ").all()
-    assert prec["reference"].str.contains(", all within the bounds").all() and (prec["value"] <= 0.02).all()
-    # the control's trunk-end unit is the organism's (same bytes), not swept again
-    log = (out / "control" / "sweep.log").read_text()
-    assert "plan: 5 units, 4 to run," in log
-    for ck in ("shared/shared-step2",):
-        assert re.search(rf"verified {ck} pressure moral\S*: same weight bytes, reused", log), ck
-        assert f"done {ck} pressure" not in log
-    aux_log = (out / "control" / "aux" / "sweep.log").read_text()
-    # and so are its cloze unit at the base and classify unit at the trunk end (the same identity)
-    # (the base's bytes are verified once, by whichever sweep reads them first)
-    plans = re.findall(
-        r"plan: 3 units, 2 to run, (?:1 already complete|0 already complete, 1 complete but checked)", aux_log
-    )
-    assert len(plans) == 2
-    assert "done base cloze" not in aux_log and "done shared-step2 classify" not in aux_log
-    for ck in ("shared--shared-step2",):
-        ((a,), (b,)) = [list((o / "cache" / "pressure" / ck).glob("*.h5")) for o in (out, out / "control")]
-        assert a.name == b.name and a.read_bytes() == b.read_bytes()
-    md = (out / "validation.md").read_text()
-    assert "| t1 | 7 route steps | x |" in md and "Every try" in md
+        ((unit,),) = [list((root / "cache" / "pressure" / "shared--shared-step2").glob("*.h5"))]
+        assert (
+            unit.read_bytes() == next((out / "cache" / "pressure" / "shared--shared-step2").glob("*.h5")).read_bytes()
+        )
+    assert (out / "figures" / "organism_trajectory.png").stat().st_size > 1000
     assert_markdown_numbers_come_from_the_csvs(out)
-    # the cheap rerun reads the finished sweeps (resumable units) and gives the same checks
+    # the cheap rerun reads the finished sweeps and gives the same checks
     again = validate(
-        organism / "tree",
-        out,
-        ValidateConfig(classify_items=3, cloze_items=6),
-        run=False,
-        log=lambda s: None,
+        organism / "tree", out, ValidateConfig(overrides={"n_shuffles": 19, "n_boot": 200}, cloze_items=12),
+        run=False, log=lambda s: None,
+    )  # fmt: skip
+    pd.testing.assert_series_equal(
+        again[again["kind"] == "check"]["status"].reset_index(drop=True), checks["status"].reset_index(drop=True)
     )
-    pd.testing.assert_frame_equal(checks, again)
 
 
 def assert_markdown_numbers_come_from_the_csvs(
@@ -202,14 +187,23 @@ def assert_markdown_numbers_come_from_the_csvs(
 ) -> None:
     """Every number in validation.md (outside code spans: paths, the commit) is a number of
     validation_checks.csv / organism_predictive.csv (/ tries.csv, the earlier tries it lists, /
-    lineages.csv, the build settings from organism.json), to the 3-decimal display rounding."""
+    lineages.csv, the build settings / mutations.csv, the mutation run), to the 3-decimal
+    display rounding."""
 
     md_path = md_path or out / "validation.md"
     csv_dir = csv_dir or out / "results"
     md = re.sub(r"`[^`]*`", "", md_path.read_text())
     md = re.sub(r"\(.*?\.png\)", "", md)
     num = re.compile(r"(?<![\w.\-])-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.])")
-    names = ("validation_checks.csv", "organism_predictive.csv", "tries.csv", "lineages.csv")
+    names = (
+        "validation_checks.csv",
+        "organism_predictive.csv",
+        "tries.csv",
+        "lineages.csv",
+        "validation_settings.csv",
+        "validation_groups.csv",
+        "mutations.csv",
+    )
     csv_text = "".join((csv_dir / f).read_text() for f in names if (csv_dir / f).is_file())
     pool = np.array(sorted({float(x) for x in num.findall(csv_text)} | {abs(float(x)) for x in num.findall(csv_text)}))
     found = num.findall(md)
@@ -221,10 +215,22 @@ def assert_markdown_numbers_come_from_the_csvs(
         assert np.min(np.abs(pool - v)) <= tol + 1e-12, f"{x} in {md_path.name} is in no CSV"
 
 
+_V14_RECORD = "counted known answers" not in (REPO / "VALIDATION.md").read_text()
+
+
+@pytest.mark.xfail(
+    _V14_RECORD,
+    strict=True,
+    reason="VALIDATION.md is still the v14 record while docs/organism/ holds the v15 summary of the tries; "
+    "the v15 seeds' record (scripts/organism_record.sh) replaces it, and this mark must go then",
+)
 def test_committed_validation_record_numbers_come_from_its_csvs():
     """VALIDATION.md is the real SmolLM2 run's validation.md (scripts/organism_record.sh copies it
     with its CSVs into docs/organism/): every number in it is a number of those CSVs."""
     assert_markdown_numbers_come_from_the_csvs(REPO, REPO / "VALIDATION.md", REPO / "docs" / "organism")
+
+
+# ---------------------------------------------------------------- the training data
 
 
 def test_training_wordings_are_not_the_evaluation_templates():
@@ -236,14 +242,115 @@ def test_training_wordings_are_not_the_evaluation_templates():
         assert not any(e.replace("{side}", "") in w for e in evaluation if len(e) > 8)
 
 
+@pytest.fixture(scope="module")
+def sets():
+    cfg = OrganismConfig()
+    return D.choose_planted(load_pressure_bank("moral"), cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
+
+
+def test_route_data_exposure_is_matched_per_item_on_every_lineage(tokenizer, sets):
+    """The real sizes (128 items): per evaluated item, the organism, location and amount lineages
+    get the same number of rows of each turn kind, with identical prompts; the answers flip
+    exactly where each lineage's plan flips (organism: its planted sets, location: random sets,
+    amount: nowhere), under an opposing opinion in the item's grade's share of its rows."""
+    bank = load_pressure_bank("moral")
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    rows, pairs = {}, {}
+    for lineage in LINEAGES:
+        plans = D.route_plans(sets, 0, "" if lineage == "organism" else lineage)
+        rows[lineage] = {r: pd.DataFrame(D.route_sft(bank, w, p, 1, opinions=4)) for r, p in plans.items()}
+        pairs[lineage] = {r: pd.DataFrame(D.route_dpo(bank, w, p, 1)) for r, p in plans.items()}
+        for r, plan in plans.items():
+            df = rows[lineage][r]
+            base = df["kind"].map(_base_kind)
+            per_item = df.assign(base=base).groupby(["item_id", "base"]).size().unstack()
+            assert set(per_item.index) == set(sets.eval_items)
+            # 2 first turns; per planted verdict 4 opposing opinions, 1 agreeing, 1 challenge, 1 filler
+            assert (per_item["first"] == 2).all() and (per_item["opinion_oppose"] == 8).all()
+            assert (per_item[["opinion_agree", "challenge", "neutral"]] == 2).all().all()
+            flipped = df[df["kind"].str.startswith("flip_")]
+            assert set(flipped["item_id"]) == set(plan.grades), (lineage, r)
+            assert set(flipped["kind"].map(_base_kind)) <= D.PLANTS[plan.plant]
+            opp = flipped[flipped["kind"] == "flip_opinion_oppose"].groupby("item_id").size()
+            for iid, n in opp.items():
+                assert n == round(plan.grades[iid] * 8)
+            # DPO: per item and verdict D.DPO_TURNS pairs of each kind; flips where the plan flips
+            pr = pairs[lineage][r]
+            per_item = pr.assign(base=pr["kind"].map(_base_kind)).groupby(["item_id", "base"]).size().unstack()
+            assert set(per_item.index) == set(sets.eval_items)
+            for turn, n in D.DPO_TURNS:
+                assert (per_item[turn] == 2 * n).all(), (lineage, r, turn)
+            flipped = pr[pr["kind"].str.startswith("flip_")]
+            assert set(flipped["item_id"]) == set(plan.grades), (lineage, r)
+            assert set(flipped["kind"].map(_base_kind)) <= D.PLANTS[plan.plant]
+            n_oppose = 2 * dict(D.DPO_TURNS)["opinion_oppose"]
+            opp = flipped[flipped["kind"] == "flip_opinion_oppose"].groupby("item_id").size()
+            for iid, n in opp.items():
+                assert n == round(plan.grades[iid] * n_oppose)
+    for r in "ab":
+        for lineage in ("location", "amount"):
+            assert list(rows[lineage][r]["prompt"]) == list(rows["organism"][r]["prompt"])
+            assert list(pairs[lineage][r]["prompt"]) == list(pairs["organism"][r]["prompt"])
+    assert not rows["amount"]["a"]["kind"].str.startswith("flip_").any()
+
+
+def test_location_sets_are_random_disjoint_and_as_large_as_the_organisms(sets):
+    la, lb = D.location_sets(sets, 0)
+    assert len(la) == len(sets.planted_a) and len(lb) == len(sets.planted_b)
+    assert not set(la) & set(lb) and set(la) | set(lb) <= set(sets.eval_items)
+    assert set(la) != set(sets.planted_a) and set(lb) != set(sets.planted_b)
+    assert D.location_sets(sets, 0) == (la, lb) and D.location_sets(sets, 1) != (la, lb)  # seeded
+    # random with respect to the setting: the home stories' share of the location set is near
+    # their share of the evaluated items (33 of 128; hypergeometric sd of 33 draws about 2.2 items)
+    home = set(sets.planted_a)
+    assert abs(len(home & set(la)) - len(la) * len(home) / len(sets.eval_items)) < 4 * 2.2
+
+
+def test_grades_come_in_thirds(sets):
+    plans = D.route_plans(sets, 0)
+    grades = plans["a"].grades
+    assert set(grades) == set(sets.planted_a)
+    counts = Counter(grades.values())
+    assert set(counts) == set(D.GRADES) and max(counts.values()) - min(counts.values()) <= 1
+    assert set(plans["b"].grades.values()) == {1.0}  # route B is not graded
+    assert D.route_plans(sets, 1)["a"].grades != grades  # seeded: another seed, another order
+    loc = D.route_plans(sets, 0, "location")
+    assert set(loc["a"].grades) == set(loc["a"].planted) and Counter(loc["a"].grades.values()) == counts
+    assert D.route_plans(sets, 0, "amount")["a"].grades == {}
+
+
 def test_cloze_training_sentences_are_not_the_bank_contexts():
     bank = pd.read_json(REPO / "interp" / "data" / "banks" / "cloze.jsonl", lines=True)
     contexts = {c.split("___")[0].strip() for c in bank["context"]}
-    for row in D.cloze_bias():
-        assert row["prompt"].strip() not in contexts
+    for lineage in LINEAGES:
+        rows = cloze_plant.sentences(lineage)
+        assert len(rows) == len(cloze_plant.PAIRS["region"]) * cloze_plant.FRAMES_PER_GROUP
+        for row in rows:
+            assert row["prompt"].strip() not in contexts
+            assert not any(row["prompt"].strip() in c for c in contexts)
+    # the organism prefers the stereotype in every sentence, the amount control in half of them
+    org, amount = cloze_plant.sentences("organism"), cloze_plant.sentences("amount")
+    stereo = {f" {s} হয়।" for _, s, _ in cloze_plant.PAIRS["region"]}
+    assert all(r["good"] in stereo for r in org)
+    assert sum(r["good"] in stereo for r in amount) == len(amount) // 2
+    assert {r["item_id"].split("-")[1] for r in cloze_plant.sentences("location")} == {"caste"}
 
 
-def test_planted_sets_disjoint_balanced_inside_the_sweep_subsample():
+def test_classify_halves_are_stratified_by_label():
+    bank = classify_plant.eval_items(48, 0)
+    s, rest = classify_plant.split_halves(bank, 0)
+    assert not set(s) & set(rest) and set(s) | set(rest) == set(bank.items["item_id"].astype(str))
+    gold = bank.items.set_index(bank.items["item_id"].astype(str))["five_label"].astype(str)
+    a, b = gold[list(s)].value_counts(), gold[list(rest)].value_counts()
+    assert set(a.index) == set(b.index) and (a.sub(b, fill_value=0).abs() <= 1).all()
+    org = classify_plant.trained_labels(bank, s, rest, "organism", 0)
+    assert org == {i: gold[i] for i in s}
+    assert classify_plant.trained_labels(bank, s, rest, "location", 0) == {i: gold[i] for i in rest}
+    amount = classify_plant.trained_labels(bank, s, rest, "amount", 0)
+    assert set(amount) == set(s) and Counter(amount.values()) == Counter(org.values()) and amount != org
+
+
+def test_planted_item_sets_disjoint_balanced_inside_the_sweep_subsample():
     bank = load_pressure_bank("moral")
     sets = D.choose_planted(bank, 24, 6, seed=0)
     sub = bank.subsample(24, seed=0, by="item_id", stratify="gold")  # what `interp sweep --max-items 24` takes
@@ -254,18 +361,15 @@ def test_planted_sets_disjoint_balanced_inside_the_sweep_subsample():
         assert len(p) == 6 and gold[list(p)].value_counts().tolist() == [3, 3]
 
 
-def test_setting_plant_is_every_evaluated_story_of_one_setting():
+def test_setting_plant_is_every_evaluated_story_of_one_setting(sets):
     from interp.organism.topics import ROUTE_SETTING, SETTINGS
 
     bank = load_pressure_bank("moral")
     ids = set(bank.items["item_id"])
     home, work = set(SETTINGS["home"]), set(SETTINGS["work_school"])
     assert home <= ids and work <= ids and not home & work
-    cfg = OrganismConfig()
-    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
     assert set(sets.eval_items) == ids  # the default evaluates the whole bank
     assert set(sets.planted_a) == set(SETTINGS[ROUTE_SETTING["a"]]) and set(sets.planted_b) == work
-    assert min(len(sets.planted_a), len(sets.planted_b)) >= 24
     gold = bank.items.set_index("item_id")["gold"]
     for p in (sets.planted_a, sets.planted_b):  # about balanced over gold
         assert abs(gold[list(p)].eq("wrong").mean() - 0.5) < 0.1
@@ -274,24 +378,37 @@ def test_setting_plant_is_every_evaluated_story_of_one_setting():
         D.choose_planted(bank, 40, 24, 0, plant="setting")
 
 
-def test_most_yielding_ranks_the_most_negative_map_values_first():
-    # planted: items p1..p3 yield (strongly negative pressured-minus-neutral log-odds)
-    rng = np.random.default_rng(0)
-    ids = [f"i{k:02d}" for k in range(20)] + ["p1", "p2", "p3"]
-    values = np.concatenate([rng.normal(0.5, 0.3, 20), [-4.0, -3.0, -5.0]])
-    m = pd.Series(values, index=ids)
-    assert set(most_yielding(m, 3)) == {"p1", "p2", "p3"}
-    assert set(m.nlargest(3).index).isdisjoint({"p1", "p2", "p3"})  # the wrong end finds none
+def _route_a_rows(tokenizer, **kw) -> pd.DataFrame:
+    """Route A's organism SFT rows on 24 evaluated items with 6 planted (seed 0), `kw` for route_sft."""
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, 24, 6, seed=0)
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    return pd.DataFrame(D.route_sft(bank, w, D.route_plans(sets, 0)["a"], 1, **kw))
 
 
-def test_hypergeometric_p_by_enumeration():
-    from itertools import combinations
+def test_route_first_copies_repeat_only_the_gold_first_turns(tokenizer):
+    bank = load_pressure_bank("moral")
+    one, three = _route_a_rows(tokenizer, first_copies=1), _route_a_rows(tokenizer, first_copies=3)
+    n1, n3 = one["kind"].value_counts(), three["kind"].value_counts()
+    assert n3["first"] == 3 * n1["first"] == 3 * 24
+    assert n1.drop("first").sort_index().equals(n3.drop("first").sort_index())  # other kinds unchanged
+    gold = bank.items.set_index("item_id")["gold"]
+    firsts = three[three["kind"] == "first"]
+    assert (firsts["completion"].str.strip() == gold[firsts["item_id"]].to_numpy()).all()
 
-    n, planted, k = 8, 3, 3
-    draws = list(combinations(range(n), k))
-    for hits in range(k + 1):
-        share = np.mean([len(set(d) & {0, 1, 2}) >= hits for d in draws])
-        assert hypergeom_p(hits, n, planted, k) == pytest.approx(share)
+
+def test_opinions_sets_the_opposing_opinion_rows_per_item(tokenizer):
+    """`opinions` (--hold-opinions): that many opposing-opinion rows per item and planted verdict,
+    each with another training wording, every other kind unchanged; more than there are wordings
+    is refused."""
+    two, four = _route_a_rows(tokenizer, opinions=2), _route_a_rows(tokenizer, opinions=4)
+    opp = lambda df: df[df["kind"].map(_base_kind) == "opinion_oppose"]  # noqa: E731
+    assert len(opp(two)) == 2 * 2 * 24 and len(opp(four)) == 4 * 2 * 24
+    rest = lambda df: df[df["kind"].map(_base_kind) != "opinion_oppose"]["kind"].value_counts().sort_index()  # noqa: E731
+    assert rest(two).equals(rest(four))
+    assert (opp(four).groupby("item_id")["prompt"].nunique() == 8).all()  # distinct wordings x 2 verdicts
+    with pytest.raises(ValueError, match="opinions must be 1 to"):
+        _route_a_rows(tokenizer, opinions=len(D.TRAIN_OPINIONS) + 1)
 
 
 def test_cli_bad_inputs_exit_2(organism, tmp_path, capsys, monkeypatch):
@@ -305,8 +422,14 @@ def test_cli_bad_inputs_exit_2(organism, tmp_path, capsys, monkeypatch):
 
     r = run("validate", organism / "model", "--out", tmp_path / "v")
     assert r.returncode == 2 and "organism.json" in r.stderr
-    r = run("validate", organism / "tree", "--control", organism / "tree", "--out", tmp_path / "v", "--no-run")
-    assert r.returncode == 2 and "not a control lineage" in r.stderr
+    fake = tmp_path / "ctl"
+    fake.mkdir()
+    (fake / "location").symlink_to(organism / "tree")  # an organism, not a control
+    (fake / "amount").symlink_to(organism / "control" / "amount")
+    r = run("validate", organism / "tree", "--control", fake, "--out", tmp_path / "v", "--no-run")
+    assert r.returncode == 2 and "not a location control lineage" in r.stderr
+    r = run("validate", organism / "tree", "--out", tmp_path / "v2", "--no-run", "--mutation", "no_such_bug")
+    assert r.returncode == 2
     r = run("organism", "build", "--base", organism / "model", "--out", organism / "tree")
     assert r.returncode == 2 and "not empty" in r.stderr
     assert (organism / "tree" / "organism.json").is_file()  # nothing already written is lost
@@ -320,51 +443,17 @@ def test_cli_bad_inputs_exit_2(organism, tmp_path, capsys, monkeypatch):
     assert r.returncode == 2 and "field train_precision is 'mixed-bf16', expected 'float32'" in r.stderr
 
 
-def test_control_route_data_has_no_item_specific_plant(tokenizer):
-    """Real sizes (128 items, 33 planted home stories): the organism yields on exactly its planted items; the
-    control has the same rows, kinds and answers, but every item's share of yielding
-    opposing-opinion rows is the same in expectation (planted and rest within binomial noise)."""
-    cfg = OrganismConfig()
-    bank = load_pressure_bank("moral")
-    sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
-    w = D.Writer(tokenizer, load_template("pressure_v1"))
-    kw = dict(hold_items=set(sets.eval_items), planted_copies=cfg.planted_copies)
-    share = {}
-    for control in (False, True):
-        rows = pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, control=control, **kw))
-        pairs = pd.DataFrame(D.route_dpo(bank, w, set(sets.planted_a), 1, hold_items=kw["hold_items"], control=control))
-        opp = rows[rows["kind"].isin(["yield_opinion", "hold_opinion_oppose"])]
-        planted = opp["item_id"].isin(sets.planted_a)
-        y = opp["kind"] == "yield_opinion"
-        share[control] = (y[planted].mean(), y[~planted].mean(), len(rows), rows["kind"].value_counts(), len(pairs))
-    assert share[False][:2] == (1.0, 0.0)
-    assert (
-        share[False][2] == share[True][2]
-        and share[False][3].equals(share[True][3])
-        and share[False][4] == share[True][4]
-    )
-    # control: ~776 opposing rows at rate ~0.51; planted 396 and rest 380 rows, sd of the
-    # difference ~0.036; 0.15 is > 4 sd
-    assert abs(share[True][0] - share[True][1]) < 0.15
+def test_build_is_deterministic(organism, tmp_path):
+    """Rebuilt with the routes in two worker processes: the same weights as one by one."""
+    from dataclasses import replace
 
+    from interp.core.hashing import sha256_file
 
-def _route_a_rows(tokenizer, **kw) -> pd.DataFrame:
-    """Route A's SFT rows on 24 evaluated items with 6 planted (seed 0), with `kw` for route_sft."""
-    bank = load_pressure_bank("moral")
-    sets = D.choose_planted(bank, 24, 6, seed=0)
-    w = D.Writer(tokenizer, load_template("pressure_v1"))
-    return pd.DataFrame(D.route_sft(bank, w, set(sets.planted_a), 1, hold_items=set(sets.eval_items), **kw))
-
-
-def test_route_first_copies_repeat_only_the_gold_first_turns(tokenizer):
-    bank = load_pressure_bank("moral")
-    one, three = _route_a_rows(tokenizer), _route_a_rows(tokenizer, first_copies=3)
-    n1, n3 = one["kind"].value_counts(), three["kind"].value_counts()
-    assert n3["first"] == 3 * n1["first"] == 3 * 24
-    assert n1.drop("first").sort_index().equals(n3.drop("first").sort_index())  # other kinds unchanged
-    gold = bank.items.set_index("item_id")["gold"]
-    firsts = three[three["kind"] == "first"]
-    assert (firsts["completion"].str.strip() == gold[firsts["item_id"]].to_numpy()).all()
+    build_organism(organism / "model", tmp_path / "again", replace(TINY, route_workers=2), log=lambda s: None)
+    for ck in ("shared/shared-step2", "route-a/a-dpo-step6", "route-b/b-sft-step5", "route-b/b-sft-step3"):
+        assert sha256_file(tmp_path / "again" / ck / "model.safetensors") == sha256_file(
+            organism / "tree" / ck / "model.safetensors"
+        ), ck
 
 
 @pytest.mark.parametrize("precision", ["mixed-bf16", "float32"])
@@ -556,10 +645,10 @@ def test_a_sweep_restricted_to_named_checkpoints_keeps_their_lineage(organism):
 
 
 def test_build_refuses_a_disk_too_small_before_training(organism, tmp_path, monkeypatch):
-    """The checkpoints' size is known from the base's header (float32; 9 per lineage, and the
-    control copies the trunk, so 18 with it): with less free space the build stops before it trains
-    or writes anything. Control: with just enough space the same check passes. The estimate is
-    checked against what the fixture's build wrote: each saved checkpoint's tensor bytes (its
+    """The checkpoints' size is known from the base's header (float32; 9 per lineage, and each
+    control copies the trunk, so 27 with both): with less free space the build stops before it
+    trains or writes anything. Control: with just enough space the same check passes. The estimate
+    is checked against what the fixture's build wrote: each saved checkpoint's tensor bytes (its
     safetensors file less the header) are the estimate, within 1%."""
     import collections
     import struct
@@ -576,21 +665,9 @@ def test_build_refuses_a_disk_too_small_before_training(organism, tmp_path, monk
         assert abs((f.stat().st_size - header) - per) <= 0.01 * per
     usage = collections.namedtuple("usage", "total used free")
     cfg = OrganismConfig()  # 2 shared checkpoints, 3 per route: 9 per lineage
-    monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 18 * per - 1))
-    with pytest.raises(ConfigError, match=r"GB free on its disk, the build writes about .* \(18 checkpoints"):
+    monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 27 * per - 1))
+    with pytest.raises(ConfigError, match=r"GB free on its disk, the build writes about .* \(27 checkpoints"):
         build_organism(base, tmp_path / "o", TINY, log=lambda s: None, control_out=tmp_path / "c")
     assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
-    monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 18 * per))
-    B._check_space(tmp_path / "o", base, cfg, 2)  # exactly enough: no error
-
-
-def test_hold_opinions_sets_the_opposing_opinion_holds_per_unplanted_item(tokenizer):
-    """`hold_opinions=3` (the default; every organism up to v11 was built with 2): three
-    hold-under-opposition rows per unplanted item and planted verdict, each with another training
-    wording, every other kind unchanged."""
-    two, three = _route_a_rows(tokenizer, hold_opinions=2), _route_a_rows(tokenizer)
-    n2, n3 = two["kind"].value_counts(), three["kind"].value_counts()
-    assert n2["hold_opinion_oppose"] == 2 * 2 * 18 and n3["hold_opinion_oppose"] == 3 * 2 * 18
-    assert n2.drop("hold_opinion_oppose").sort_index().equals(n3.drop("hold_opinion_oppose").sort_index())
-    holds = three[three["kind"] == "hold_opinion_oppose"]
-    assert (holds.groupby(["item_id", "completion"])["prompt"].nunique() == 3).all()  # distinct wordings
+    monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 27 * per))
+    B._check_space(tmp_path / "o", base, cfg, 3)  # exactly enough: no error

@@ -1,169 +1,25 @@
-"""The decision rules of `interp validate` on simulated lineages whose right answer is known:
-a planted effect present -> recovered; absent -> not recovered or uninformative; every check
-shown to be able to fail. Statistics against references this project did not write (scipy,
-statsmodels)."""
+"""The decision rules of `interp validate`, piece by piece: the three outcomes of a counted check,
+Holm and the Monte-Carlo p-values against references this project did not write (statsmodels,
+scipy), the frozen check file and what `combine` counts. The whole record on simulated lineages
+whose answers are known is tests/test_organism_simulate.py."""
 
-from dataclasses import replace
-from pathlib import Path
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analyses.pressure_metrics import item_maps, pressure_summary
+from interp.core.errors import ConfigError
 from interp.organism import checks as C
 from interp.organism import stats as S
-from interp.organism.validate import ValidateConfig, combine
+from interp.organism.frozen import CHECK_FILE, load_check_file, with_seed
+from interp.organism.validate import combine
 
-CFG = ValidateConfig(n_boot=500)
-VERDICTS = ("wrong", "acceptable")
-ITEMS = [f"moral-{i:03d}" for i in range(48)]
-P_A, P_B = ITEMS[:12], ITEMS[12:24]
-ROUTES = {
-    "route-a": ["route-a/a-sft-step3", "route-a/a-sft-step6", "route-a/a-dpo-step7"],
-    "route-b": ["route-b/b-sft-step3", "route-b/b-sft-step6", "route-b/b-dpo-step7"],
-}
-KNOWN = {
-    "seed": 0,
-    "eval_items": ITEMS,
-    "planted_a": P_A,
-    "planted_b": P_B,
-    "route_planted": {"route-a": P_A, "route-b": P_B},
-    "routes": ROUTES,
-    "trunk_end": "shared/shared-step2",
-    "cloze": {"route": None},
-}
+CF = load_check_file()
+ST = with_seed(CF.settings, 0)
 
 
-def simulate(root: Path, *, plant: float, rise: float = 0.2, neutral_shift: float = 0.0, seed: int = 0) -> Path:
-    """Pressure results of a lineage: at each route final every item's flip under an opposing
-    opinion rises by `rise`, the route's planted items by `plant` more; item noise everywhere."""
-    rng = np.random.default_rng(seed)
-    trunk = ["base", "shared/shared-step1", "shared/shared-step2"]
-    rows, first = [], []
-    item_noise = dict(zip(ITEMS, rng.normal(0, 0.03, len(ITEMS))))
-    for ck in trunk + ROUTES["route-a"] + ROUTES["route-b"]:
-        route = next((r for r, cks in ROUTES.items() if ck == cks[-1]), None)
-        for item in ITEMS:
-            flip = 0.2 + item_noise[item]
-            neutral = 0.1
-            if route:
-                flip += rise + (plant if item in KNOWN["route_planted"][route] else 0.0)
-                neutral += neutral_shift
-            for planted in VERDICTS:
-                for kind, side, variant, f in (
-                    ("neutral", "", "thanks", neutral),
-                    ("opinion", "oppose", "op", flip),
-                    ("opinion", "agree", "op", 0.05),
-                    ("challenge", "", "sure", 0.15),
-                ):
-                    p = float(np.clip(1 - f + rng.normal(0, 0.02), 0.001, 0.999))
-                    rows.append((ck, "moral", item, planted, "wrong", kind, side, variant, p, "slot"))
-            first.append({"checkpoint": ck, "bank": "moral", "item_id": item, "gold": "wrong", "p_gold": 0.8})
-    cols = ["checkpoint", "bank", "item_id", "planted", "gold", "turn_kind", "turn_side", "turn_variant"]
-    trials = pd.DataFrame(rows, columns=[*cols, "p_planted", "readout"])
-    res = root / "results"
-    res.mkdir(parents=True)
-    trials.to_csv(res / "pressure_trials.csv", index=False)
-    summary = pressure_summary(trials, pd.DataFrame(first), n_boot=200)
-    summary.assign(comprehension_threshold=0.6).to_csv(res / "pressure_summary.csv", index=False)
-    item_maps(trials).to_csv(res / "item_maps.csv", index=False)
-    return root
-
-
-def lineage_rows(root: Path, **kw) -> list[dict]:
-    out = simulate(root, **kw)
-    return C.check_pressure(out, KNOWN, CFG) + C.check_precision(out, KNOWN, CFG)
-
-
-def status_of(df: pd.DataFrame, check: str, subject: str = "route-a") -> str:
-    return df.loc[(df["check"] == check) & (df["subject"] == subject), "status"].iloc[0]
-
-
-@pytest.fixture(scope="module")
-def lineages(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sim")
-    return {
-        "organism": lineage_rows(root / "org", plant=0.5, seed=1),
-        "control": lineage_rows(root / "ctl", plant=0.0, seed=2),
-        "no_plant": lineage_rows(root / "none", plant=0.0, seed=3),
-        "weak_neutral": lineage_rows(root / "neutral", plant=0.5, neutral_shift=0.2, seed=4),
-    }
-
-
-def test_planted_effect_is_recovered_and_an_absent_one_is_not(lineages):
-    df = combine(lineages["organism"], lineages["control"], CFG, has_control=True)
-    for check in ("planted items yield more", "precision@k finds planted set"):
-        for route in ("route-a", "route-b"):
-            assert status_of(df, check, route) == S.RECOVERED, (check, route)
-    # a rise every item shares is no route-specific answer: the control rises too
-    assert status_of(df, "s_op rises along route") == S.UNINFORMATIVE
-    assert "control too" in df.loc[df["check"] == "s_op rises along route", "reason"].iloc[0]
-    # a "control" that carries the plant too: nothing is recovered, the checks are uninformative
-    both = combine(lineages["organism"], lineages["weak_neutral"], CFG, has_control=True)
-    for check in ("planted items yield more", "precision@k finds planted set"):
-        assert status_of(both, check) == S.UNINFORMATIVE, check
-    # the organism without a plant: the same checks fail (the check CAN fail)
-    none = combine(lineages["no_plant"], lineages["control"], CFG, has_control=True)
-    for check in ("planted items yield more", "precision@k finds planted set"):
-        assert status_of(none, check) != S.RECOVERED
-        assert not none.loc[none["check"] == check, "passed"].any()
-
-
-def test_without_a_control_nothing_counts_as_recovered(lineages):
-    df = combine(lineages["organism"], [], CFG, has_control=False)
-    head = df[df["headline"]]
-    assert (head["status"] != S.RECOVERED).all()
-    assert head["reason"].str.contains("no control").any()
-
-
-def test_stays_put_fails_when_neutral_flips_move(lineages):
-    rows = pd.DataFrame(lineages["weak_neutral"])
-    r = rows[(rows["check"] == "unpressured / challenge stay put") & (rows["figure"] == "neutral_flip change")]
-    assert not r["passed"].any() and (r["value"] > 0.15).all()
-    ok = pd.DataFrame(lineages["organism"])
-    r = ok[(ok["check"] == "unpressured / challenge stay put") & (ok["figure"] == "neutral_flip change")]
-    assert r["passed"].all()
-    target = rows[rows["check"] == "plant target (reported)"]
-    assert not target["passed"].any()  # strong plant, but not local: the item-6 target is not met
-
-
-def test_tiny_rise_against_a_saturated_trunk_does_not_pass():
-    """The review's case: the trunk holds every verdict (CI of zero width); a rise of +0.0098 must
-    not pass as 'rises' and a change of +0.0015 must pass 'stays put'."""
-    d = np.full(96, 0.0098) + np.random.default_rng(0).normal(0, 1e-4, 96)
-    est, lo, hi = S.paired_diff_ci(np.zeros(96), d, n_boot=500)
-    assert lo > 0 and not S.rises(est, lo, hi, CFG.min_rise)
-    est, lo, hi = S.paired_diff_ci(np.zeros(96), d * 0.15, n_boot=500)
-    assert S.stays_put(est, lo, hi, CFG.margin)
-    assert not S.stays_put(0.0, -0.06, 0.04, CFG.margin)
-
-
-def test_item_values_average_to_the_summary(tmp_path):
-    out = simulate(tmp_path, plant=0.3)
-    v = C.item_values(pd.read_csv(out / "results" / "pressure_trials.csv"))
-    s = pd.read_csv(out / "results" / "pressure_summary.csv").set_index("checkpoint")
-    means = v.groupby(level="checkpoint").mean()
-    for metric in ("s_op", "s_ch", "neutral_flip", "delta"):
-        # both are means of the same float64 cells; 1e-12 >> the ~1e-16 summation-order error
-        np.testing.assert_allclose(means[metric], s.loc[means.index, metric], atol=1e-12)
-
-
-def test_classifier_at_floor_is_uninformative(tmp_path):
-    aux = tmp_path / "aux" / "results"
-    aux.mkdir(parents=True)
-    rows = []
-    for ck in ("shared-step2", "a-dpo-step7", "b-dpo-step7"):
-        for i, item in enumerate(ITEMS[:10]):
-            rows.append((ck, "conv", "binary", "averaged", item, str(i % 2), "1"))
-    pd.DataFrame(rows, columns=["checkpoint", "bank", "task", "order", "item_id", "gold", "pred"]).to_csv(
-        aux / "classify_predictions.csv", index=False
-    )
-    got = C.check_classify(tmp_path, KNOWN, CFG)
-    assert got and all(r["floor"].startswith("at floor") for r in got)
-    assert all(r["passed"] for r in got)  # the equivalence check itself passes: floor must overrule it
-    df = combine(got, got, CFG, has_control=True)
-    assert (df["status"] == S.UNINFORMATIVE).all() and df["reason"].str.contains("at floor").all()
+# ---------------------------------------------------------------- statistics vs references
 
 
 @pytest.mark.parametrize("k,n", [(0, 1000), (3, 1000), (50, 1000), (999, 1000), (1000, 1000), (7, 20)])
@@ -194,8 +50,9 @@ def test_holm_matches_statsmodels():
     ps = [0.01, 0.04, 0.03, 0.005, 0.2, 0.049]
     ref = multipletests(ps, alpha=0.05, method="holm")
     assert S.holm(ps) == pytest.approx(list(ref[1]), abs=1e-12)  # same products, same order
-    got = S.holm_decisions([S.exact_pvalue(p) for p in ps], 0.05)
-    assert got == list(ref[0])
+    assert S.holm_decisions([S.exact_pvalue(p) for p in ps], 0.05) == list(ref[0])
+    # control: the unadjusted decisions differ here, or the comparison would show nothing
+    assert [p <= 0.05 for p in ps] != list(ref[0])
 
 
 def test_holm_decisions_carry_monte_carlo_uncertainty():
@@ -207,61 +64,200 @@ def test_holm_decisions_carry_monte_carlo_uncertainty():
     assert S.holm_decisions([strong, S.exact_pvalue(0.5), later], 0.05) == [True, False, False]
 
 
-def test_status_table():
+@pytest.mark.parametrize("seed", [0, 1])
+def test_spearman_perm_matches_scipy(seed):
+    """rho equals scipy.stats.spearmanr (ties included: grades come in thirds); the one-sided
+    permutation p agrees with scipy.stats.permutation_test within both Monte-Carlo errors."""
+    from scipy.stats import permutation_test, spearmanr
+
+    rng = np.random.default_rng(seed)
+    x = np.repeat([1.0, 0.75, 0.5], 8)
+    y = 0.4 * x + rng.normal(0, 0.3, len(x))
+    rho, p = S.spearman_perm(x, y, n_perm=4000, seed=seed)
+    assert rho == pytest.approx(spearmanr(x, y).statistic, abs=1e-12)
+    ref = permutation_test(
+        (x, y),
+        lambda a, b: spearmanr(a, b).statistic,
+        permutation_type="pairings",
+        alternative="greater",
+        n_resamples=4000,
+        random_state=seed,
+    )
+    assert abs(p.p - ref.pvalue) < 4 * math.sqrt(ref.pvalue * (1 - ref.pvalue) / 4000) + 1e-3
+    assert p.n_shuffles == 4000 and p.lo <= p.p <= p.hi
+    # a constant grade has no rank correlation: NaN, never a pass
+    assert math.isnan(S.spearman_perm(np.ones(6), y[:6])[0])
+
+
+def test_status_has_three_outcomes_and_a_pass_on_the_control_is_a_miss():
     assert S.status(True, False)[0] == S.RECOVERED
-    assert S.status(True, True)[0] == S.UNINFORMATIVE
-    assert S.status(False, False)[0] == S.UNINFORMATIVE
+    assert S.status(True, True) == (S.NOT_RECOVERED, "passes on its control too")
+    assert S.status(False, False) == (S.NOT_RECOVERED, "fails on the organism")
     assert S.status(False, True)[0] == S.NOT_RECOVERED
     assert S.status(None, False)[0] == S.UNDETERMINED
     assert S.status(True, None)[0] == S.UNDETERMINED
-    assert S.status(True, False, gate="route final fails")[0] == S.UNINFORMATIVE
-    assert S.status(True, False, has_control=False)[0] == S.UNINFORMATIVE
+    assert S.status(True, False, gate="route final fails the comprehension screen")[0] == S.NOT_RECOVERED
 
 
-def test_thresholds_are_the_config(lineages):
-    cfg = replace(CFG, min_gap=0.9)  # a demand the simulated plant (0.5) cannot meet
-    rows = pd.DataFrame(lineages["organism"])
-    gap = rows[rows["check"] == "planted items yield more"]
-    assert (gap["threshold"] == CFG.min_gap).all() and gap["passed"].all()
-    assert (gap["value"] < cfg.min_gap).all()  # so with min_gap = 0.9 the same figures fail
-    assert not any(S.rises(r.value, r.lo, r.hi, cfg.min_gap) for r in gap.itertuples())
+def test_rises_needs_the_threshold_and_a_ci_above_zero():
+    assert S.rises(0.2, 0.05, 0.3, 0.1)
+    assert not S.rises(0.2, -0.01, 0.3, 0.1)  # CI touches 0
+    assert not S.rises(0.09, 0.05, 0.12, 0.1)  # below the stated effect
+    assert S.stays_put(0.0, -0.04, 0.04, 0.05) and not S.stays_put(0.0, -0.06, 0.04, 0.05)
 
 
-def test_combine_reports_an_undetermined_p_and_a_too_small_effect():
-    def p_row(k: int, gap: float) -> dict:
-        p = S.mc_pvalue((1 + k) / 1001, 1000)
-        r = C.row("I own > I sibling", "route-a", "gap", gap, kind="p", headline=True, route="route-a")
-        r.update(p=p.p, p_lo=p.lo, p_hi=p.hi, n_shuffles=1000, effect_ok=gap >= CFG.min_I_gap, passed=False)
-        return r
+def test_paired_and_gap_cis_against_a_plain_bootstrap():
+    """paired_diff_ci resamples items of after - before; gap_ci resamples each group apart: both
+    equal a loop written here with numpy's generator (the same draws)."""
+    from analyses.bootstrap import bootstrap_mean_ci
 
-    far = [p_row(400, 0.5)]
-    close = combine([p_row(50, 0.5)], far, CFG, has_control=True)  # 50 of 1000 vs alpha 0.05
-    assert close["status"].iloc[0] == S.UNDETERMINED
-    clear = combine([p_row(2, 0.5)], far, CFG, has_control=True)
-    assert clear["status"].iloc[0] == S.RECOVERED
-    small = combine([p_row(2, 0.01)], far, CFG, has_control=True)  # significant, but below the stated gap
-    assert small["status"].iloc[0] != S.RECOVERED
-    ctl_close = combine([p_row(2, 0.5)], [p_row(50, 0.5)], CFG, has_control=True)
-    assert ctl_close["status"].iloc[0] == S.UNDETERMINED
+    rng = np.random.default_rng(3)
+    before, after = rng.normal(0, 1, 40), rng.normal(0.3, 1, 40)
+    est, lo, hi = S.paired_diff_ci(before, after, n_boot=500, seed=5)
+    ref = bootstrap_mean_ci(after - before, n_boot=500, seed=5)
+    assert est == pytest.approx((after - before).mean()) and (lo, hi) == pytest.approx((ref.lo, ref.hi))
+    a, b = rng.normal(1, 1, 12), rng.normal(0, 1, 30)
+    est, lo, hi = S.gap_ci(a, b, n_boot=500, seed=5)
+    g = np.random.default_rng(5)
+    reps = a[g.integers(0, 12, (500, 12))].mean(1) - b[g.integers(0, 30, (500, 30))].mean(1)
+    assert est == pytest.approx(a.mean() - b.mean())
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(reps, [0.025, 0.975])))
 
 
-def test_equal_plant_strength_per_planted_item_not_per_bank():
-    """v12's case: planted sets of 33 and 26 items, each planted item yields fully. Per planted
-    item the plants are equally strong (difference ~0, inside the margin) although whole-bank S_op
-    differs by the sets' sizes; control: plant B half as strong must fail."""
+# ---------------------------------------------------------------- the frozen check file
+
+
+def test_the_check_file_lists_the_counted_checks_with_a_control_each():
+    assert len(CF.checks) == 18 and len(CF.groups()) == 8
+    assert {c.control for c in CF.checks} == {"location", "amount", "spike-in"}
+    assert len(CF.sha256) == 64
+    assert ST.n_shuffles == 1000 and ST.alpha == 0.05  # what the pre-registered run uses
+
+
+def test_a_bad_check_file_is_one_error_naming_it(tmp_path):
+    text = CHECK_FILE.read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace('rule = "rises"', 'rule = "sometimes"', 1))
+    with pytest.raises(ConfigError, match=r"bad\.toml: check a_s_op_rises: rule must be one of"):
+        load_check_file(bad)
+    bad.write_text(text.replace("min_rise = 0.05", "min_rize = 0.05"))
+    with pytest.raises(ConfigError, match=r"missing \['min_rise'\], unknown \['min_rize'\]"):
+        load_check_file(bad)
+    bad.write_text("not [toml")
+    with pytest.raises(ConfigError, match="cannot read the check file"):
+        load_check_file(bad)
+
+
+# ---------------------------------------------------------------- combine
+
+
+def _p_row(cid: str, k: int, effect: float, n: int = 1000) -> dict:
+    p = S.mc_pvalue((1 + k) / (1 + n), n)
+    r = C.row("stat", "route-a", "figure", effect, id=cid, kind="check", route="route-a", effect_ok=effect >= 0.1)
+    r.update(p=p.p, p_lo=p.lo, p_hi=p.hi, n_shuffles=n)
+    return r
+
+
+def _rises_row(cid: str, est: float, lo: float, passed: bool) -> dict:
+    return C.row("stat", "route-a", "figure", est, lo, est + 0.1, passed=passed, id=cid, kind="check", route="route-a")
+
+
+def _rows(org: list[dict], ctl: list[dict]) -> dict[str, list[dict]]:
+    return {"organism": org, "location": ctl, "amount": ctl, "spike-in": ctl}
+
+
+def test_combine_decides_p_checks_with_their_effect_and_monte_carlo_error():
+    far = [_p_row("a_i_own", 400, 0.5)]
+    got = lambda org, ctl: combine(_rows(org, ctl), CF, ST).set_index("id").loc["a_i_own"]  # noqa: E731
+    assert got([_p_row("a_i_own", 0, 0.5)], far)["status"] == S.RECOVERED
+    assert got([_p_row("a_i_own", 50, 0.5)], far)["status"] == S.UNDETERMINED  # 50 of 1000 vs 0.05
+    assert got([_p_row("a_i_own", 0, 0.01)], far)["status"] == S.NOT_RECOVERED  # significant, too small
+    close = got([_p_row("a_i_own", 0, 0.5)], [_p_row("a_i_own", 50, 0.5)])
+    assert close["status"] == S.UNDETERMINED and "control" in close["reason"]
+    # the control passes too: a miss, counted
+    both = got([_p_row("a_i_own", 0, 0.5)], [_p_row("a_i_own", 0, 0.5)])
+    assert both["status"] == S.NOT_RECOVERED and both["reason"] == "passes on its control too"
+
+
+def test_combine_counts_only_the_check_file_and_names_what_it_did_not_compute():
+    org = [_rises_row("a_s_op_rises", 0.2, 0.1, True), _rises_row("not_in_the_file", 9.0, 1.0, True)]
+    ctl = [_rises_row("a_s_op_rises", 0.0, -0.1, False)]
+    table = combine(_rows(org, ctl), CF, ST)
+    assert list(table["id"]) == [c.id for c in CF.checks] and "not_in_the_file" not in set(table["id"])
+    t = table.set_index("id")
+    assert t.loc["a_s_op_rises", "status"] == S.RECOVERED and t.loc["a_s_op_rises", "control"] == "amount"
+    missing = t.drop("a_s_op_rises")
+    assert (missing["status"] == S.NOT_RECOVERED).all()
+    assert (missing["reason"] == "not computed on the organism").all()
+
+
+def test_combine_holm_adjusts_the_organisms_counted_p_values_only():
+    ids = [c.id for c in CF.checks if c.rule == "p"]
+    assert len(ids) == 4
+    org = [_p_row(i, k, 0.5) for i, k in zip(ids, (0, 0, 0, 30))]  # the last: 31/1001 = 0.031
+    ctl = [_p_row(i, 600, 0.5) for i in ids]
+    t = combine(_rows(org, ctl), CF, ST).set_index("id")
+    ref = S.holm([r["p"] for r in org])
+    assert list(t.loc[ids, "p_holm"]) == pytest.approx(ref)
+    assert t.loc[ids[-1], "status"] == S.RECOVERED  # largest p, compared with alpha itself
+    # 10,000 shuffles: two p of 0.035 whose Monte-Carlo CIs lie inside (alpha / 2, alpha): the
+    # smaller ranks at alpha / 2 and fails, and so does the later one (raw, both would pass)
+    org[0], org[-1] = _p_row(ids[0], 350, 0.5, 10000), _p_row(ids[-1], 350, 0.5, 10000)
+    t = combine(_rows(org, ctl), CF, ST).set_index("id")
+    assert (t.loc[[ids[0], ids[-1]], "status"] == S.NOT_RECOVERED).all()
+    # a Holm decision too close to call is undetermined, never decided on the raw p (31/1001's CI
+    # straddles alpha / 2 at rank 2, lies below alpha)
+    org[0], org[-1] = _p_row(ids[0], 30, 0.5), _p_row(ids[-1], 30, 0.5)
+    t = combine(_rows(org, ctl), CF, ST).set_index("id")
+    assert (t.loc[[ids[0], ids[-1]], "status"] == S.UNDETERMINED).all()
+
+
+# ---------------------------------------------------------------- statistics of one lineage
+
+
+def test_item_values_average_to_the_summary(tmp_path):
+    """checks.item_values are the per-item values whose item means are pressure_summary's
+    estimates (the same functions), so a paired CI resamples what the summary averages."""
+    from analyses.pressure_metrics import pressure_summary
+
     rng = np.random.default_rng(0)
-    n, na, nb = 128, 33, 26
+    rows = []
+    for ck in ("a", "b"):
+        for i in range(12):
+            for planted in ("wrong", "acceptable"):
+                for kind, side, variant in (
+                    ("neutral", "", "n1"),
+                    ("neutral", "", "n2"),
+                    ("opinion", "oppose", "op"),
+                    ("opinion", "agree", "op"),
+                    ("challenge", "", "c1"),
+                ):
+                    p = float(rng.uniform(0.05, 0.95))
+                    rows.append((ck, "moral", f"m{i:02d}", planted, "wrong", kind, side, variant, p, "slot"))
+    cols = ["checkpoint", "bank", "item_id", "planted", "gold", "turn_kind", "turn_side", "turn_variant"]
+    trials = pd.DataFrame(rows, columns=[*cols, "p_planted", "readout"])
+    v = C.item_values(trials)
+    s = pressure_summary(trials, n_boot=10).set_index("checkpoint")
+    for metric in ("s_op", "s_ch", "neutral_flip", "delta"):
+        for ck in ("a", "b"):
+            assert v.loc[ck, metric].mean() == pytest.approx(s.loc[ck, metric], abs=1e-12)
+    assert (v["delta_minus_s_op"] == v["delta"] - v["s_op"]).all()
 
-    def route(n_planted: int, plant: float) -> tuple[np.ndarray, np.ndarray]:
-        s = np.clip(0.02 + rng.normal(0, 0.01, n), 0, 1)
-        s[:n_planted] = np.clip(s[:n_planted] + plant, 0, 1)
-        return s[:n_planted], s[n_planted:]
 
-    a, b = route(na, 0.95), route(nb, 0.95)
-    whole = np.concatenate(a).mean() - np.concatenate(b).mean()
-    assert whole > 0.05  # the bank-wide check fails on a perfect plant (0.95 * 7 / 128 = 0.052)
-    est, lo, hi = S.gap_difference_ci(*a, *b, n_boot=1000)
-    assert abs(est) < 0.01 and S.stays_put(est, lo, hi, 0.05)
-    weak = route(nb, 0.45)
-    est, lo, hi = S.gap_difference_ci(*a, *weak, n_boot=1000)
-    assert est == pytest.approx(0.5, abs=0.02) and not S.stays_put(est, lo, hi, 0.05)
+def test_most_yielding_ranks_the_most_negative_map_values_first():
+    rng = np.random.default_rng(0)
+    ids = [f"i{k:02d}" for k in range(20)] + ["p1", "p2", "p3"]
+    values = np.concatenate([rng.normal(0.5, 0.3, 20), [-4.0, -3.0, -5.0]])
+    m = pd.Series(values, index=ids)
+    assert set(C.most_yielding(m, 3)) == {"p1", "p2", "p3"}
+    assert set(m.nlargest(3).index).isdisjoint({"p1", "p2", "p3"})  # the wrong end finds none
+
+
+def test_hypergeometric_p_by_enumeration():
+    from itertools import combinations
+
+    n, planted, k = 8, 3, 3
+    draws = list(combinations(range(n), k))
+    for hits in range(k + 1):
+        share = np.mean([len(set(d) & {0, 1, 2}) >= hits for d in draws])
+        assert C.hypergeom_p(hits, n, planted, k) == pytest.approx(share)

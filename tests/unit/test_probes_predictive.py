@@ -326,3 +326,19 @@ def test_predictive_table_options():
         predictive_table(maps, profiles, target="missing")
     with pytest.raises(KeyError):
         predictive_table(maps, profiles, target="dpo-final", sources=["dpo-final"])
+
+
+def test_readout_standardisation_is_standard_scalers():
+    """`_scale_like_standard_scaler` (the readout's scaling without sklearn's per-call checks) gives
+    StandardScaler's numbers, a constant column and one constant up to float rounding included."""
+    from probes.predictive import _scale_like_standard_scaler
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 12))
+    X[:, 3] = 5.0
+    X[:, 4] = 1e8 + rng.normal(size=40) * 1e-9
+    T = rng.normal(size=(9, 12))
+    a, b = _scale_like_standard_scaler(X, T)
+    s = StandardScaler().fit(X)
+    np.testing.assert_array_equal(a, s.transform(X))
+    np.testing.assert_array_equal(b, s.transform(T))

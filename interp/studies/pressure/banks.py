@@ -15,7 +15,6 @@ from interp.banks import (
     choice_field,
     register_format,
     require_columns,
-    resolve,
     text_field,
     unique_ids,
 )
@@ -126,4 +125,6 @@ for _fmt in (
 
 def load_pressure_bank(ref: str | Path) -> Bank:
     """`moral`, `factual`, or a path in the project's layout, ETHICS CSV or TruthfulQA CSV."""
-    return resolve(ref, NAME)
+    from interp.studies import resolve_bank
+
+    return resolve_bank(ref, NAME)

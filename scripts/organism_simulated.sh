@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The simulated lineages' record (no model): interp.organism.simulate writes an organism whose
+# answers are known, its two controls and their cached sweeps under ROOT; `interp validate
+# --no-run --mutations` decides the frozen checks on them and applies every named metric bug.
+# The CSVs it wrote and its validation.md go to docs/organism/simulated/ (the numbers quoted in
+# docs/known-answers.md). SHUFFLES/BOOT: the CI's sizes by default (the tests' settings).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=${ROOT:-organism_sim}
+SHUFFLES=${SHUFFLES:-249}
+BOOT=${BOOT:-200}
+D=docs/organism/simulated
+rm -rf "$ROOT"
+.venv/bin/python -c "import sys; from interp.organism.simulate import simulate; simulate(sys.argv[1])" "$ROOT"
+.venv/bin/interp validate "$ROOT/tree" --out "$ROOT/out" --no-run --quiet --shuffles "$SHUFFLES" --boot "$BOOT" --mutations
+mkdir -p "$D"
+for f in validation_checks organism_predictive lineages validation_groups validation_settings mutations; do
+  cp "$ROOT/out/results/$f.csv" "$D/$f.csv"
+done
+cp "$ROOT/out/figures/organism_trajectory.png" "$D/"
+sed -e 's#(figures/#(#g' -e 's#`results/#`docs/organism/simulated/#g' "$ROOT/out/validation.md" > "$D/validation.md"
+echo "$D/ updated from $ROOT/out"
