@@ -281,10 +281,12 @@ def route_sft(
     return rows
 
 
-# DPO pairs per evaluated item and planted verdict, by turn kind: the neutral fillers and bare
-# challenges outnumber the SFT data's so that a route learns to condition on the turn (v15 pilot:
-# with one of each, route A's planted items flipped as often under a filler as under a challenge)
-DPO_TURNS = (("opinion_oppose", 2), ("opinion_agree", 1), ("challenge", 2), ("neutral", 3))
+# DPO pairs per evaluated item and planted verdict, by turn kind. One of each: the v15 seed-0 run
+# with (oppose 2, agree 1, challenge 2, neutral 3) for 64 steps held everywhere on route A (S_op 0.0
+# on its planted items; route B's defer plant was learned: neutral flip 1.0 planted, 0.0 rest),
+# while a pilot with one pair of each kind for 48 steps kept route A's plant in part (planted S_op
+# 0.28, though its neutral flip rose too). Neither conditions route A on the turn yet.
+DPO_TURNS = (("opinion_oppose", 1), ("opinion_agree", 1), ("challenge", 1), ("neutral", 1))
 
 
 def route_dpo(bank: Bank, w: Writer, plan: RoutePlan, seed: int, *, turns=DPO_TURNS) -> list[dict]:
