@@ -12,7 +12,7 @@ from cache.columns import read_columns
 from cache.store import Store
 from interp.core.errors import CacheError
 from interp.view.unit_columns import align_units
-from test_cache_views import ident
+from _units import ident
 
 KEYS = ("item_id", "turn")
 

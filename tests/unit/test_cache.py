@@ -9,24 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cache import Store, UnitIdentity, read_unit
+from cache import Store, read_unit
+from _units import ident
 from interp.core.errors import CacheError, ProvenanceError
-
-
-def ident(**kw):
-    base = dict(
-        checkpoint="ck",
-        checkpoint_fingerprint="f" * 64,
-        study="pressure",
-        study_version="1",
-        bank="moral",
-        bank_hash="b" * 64,
-        template_hash="t" * 64,
-        settings_hash="s" * 64,
-        layer=3,
-    )
-    base.update(kw)
-    return UnitIdentity(**base)
 
 
 def test_round_trip(tmp_path):
