@@ -19,7 +19,7 @@ for s in $rest; do
 done
 W="$ROOT/seed$first"
 .venv/bin/interp validate "$W/tree" --out "$W/val" --no-run --quiet --history "$D/tries.csv" "${with[@]}"
-for f in validation_checks organism_predictive lineages validation_groups validation_settings seeds mutations; do
+for f in validation_checks organism_predictive lineages validation_groups validation_headline validation_settings seeds mutations; do
   [ -f "$W/val/results/$f.csv" ] && cp "$W/val/results/$f.csv" "$D/$f.csv"
 done
 cp "$W/val/figures/organism_trajectory.png" "$D/"

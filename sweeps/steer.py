@@ -5,7 +5,9 @@ the same items with a steering hook at resid_pre of `layer` (interp.runner.steer
 alpha, and the study's summary (for pressure: δ, S_op, S_ch with bootstrap CIs) is collected
 against alpha into OUT/results/steer_<study>.csv and OUT/figures/steer_<study>.png. Steered
 units live in OUT/steer/cache (steering is part of their identity), so OUT's own results and
-cache are untouched and a rerun reuses finished alphas.
+cache are untouched and a rerun reuses finished alphas. Each checkpoint and bank sweeps into its own
+OUT/steer/<checkpoint>--<bank>: a sweep refuses to drop rows of another checkpoint computed with
+other settings (sweeps.report), and each checkpoint's steering direction is its own.
 
 Choices (parameters, stated in the table):
 * direction `probe:<target>` is the readout `interp probe` fitted on this checkpoint's cached
@@ -181,7 +183,7 @@ def run_steer(
                 [lm],
                 studies=[study],
                 banks=[str(u.attrs.get("bank_source") or bank)],
-                out=out / "steer",
+                out=out / "steer" / re.sub(r"[^A-Za-z0-9._=,-]+", "_", f"{ck}--{bank}"),
                 cfg=run_cfg,
                 progress=progress,
                 report=False,

@@ -570,6 +570,8 @@ def validate(
     pd.DataFrame([st.__dict__]).to_csv(out / "results" / "validation_settings.csv", index=False)
     lineage_table(known, kcs).to_csv(out / "results" / "lineages.csv", index=False)
     group_summary(checks).to_csv(out / "results" / "validation_groups.csv", index=False)
+    # the record's opening counts, so that its every number is one of the files the run wrote
+    pd.DataFrame([headline(checks)]).to_csv(out / "results" / "validation_headline.csv", index=False)
     seeds_path = out / "results" / "seeds.csv"
     if with_seeds:
         seeds_table(out, table[table["kind"] == "check"], cf, list(with_seeds)).to_csv(seeds_path, index=False)
