@@ -571,7 +571,8 @@ def validate(
     lineage_table(known, kcs).to_csv(out / "results" / "lineages.csv", index=False)
     group_summary(checks).to_csv(out / "results" / "validation_groups.csv", index=False)
     # the record's opening counts, so that its every number is one of the files the run wrote
-    pd.DataFrame([headline(checks)]).to_csv(out / "results" / "validation_headline.csv", index=False)
+    h = headline(checks)
+    pd.DataFrame([h]).to_csv(out / "results" / "validation_headline.csv", index=False)
     seeds_path = out / "results" / "seeds.csv"
     if with_seeds:
         seeds_table(out, table[table["kind"] == "check"], cf, list(with_seeds)).to_csv(seeds_path, index=False)
@@ -581,7 +582,6 @@ def validate(
         shutil.copyfile(history, out / "results" / "tries.csv")
     trajectory_figure(C._summary(out), known, _trunk(known), out / "figures" / "organism_trajectory.png")
     write_markdown(out, tree, {k: Path(os.path.normpath(p)) for k, p in ctrees.items()}, cf)
-    h = headline(checks)
     log(
         f"{h['recovered']} of {h['checks']} known answers recovered ({h['groups_recovered']} of {h['groups']} "
         f"groups); {h['not_recovered']} not recovered, {h['undetermined']} undetermined; {out / 'validation.md'}"
