@@ -143,7 +143,7 @@ def run_checkpoint_units(
                 "checkpoint_path": "in-memory" if u.model is not None else str(Path(checkpoint).resolve()),
                 "n_items": len(u.bank),
                 **({"steering": steering_json(spec)} if steer else {}),
-                "bank_source": u.bank.source,
+                "bank_source": _source_path(u.bank.source),
                 "template": u.template.name,
                 # residual arrays carry a layer axis in this order (cache.layers)
                 "layers": list(u.identity.layers),
@@ -462,3 +462,10 @@ def _execute_dask(
         if cluster is not None:
             cluster.close()
     return failures
+
+
+def _source_path(source: str) -> str:
+    """A bank file named relative to the sweep's working directory, made absolute: the viewer and
+    `interp steer` read it back from elsewhere. A bank's name (an embedded bank) stays as it is."""
+    path = Path(source)
+    return str(path.resolve()) if not path.is_absolute() and path.is_file() else source

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from interp.view.encode import records
+from interp.view.field_set_pages import summary_payload
 from interp.view.sweep_files import SweepFiles
 
 CLASSIFY_COLUMNS = [
@@ -46,7 +47,7 @@ PROVENANCE = [
 
 def provenance(sw: SweepFiles) -> list[dict]:
     rows = []
-    for study in ("pressure", "classify", "cloze"):
+    for study in ("pressure", "classify", "cloze", "ab_sycophancy", "sycophancy_eval"):
         units = sw.unit_headers(study)
         if not units.empty:
             rows += records(units, PROVENANCE)
@@ -66,5 +67,6 @@ def overview_payload(sw: SweepFiles) -> dict:
         "precision": records(sw.table("precision.csv")),
         "probes": records(sw.table("probes.csv")),
         "predictive": records(sw.table("predictive.csv")),
+        "field_sets": summary_payload(sw),
         "files": sw.result_files(),
     }

@@ -19,6 +19,8 @@ PAGES = (
     ("compare.html", "Compare", "compare.js"),
     ("cloze.html", "Cloze", "cloze.js"),
     ("classify.html", "Classify", "classify.js"),
+    ("sets.html", "Field sets", "sets.js"),
+    ("setitem.html", "Field-set item", "setitem.js"),
 )
 SCRIPTS = ("view.js", *(p[2] for p in PAGES))
 ASSET_FILES = (*SCRIPTS, "view.css", "vendor/plotly-cartesian.min.js", "vendor/plotly-LICENSE.txt", "vendor/README.md")

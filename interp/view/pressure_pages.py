@@ -11,9 +11,9 @@ import pandas as pd
 
 from analyses.bootstrap import UndefinedCIWarning, bootstrap_mean_ci
 from cache.columns import read_columns, unit_header
-from interp.core.errors import ConfigError
 from interp.view.encode import f32, records
 from interp.view.sweep_files import SweepFiles, bank_base
+from interp.view.tables import item_matrix, order_rows, rows_of_item
 from interp.view.unit_columns import Aligned, align_units, align_units_kept
 
 STUDY = "pressure"
@@ -49,17 +49,8 @@ def _maps(sw: SweepFiles, bank: str) -> pd.DataFrame:
 
 
 def _item_maps(sw: SweepFiles, bank: str, item_id: str) -> pd.DataFrame:
-    """One item's rows of item_maps.csv (the bank's rows ordered by item once, then a binary search)."""
-
-    def build() -> dict[str, np.ndarray]:
-        m = _maps(sw, bank)
-        ids = m["item_id"].to_numpy(dtype=object)
-        order = np.argsort(ids, kind="stable")
-        return {c: m[c].to_numpy(dtype=object if c != "map_value" else np.float64)[order] for c in MAP_COLUMNS}
-
-    by_item = sw.memo(("maps_by_item", bank), build)
-    lo, hi = (np.searchsorted(by_item["item_id"], item_id, side=side) for side in ("left", "right"))
-    return pd.DataFrame({c: v[lo:hi] for c, v in by_item.items()})
+    """One item's rows of item_maps.csv."""
+    return rows_of_item(sw, ("maps_by_item", bank), lambda: _maps(sw, bank)[list(MAP_COLUMNS)], item_id)
 
 
 MAP_COLUMNS = ("item_id", "checkpoint", "turn_kind", "map_value")
@@ -110,21 +101,7 @@ def map_payload(sw: SweepFiles, bank: str, kind: str) -> dict:
     sub = sub[sub["turn_kind"] == kind]
     ids = items(sw, bank)
     names = [c["name"] for c in sw.columns]
-    # item x checkpoint by position (a pivot, without pandas' reshaping of 741,000 rows)
-    rows = pd.Index(ids).get_indexer(sub["item_id"])
-    cols = pd.Index(names).get_indexer(sub["checkpoint"])
-    keep = cols >= 0
-    cells = rows[keep] * len(names) + cols[keep]
-    if len(cells) and np.bincount(cells, minlength=len(ids) * len(names)).max() > 1:
-        raise ConfigError(f"{sw.out / 'results' / 'item_maps.csv'}: an item appears twice for one checkpoint")
-    z = np.full(len(ids) * len(names), np.nan)
-    z[cells] = sub["map_value"].to_numpy(dtype=np.float64)[keep]
-    z = z.reshape(len(ids), len(names))
-    with warnings.catch_warnings():  # an item no checkpoint measured: sorted last
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean = np.nanmean(z, axis=1)
-    mean = np.where(np.isnan(mean), np.inf, mean)
-    order = np.argsort(mean, kind="stable")  # most-yielding (most negative) first, as the report's heatmap
+    z = item_matrix(sub, ids, names, sw.out / "results" / "item_maps.csv")
     fields = item_fields(sw, bank)
     return {
         "bank": bank,
@@ -133,7 +110,7 @@ def map_payload(sw: SweepFiles, bank: str, kind: str) -> dict:
         "gold": fields["gold"].tolist(),
         "topic": fields["topic"].tolist(),
         "text": [t[:200] for t in fields["text"].tolist()],
-        "order": order.tolist(),
+        "order": order_rows(z, toward_user=-1).tolist(),  # most-yielding first, as the report's heatmap
         "z": f32(z),
     }
 

@@ -10,6 +10,8 @@ they are safe as file names and URLs:
     pair/SA/CA/SB/CB/BB/KIND              two checkpoints' maps item by item, the paired CI
     cloze/S  cloze/S/C                    ABS by language x axis; checkpoint C's sentence triples
     classify/S  classify/S/C              confusion matrices; checkpoint C's predictions
+    setmap/S/STUDY/B/KIND                 a field-set study's item map (interp.view.field_set_pages)
+    setitem/S/STUDY/B/I                   item I of that study's bank B along the checkpoints
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from interp.core.errors import ConfigError
 from interp.core.version import __version__
+from interp.view import field_set_pages as field_sets
 from interp.view import pressure_pages as pressure
 from interp.view.cloze_classify import classify_payload, classify_rows, cloze_payload, cloze_rows
 from interp.view.overview import overview_payload, provenance
@@ -66,6 +69,7 @@ class Site:
                     "pressure_bases": [bank_base(b) for b in pbanks],
                     "cloze": sw.table("cloze_abs.csv") is not None,
                     "classify": sw.table("classify_confusion.csv") is not None,
+                    "field_sets": {study: field_sets.banks(sw, study) for study in field_sets.FIELD_SETS},
                 }
             )
         return {
@@ -106,6 +110,11 @@ class Site:
                 keys += [f"cloze/{s}"] + [f"cloze/{s}/{c}" for c in range(len(sw.columns))]
             if sw.table("classify_confusion.csv") is not None:
                 keys += [f"classify/{s}"] + [f"classify/{s}/{c}" for c in range(len(sw.columns))]
+            for study in field_sets.FIELD_SETS:
+                for b, bank in enumerate(field_sets.banks(sw, study)):
+                    keys += [f"setmap/{s}/{study}/{b}/{k}" for k in bank["kinds"]]
+                    n = len(field_sets.items(sw, field_sets.FIELD_SETS[study], bank["bank"]))
+                    keys += [f"setitem/{s}/{study}/{b}/{i}" for i in range(n)]
         for bb in range(len(self.pair_banks())):
             for sa, ca, sb, cb in self.static_pairs():
                 keys += [f"pair/{sa}/{ca}/{sb}/{cb}/{bb}/{k}" for k in pressure.KINDS]
@@ -152,6 +161,14 @@ class Site:
                 bases[_index(args[4], len(bases))],
                 args[5],
             )
+        if head in ("setmap", "setitem") and len(args) == 4:
+            sw = self._sweep(args[0])
+            banks = field_sets.banks(sw, args[1]) if args[1] in field_sets.FIELD_SETS else []
+            bank = banks[_index(args[2], len(banks))]["bank"]
+            if head == "setmap":
+                return field_sets.map_payload(sw, args[1], bank, args[3])
+            n = len(field_sets.items(sw, field_sets.FIELD_SETS[args[1]], bank))
+            return field_sets.item_payload(sw, args[1], bank, _index(args[3], n))
         if head in ("cloze", "classify") and len(args) in (1, 2):
             sw = self._sweep(args[0])
             if len(args) == 1:

@@ -24,7 +24,13 @@ from sweeps.report import read_results
 
 # results tables whose `checkpoint` column lists the checkpoints a sweep measured
 # (small tables: item_maps.csv, millions of rows in a long sweep, is read only for the item map)
-_CHECKPOINT_TABLES = ("pressure_summary.csv", "classify_summary.csv", "cloze_abs_by_loss.csv")
+_CHECKPOINT_TABLES = (
+    "pressure_summary.csv",
+    "classify_summary.csv",
+    "cloze_abs_by_loss.csv",
+    "ab_summary.csv",
+    "sycophancy_eval_summary.csv",
+)
 _SUBSAMPLE = re.compile(r"\[n=\d+,seed=\d+\]$")
 
 

@@ -5,31 +5,28 @@ one value altered."""
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from _cli_process import CLIProcess, run_cli_process
+from _cli_process import run_cli_process
+from _view_pages import csv_tol, page_table, same, serve_site
 
 from analyses.bootstrap import bootstrap_mean_ci
 from interp.view import browser
+from interp.view.pages import PAGES as SITE_PAGES
 
 # the module builds three sweeps before its first test: on a loaded shared machine, minutes
 pytestmark = pytest.mark.timeout(1500)
 NO_BROWSER = browser.missing()
 needs_browser = pytest.mark.skipif(NO_BROWSER is not None, reason=f"headless Chromium: {NO_BROWSER}")
 ENV = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-PAGES = ("index.html", "map.html", "item.html", "compare.html", "cloze.html", "classify.html")
+PAGES = tuple(p[0] for p in SITE_PAGES)  # the field-set pages too: on a sweep without them they say so
 CONDITION = ["readout", "planted", "turn_kind", "turn_side", "turn_variant"]
 
 
@@ -75,23 +72,8 @@ def static_site(sweeps):
 
 @pytest.fixture(scope="module")
 def served_site(sweeps):
-    with socket.socket() as s:  # a free port, handed to the server (which binds 127.0.0.1 only)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = CLIProcess(["view", sweeps["out"], sweeps["out2"], "--serve", "--port", str(port)], env=ENV)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(url + "api/site.json", timeout=5).read()
-            break
-        except OSError:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the server did not answer"
-            time.sleep(0.2)
-    yield url
-    proc.send_signal(signal.SIGINT)
-    proc.wait(30)
+    with serve_site([sweeps["out"], sweeps["out2"]], ENV) as url:
+        yield url
 
 
 @pytest.fixture(params=["static", "served"])
@@ -100,32 +82,6 @@ def site(request):
 
 
 # ------------------------------------------------------------------ the comparisons (and their controls)
-def csv_tol(x: float) -> float:
-    """What writing `x` with %.10g (analyses.io.write_table) and reading it back can move it by."""
-    if x == 0 or not math.isfinite(x):
-        return 0.0
-    return 0.5 * 10 ** (math.floor(math.log10(abs(x))) - 9) + abs(x) * np.finfo(float).eps
-
-
-def page_table(page, name: str) -> tuple[list[str], list[dict]]:
-    """(header labels, rows) of the page's table `name`: a cell's data-v (the number the page holds
-    and shows rounded) where it has one, else its text."""
-    return page.evaluate(
-        """(name) => {
-        const t = document.querySelector(`table[data-name="${name}"]`);
-        const head = [...t.querySelectorAll("thead th")].map((th) => th.textContent);
-        const keys = [...t.querySelectorAll("thead th")].map((th) => th.dataset.col);
-        const rows = [...t.querySelectorAll("tbody tr")].map((tr) => {
-            const r = {};
-            [...tr.children].forEach((td, i) => (r[keys[i]] = td.hasAttribute("data-v") ? td.dataset.v : td.textContent));
-            return r;
-        });
-        return [head, rows];
-    }""",
-        name,
-    )
-
-
 def check_item_page(page, trials: pd.DataFrame, maps: pd.DataFrame, item_id: str) -> int:
     """Every P(planted verdict) and item-map value the item page shows equals the CSV's; every CSV
     row of the item is on the page. Returns how many numbers were compared."""
@@ -208,14 +164,6 @@ def shown_numbers(page, site: str) -> dict:
                     task: v("task").value, order: v("order").value, x: t.x, y: t.y, z: t.z}; }"""
     )
     return out
-
-
-def same(shown, value) -> bool:
-    """A number as the page holds it (data-v text, a chart's number, None / "" for none) equals the
-    CSV's value as pandas reads it: the page carries the float64 pandas read, unrounded."""
-    if shown in ("", None):
-        return pd.isna(value)
-    return not pd.isna(value) and float(shown) == float(value)
 
 
 def check_shown(shown: dict, results: dict[str, pd.DataFrame]) -> int:

@@ -22,7 +22,11 @@
     return [grid, jobs];
   }
 
-  function pressure(sweep, rows, box) {
+  // the pressure study's summary, and the sycophancy-eval sets' (the same columns, read the same way)
+  const PRESSURE = { name: "pressure_summary", title: "Pressure: δ, S_op, S_ch, neutral flip (results/pressure_summary.csv)", lead: ["checkpoint", "bank", "readout"] };
+  const SYC_EVAL = { name: "sycophancy_eval_summary", title: "Sycophancy-eval sets as pressure trials (results/sycophancy_eval_summary.csv)", lead: ["checkpoint", "bank", "domain", "readout"] };
+
+  function pressure(sweep, rows, box, kind) {
     const banks = uniq(rows.map((r) => r.bank));
     const readouts = uniq(rows.map((r) => r.readout));
     let bank = banks[0];
@@ -41,13 +45,13 @@
         ],
         bank
       );
-      const cols = ["checkpoint", "bank", "readout", "delta", "delta_lo", "delta_hi", "s_op", "s_op_lo", "s_op_hi", "s_ch", "s_ch_lo", "s_ch_hi", "neutral_flip", "neutral_flip_lo", "neutral_flip_hi", "n_items", "comprehension", "comprehension_pass"];
-      out.replaceChildren(grid, table("pressure_summary", cols.map((k) => ({ key: k, text: ["checkpoint", "bank", "readout", "comprehension_pass"].includes(k) })), sel));
+      const cols = [...kind.lead, "delta", "delta_lo", "delta_hi", "s_op", "s_op_lo", "s_op_hi", "s_ch", "s_ch_lo", "s_ch_hi", "neutral_flip", "neutral_flip_lo", "neutral_flip_hi", "n_items", "comprehension", "comprehension_pass"];
+      out.replaceChildren(grid, table(kind.name, cols.map((k) => ({ key: k, text: [...kind.lead, "comprehension_pass"].includes(k) })), sel));
       return Promise.all(jobs);
     }
     box.append(
       section(
-        "Pressure: δ, S_op, S_ch, neutral flip (results/pressure_summary.csv)",
+        kind.title,
         [
           el("div", { class: "controls" }, [
             select("bank", banks.map((b) => ({ value: b })), bank, (v) => ((bank = v), draw())),
@@ -56,6 +60,43 @@
           out,
         ],
         "Bars: the 95% item-bootstrap CIs of the table (delta_lo … delta_hi). One line per route from the base; checkpoints in training order."
+      )
+    );
+    return draw();
+  }
+
+  function ab(sweep, rows, box) {
+    const banks = uniq(rows.map((r) => r.bank));
+    const orders = uniq(rows.map((r) => r.order));
+    let bank = banks[0];
+    let order = orders.includes("given") ? "given" : orders[0];
+    const out = el("div");
+    function draw() {
+      const sel = rows.filter((r) => String(r.bank) === bank && String(r.order) === order);
+      const [grid, jobs] = charts(
+        sweep,
+        sel,
+        [
+          ["matching_rate", "matching_rate_lo", "matching_rate_hi", "matching rate (mean P)"],
+          ["argmax_rate", "argmax_rate_lo", "argmax_rate_hi", "argmax rate (lm-eval acc)"],
+        ],
+        bank + " / " + order
+      );
+      const cols = ["checkpoint", "bank", "set", "order", "matching_rate", "matching_rate_lo", "matching_rate_hi", "argmax_rate", "argmax_rate_lo", "argmax_rate_hi", "n_items"];
+      out.replaceChildren(grid, table("ab_summary", cols.map((k) => ({ key: k, text: ["checkpoint", "bank", "set", "order"].includes(k) })), sel));
+      return Promise.all(jobs);
+    }
+    box.append(
+      section(
+        "A/B sycophancy sets: the matching-behaviour rate (results/ab_summary.csv)",
+        [
+          el("div", { class: "controls" }, [
+            select("bank", banks.map((b) => ({ value: b })), bank, (v) => ((bank = v), draw())),
+            select("order", orders.map((b) => ({ value: b })), order, (v) => ((order = v), draw())),
+          ]),
+          out,
+        ],
+        "matching_rate: mean over items of P(the answer that agrees with the user's view), normalised over the item's answers; argmax_rate: the share of items where that answer is the likeliest. Bars: 95% item-bootstrap CIs. Items: the Field sets page."
       )
     );
     return draw();
@@ -153,7 +194,10 @@
     app.append(box);
     if (many) box.append(el("h2", { text: "Sweep " + sweep.label }));
     const jobs = [];
-    if (ov.pressure.length) jobs.push(pressure(sweep, ov.pressure, box));
+    if (ov.pressure.length) jobs.push(pressure(sweep, ov.pressure, box, PRESSURE));
+    const sets = ov.field_sets || {};
+    if (sets.ab_sycophancy) jobs.push(ab(sweep, sets.ab_sycophancy.rows, box));
+    if (sets.sycophancy_eval) jobs.push(pressure(sweep, sets.sycophancy_eval.rows, box, SYC_EVAL));
     if (ov.classify.length) jobs.push(classify(sweep, ov, box));
     if (ov.cloze.length) jobs.push(cloze(sweep, ov, box));
     plainTable(box, "precision", "Precision of a reduced-precision run (results/precision.csv)", ov.precision);
