@@ -72,3 +72,21 @@ def serve_site(outs: list[Path], env: dict) -> Iterator[str]:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
+
+
+def click_cell(page, state: str, row: int, col: int, opens: str) -> str:
+    """Click the cell (row, col) of the heatmap whose page state is `window[state]` (its `gd`,
+    `rows`, `items`) with the mouse, wait for the page `opens`; returns the item id of the row."""
+    x, y = page.evaluate(
+        """([state, row, col]) => {
+        const gd = window[state].gd, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const box = gd.querySelector(".nsewdrag").getBoundingClientRect();
+        return [box.left + xa.l2p(col), box.top + ya.l2p(row)];
+    }""",
+        [state, row, col],
+    )
+    item_id = page.evaluate(f"window.{state}.items[window.{state}.rows[{row}]]")
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    page.wait_for_url(f"**/{opens}#*")
+    return item_id

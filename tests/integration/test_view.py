@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from _cli_process import run_cli_process
-from _view_pages import csv_tol, page_table, same, serve_site
+from _view_pages import click_cell, csv_tol, page_table, same, serve_site
 
 from analyses.bootstrap import bootstrap_mean_ci
 from interp.view import browser
@@ -264,18 +264,7 @@ def test_click_in_map_opens_item_with_csv_numbers(site, sweeps):
     with browser.chromium() as (page, watch):
         browser.open_page(page, site + "map.html#s=0&b=1&k=opinion")
         row, col = 2, 1  # a cell: the third item shown, the second checkpoint
-        x, y = page.evaluate(
-            """([row, col]) => {
-            const gd = window.VIEW_MAP.gd, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-            const box = gd.querySelector(".nsewdrag").getBoundingClientRect();
-            return [box.left + xa.l2p(col), box.top + ya.l2p(row)];
-        }""",
-            [row, col],
-        )
-        item_id = page.evaluate(f"window.VIEW_MAP.items[window.VIEW_MAP.rows[{row}]]")
-        page.mouse.move(x, y)
-        page.mouse.click(x, y)
-        page.wait_for_url("**/item.html#*")
+        item_id = click_cell(page, "VIEW_MAP", row, col, "item.html")
         assert browser.wait_ready(page) == "1", watch.errors
         assert page.text_content("h2") == f"Item {item_id}"
         assert page.text_content("#gold") == trials.loc[trials["item_id"] == item_id, "gold"].astype(str).iloc[0]

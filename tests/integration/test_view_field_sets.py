@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from _cli_process import run_cli_process
-from _view_pages import csv_tol, page_table, same, serve_site
+from _view_pages import click_cell, csv_tol, page_table, same, serve_site
 
 from interp.view import browser
 from interp.view.field_set_pages import FIELD_SETS
@@ -131,23 +131,6 @@ def read_map(page, site: str, study: str, kind: str) -> dict:
     )
 
 
-def click_cell(page, row: int, col: int) -> str:
-    """Click the heatmap cell (row, col); returns the item id it names."""
-    x, y = page.evaluate(
-        """([row, col]) => {
-        const gd = window.VIEW_SETMAP.gd, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
-        const box = gd.querySelector(".nsewdrag").getBoundingClientRect();
-        return [box.left + xa.l2p(col), box.top + ya.l2p(row)];
-    }""",
-        [row, col],
-    )
-    item_id = page.evaluate(f"window.VIEW_SETMAP.items[window.VIEW_SETMAP.rows[{row}]]")
-    page.mouse.move(x, y)
-    page.mouse.click(x, y)
-    page.wait_for_url("**/setitem.html#*")
-    return item_id
-
-
 # ------------------------------------------------------------------ tests
 @needs_browser
 @pytest.mark.parametrize(
@@ -161,7 +144,7 @@ def test_map_click_opens_item_with_csv_numbers(site, out, study, kind, readings)
     with browser.chromium() as (page, watch):
         shown = read_map(page, site, study, kind)
         assert check_map(shown, maps, study) >= 10 * 3
-        item_id = click_cell(page, 2, 1)
+        item_id = click_cell(page, "VIEW_SETMAP", 2, 1, "setitem.html")
         assert browser.wait_ready(page) == "1", watch.errors
         assert page.text_content("h2") == f"Item {item_id}"
         n = check_item(page, study, table, maps, item_id)
@@ -188,7 +171,7 @@ def test_checks_fail_on_a_moved_value_and_on_the_wrong_sign(static_site, out):
             check_map(shown, moved, "ab_sycophancy")
         with pytest.raises(AssertionError):  # most-yielding first read as "lowest first": reversed
             check_map(shown, maps.assign(map_value=-maps["map_value"]), "ab_sycophancy")
-        item_id = click_cell(page, 0, 0)
+        item_id = click_cell(page, "VIEW_SETMAP", 0, 0, "setitem.html")
         browser.wait_ready(page)
         check_item(page, "ab_sycophancy", scores, maps, item_id)  # the unaltered CSVs pass
         altered = scores.copy()
