@@ -234,9 +234,8 @@ def render_docs(r: dict) -> str:
     lines = [
         MARK,
         f"Measured by `python -m bench view_pages` (`bench/results/view.json`, {r['machine']['when'][:10]}; a benchmark,",
-        f"never a timed test) on this project's shared 2-core machine (load average {r['machine']['loadavg'][0]:.1f} as it",
-        "ended: other jobs ran beside it, so these are upper bounds). Median (min-max) over",
-        f"{n} fresh servers, each page timed from navigation until it has drawn.",
+        f"never a timed test) on this project's 2-core machine (load average {r['machine']['loadavg'][0]:.1f} as it",
+        f"ended). Median (min-max) over {n} fresh servers, each page timed from navigation until it has drawn.",
         "",
         f"A synthetic sweep of {r['checkpoints']} checkpoints x {r['items']:,} items ({r['trials_per_unit']:,} trials per unit,"
         f" {r['cache_bytes'] / 1e9:.1f} GB of units written by `cache.Store.write`), through `--serve`:",
@@ -253,10 +252,7 @@ def render_docs(r: dict) -> str:
         f"`OUT/.view-index`: its first item page took {first['item_first']['drawn_s']:.1f} s, its map"
         f" {first['map']['drawn_s']:.1f} s.",
         "",
-        f"Against issue 48's targets (first paint <= 5 s, an item page <= 1 s): the overview's first paint"
-        f" ({sv['overview.first_contentful_paint_s']['median']:.1f} s) and drawing"
-        f" ({sv['overview.drawn_s']['median']:.1f} s) meet the first; the item page"
-        f" ({sv['item_next.drawn_s']['median']:.1f} s) does not, on this loaded machine.",
+        "Against issue 48's targets (medians): " + _targets(r) + ".",
     ]
     if "demo_static" in r:
         d = r["demo_static"]
@@ -275,6 +271,24 @@ def render_docs(r: dict) -> str:
             + ".",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _targets(r: dict) -> str:
+    """Each of issue 48's targets, met or missed, with the median it is judged by."""
+    sv = r["served"]
+    rows = [
+        ("first paint of the 741-checkpoint sweep <= 5 s (overview drawn)", sv["overview.drawn_s"]["median"], 5.0),
+        ("an item page <= 1 s (next item drawn)", sv["item_next.drawn_s"]["median"], 1.0),
+    ]
+    if "demo_static" in r:
+        rows.append(
+            (
+                "the demo's page interactive within 2 s (overview drawn)",
+                r["demo_static"]["index.html.drawn_s"]["median"],
+                2.0,
+            )
+        )
+    return "; ".join(f"{what}: {v:.1f} s, {'met' if v <= limit else 'missed'}" for what, v, limit in rows)
 
 
 def write_docs(result: dict, path: Path = DOCS) -> None:
