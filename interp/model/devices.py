@@ -19,11 +19,15 @@ DTYPES: dict[str, torch.dtype] = {
     "mixed-bf16-medium": torch.float32,
 }
 # Offered in --help (issue 50): float32, and the reduced kinds that paid on some workload measured on
-# a named machine kind (BENCHMARKS.md, "Precision kinds"; docs/commands.md, Precision). The others
-# stay accepted, so units computed at them stay valid, and --help gives each one line (HIDDEN; the
-# same words in interp.studies.base.RunConfig.dtype, which may not import torch).
-OFFERED: tuple[str, ...] = ("float32", "float32-medium", "mixed-bf16-medium", "mixed-bf16")
+# a named machine kind (BENCHMARKS.md, "Precision kinds": the moral bank, long chat contexts and cloze
+# on AMD EPYC, 2 threads; docs/commands.md, Precision). A kind pays when float32's time over its own
+# reaches the 1.2x floor precision.csv warns under (analyses.precision.SPEEDUP_FLOOR). The others stay
+# accepted, so units computed at them stay valid, and --help gives each one line (HIDDEN; the same
+# words in interp.studies.base.RunConfig.dtype, which may not import torch).
+OFFERED: tuple[str, ...] = ("float32", "mixed-bf16")
 HIDDEN: dict[str, str] = {
+    "float32-medium": "no faster than float32 on any of the three workloads measured",
+    "mixed-bf16-medium": "under the 1.2x floor on all three workloads measured",
     "bfloat16": "verdicts moved beyond the audit's bounds, no tie guard",
     "float16": "no fast float16 matmul on the project's CPUs; not measured on a GPU",
 }

@@ -136,6 +136,9 @@ def make_mixed(
 # Attention too: torch's CPU SDPA kernel ignores the matmul precision (8x9x256x64, causal: 18.7 vs
 # 19.6 ms), so a model on SDPA gets `_medium_attention`, whose two products are plain matmuls at
 # "medium" (bank workload: float32-medium 1.85x float32, 1.73x with SDPA; BENCHMARKS.md, Precisions).
+# Measured again on 2026-12-05 (three workloads interleaved with float32, BENCHMARKS.md "Precision kinds")
+# it was no faster than float32 anywhere, so --help hides it (interp.model.devices.HIDDEN); it stays
+# accepted and exact.
 MEDIUM = "medium"
 MEDIUM_ATTENTION = "interp_medium"  # the name registered with transformers' attention interfaces
 # the probe's product: rows of 1.001 times ones over K = 576 (a block's width in the bank model);
