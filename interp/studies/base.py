@@ -56,7 +56,8 @@ class RunConfig:
         "float32",
         "float32: the numbers to publish. mixed-bf16 (matmuls in bf16, the rest float32) may be faster on CPUs "
         "with AVX-512 BF16 or AMX, at the cost results/precision.csv measures; what it buys depends on the "
-        "workload (less on long chat contexts): read precision.csv's speedup (docs/commands.md, Precision). "
+        "workload, and on long chat contexts it does not pay (under 1.5x float32, verdicts moved by more than "
+        "0.02): read precision.csv's speedup (docs/commands.md, Precision). "
         "Hidden, still accepted: "
         "float32-medium (no faster than float32 on any of the three workloads measured); "
         "mixed-bf16-medium (under the 1.2x floor on all three workloads measured); "
