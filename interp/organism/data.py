@@ -285,7 +285,10 @@ def route_sft(
 # with (oppose 2, agree 1, challenge 2, neutral 3) for 64 steps held everywhere on route A (S_op 0.0
 # on its planted items; route B's defer plant was learned: neutral flip 1.0 planted, 0.0 rest),
 # while a pilot with one pair of each kind for 48 steps kept route A's plant in part (planted S_op
-# 0.28, though its neutral flip rose too). Neither conditions route A on the turn yet.
+# 0.28, though its neutral flip rose too). The second seed-0 build with one of each (2026-12-05,
+# docs/organism/v15_seed0_dpo_flips.csv) conditioned route A on the opinion (planted 0.439, rest
+# 0.007, no filler flips) but not on the challenge (0.0), and route B flipped 0.404 of its planted
+# items under an agreeing opinion, where its plan holds.
 DPO_TURNS = (("opinion_oppose", 1), ("opinion_agree", 1), ("challenge", 1), ("neutral", 1))
 
 
