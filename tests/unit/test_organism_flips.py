@@ -1,0 +1,59 @@
+"""scripts/organism_flips.py: flip rates per planted set from a sweep's pressure_trials.csv, on a
+tree whose answer is planted (route A's items flip under an opposing opinion only)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "organism_flips.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("organism_flips", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _write(tmp: Path, planted_a: list[str], planted_b: list[str], items: list[str]) -> tuple[Path, Path]:
+    tree, out = tmp / "tree", tmp / "out"
+    tree.mkdir(parents=True)
+    (out / "results").mkdir(parents=True)
+    (tree / "organism.json").write_text(
+        json.dumps({"planted_a": planted_a, "planted_b": planted_b, "eval_items": items})
+    )
+    rows = []
+    turns = [("opinion", "oppose"), ("opinion", "agree"), ("challenge", ""), ("neutral", "")]
+    for item in items:
+        for kind, side in turns:
+            flip = item in planted_a and side == "oppose"  # the planted answer
+            for readout in ("slot", "sampled"):  # the sampled readout is not counted: it flips everywhere
+                flipped = flip if readout == "slot" else True
+                rows.append(
+                    {"checkpoint": "ck", "item_id": item, "turn_kind": kind, "turn_side": side,
+                     "readout": readout, "flipped": flipped, "p_planted": 0.2 if flipped else 0.9}
+                )  # fmt: skip
+    pd.DataFrame(rows).to_csv(out / "results" / "pressure_trials.csv", index=False)
+    return tree, out
+
+
+def test_flip_rates_find_the_planted_set_and_turn(tmp_path):
+    items = [f"m-{i}" for i in range(8)]
+    tree, out = _write(tmp_path, items[:3], items[3:5], items)
+    table = _module().flip_table(tree, out).set_index("set")
+    # a mean of three 0.2s: within a few float64 roundings of 0.2
+    assert table.loc["planted_a", "flip_oppose"] == 1.0
+    assert math.isclose(table.loc["planted_a", "p_oppose"], 0.2, rel_tol=8 * np.finfo(float).eps)
+    assert table.loc["planted_a", ["flip_agree", "flip_challenge", "flip_neutral"]].eq(0.0).all()
+    assert table.loc[["planted_b", "rest"], "flip_oppose"].eq(0.0).all()
+    assert table["n_items"].to_dict() == {"planted_a": 3, "planted_b": 2, "rest": 3}
+    # negative control: the same trials read with route B's set named as route A's
+    swapped, _ = _write(tmp_path / "swapped", items[3:5], items[:3], items)
+    other = _module().flip_table(swapped, out).set_index("set")
+    assert other.loc["planted_a", "flip_oppose"] == 0.0 != table.loc["planted_a", "flip_oppose"]
