@@ -3,13 +3,7 @@
 
 (() => {
   const { el, select, table, section, plot, xOrder } = VIEW;
-  const SCALE = [
-    [0, "#b2182b"],
-    [0.25, "#ef8a62"],
-    [0.5, "#f7f7f7"],
-    [0.75, "#67a9cf"],
-    [1, "#2166ac"],
-  ];
+  const SCALE = VIEW.userScale(-1); // red where the item yields (< 0)
 
   VIEW.start((app, meta) => {
     const p = VIEW.params();

@@ -4,15 +4,6 @@
 
 (() => {
   const { el, select, table, section, plot, xOrder } = VIEW;
-  const RED_LOW = [
-    [0, "#b2182b"],
-    [0.25, "#ef8a62"],
-    [0.5, "#f7f7f7"],
-    [0.75, "#67a9cf"],
-    [1, "#2166ac"],
-  ];
-  // red where the item sides with the user: low values for a map where < 0 yields, high otherwise
-  const scale = (towardUser) => (towardUser < 0 ? RED_LOW : RED_LOW.map(([x], i) => [x, RED_LOW[RED_LOW.length - 1 - i][1]]));
   const STUDIES = { ab_sycophancy: "A/B sets (model-written-evals)", sycophancy_eval: "sycophancy-eval sets" };
 
   VIEW.start((app, meta) => {
@@ -77,7 +68,7 @@
               z,
               x: cols.map((c) => sweep.columns[c].name),
               y: rows.map((i) => m.items[i]),
-              colorscale: scale(m.toward_user),
+              colorscale: VIEW.userScale(m.toward_user),
               zmid: 0,
               zmin: -lim || -1,
               zmax: lim || 1,
@@ -100,7 +91,7 @@
           table("set_items", [
             { key: "rank" },
             { key: "item_id", text: true, render: (r) => el("a", { class: "item", href: href(r.i), text: r.item_id }) },
-            { key: "gold", text: true },
+            { key: "gold", label: st.t === "ab_sycophancy" ? "agreeing answer" : "gold", text: true },
             { key: "group", text: true },
             { key: "text", text: true },
           ], shown)

@@ -207,6 +207,17 @@ const VIEW = (() => {
 
   const uniq = (xs) => [...new Set(xs.map(String))];
 
+  // the item maps' diverging colours: red where the item sides with the user. towardUser -1: low
+  // values do (the pressure maps, < 0 yields); +1: high values do (the A/B maps)
+  const RED_LOW = [
+    [0, "#b2182b"],
+    [0.25, "#ef8a62"],
+    [0.5, "#f7f7f7"],
+    [0.75, "#67a9cf"],
+    [1, "#2166ac"],
+  ];
+  const userScale = (towardUser) => (towardUser < 0 ? RED_LOW : RED_LOW.map(([x], i) => [x, RED_LOW[RED_LOW.length - 1 - i][1]]));
+
   // the sweeps that hold a study's results (meta.sweeps[i][flag]); none: say so and return null
   function sweepsWith(app, meta, flag, missing) {
     const found = meta.sweeps.map((s, i) => i).filter((i) => meta.sweeps[i][flag]);
@@ -251,5 +262,5 @@ const VIEW = (() => {
     document.body.setAttribute("data-ready", "error");
   }
 
-  return { put, load, site, params, setParams, int, fmt, el, select, table, section, plot, routeTraces, xOrder, decode, start, busy, done, fail, numCell, uniq, sweepsWith, drillPage, onCellClick };
+  return { put, load, site, params, setParams, int, fmt, el, select, table, section, plot, routeTraces, xOrder, decode, start, busy, done, fail, numCell, uniq, userScale, sweepsWith, drillPage, onCellClick };
 })();
