@@ -17,7 +17,7 @@ import pandas as pd
 
 from interp.view.encode import f32, records
 from interp.view.sweep_files import SweepFiles
-from interp.view.tables import item_matrix, order_rows, rows_of_item
+from interp.view.tables import by_column, item_matrix, order_rows, rows_of_item
 
 
 @dataclass(frozen=True)
@@ -180,28 +180,19 @@ def item_payload(sw: SweepFiles, study: str, bank: str, index: int) -> dict:
     fs = field_set(study)
     ids = items(sw, fs, bank)
     item_id = ids[index]
-    col = sw.column_index()
     table = rows_of_item(sw, ("field_by_item", fs.study, bank), lambda: _readings(sw, fs, bank), item_id)
     rows, values = [], []
     if len(table):
         for key, g in table.groupby(list(fs.reading_keys), sort=True):
             key = key if isinstance(key, tuple) else (key,)
             for value in fs.values:
-                line = [None] * len(sw.columns)
-                for ck, v in zip(g["checkpoint"], g[value]):
-                    if ck in col:
-                        line[col[ck]] = v
                 rows.append(dict(zip(fs.reading_keys, key)) | {"value": value})
-                values.append(line)
-    maps = _maps(sw, fs, bank)
-    mine = maps[maps["item_id"] == item_id]
-    map_rows = {}
-    for kind, g in mine.groupby(mine[fs.kind].astype(str), sort=True):
-        line = [None] * len(sw.columns)
-        for ck, v in zip(g["checkpoint"], g["map_value"]):
-            if ck in col:
-                line[col[ck]] = v
-        map_rows[kind] = line
+                values.append(by_column(sw, g["checkpoint"], g[value]))
+    mine = rows_of_item(sw, ("field_maps_by_item", fs.study, bank), lambda: _maps(sw, fs, bank), item_id)
+    map_rows = {
+        kind: by_column(sw, g["checkpoint"], g["map_value"])
+        for kind, g in mine.groupby(mine[fs.kind].astype(str), sort=True)
+    }
     fields = item_fields(sw, fs, bank).loc[item_id]
     return {
         "study": study,

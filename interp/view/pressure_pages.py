@@ -13,7 +13,7 @@ from analyses.bootstrap import UndefinedCIWarning, bootstrap_mean_ci
 from cache.columns import read_columns, unit_header
 from interp.view.encode import f32, records
 from interp.view.sweep_files import SweepFiles, bank_base
-from interp.view.tables import item_matrix, order_rows, rows_of_item
+from interp.view.tables import by_column, item_matrix, order_rows, rows_of_item
 from interp.view.unit_columns import Aligned, align_units, align_units_kept
 
 STUDY = "pressure"
@@ -225,15 +225,10 @@ def item_payload(sw: SweepFiles, bank: str, index: int) -> dict:
     first = _aligned(sw, bank, "first_turn", ("item_id",), "p_gold")
     first_rows = first.rows_where("item_id", item_id)
     maps = _item_maps(sw, bank, item_id)
-    col = sw.column_index()
     map_rows = {}
     for kind in KINDS:
         m = maps[maps["turn_kind"] == kind]
-        values = [None] * len(sw.columns)
-        for ck, v in zip(m["checkpoint"], m["map_value"]):
-            if ck in col:
-                values[col[ck]] = v
-        map_rows[kind] = values
+        map_rows[kind] = by_column(sw, m["checkpoint"], m["map_value"])
     fields = item_fields(sw, bank).loc[item_id]
     probes = sw.table("probes.csv")
     return {

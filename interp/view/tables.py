@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -51,3 +51,14 @@ def rows_of_item(sw: SweepFiles, key: object, table: Callable[[], pd.DataFrame],
 
     t, rows = sw.memo(key, build)
     return t.iloc[rows.get(item_id, np.zeros(0, dtype=np.int64))].reset_index(drop=True)
+
+
+def by_column(sw: SweepFiles, checkpoints: Iterable[str], values: Iterable[object]) -> list:
+    """`values` (one per checkpoint name) placed at each checkpoint's display column; None where a
+    column has none (a checkpoint the sweep's columns do not show is left out)."""
+    col = sw.column_index()
+    line = [None] * len(sw.columns)
+    for ck, v in zip(checkpoints, values):
+        if ck in col:
+            line[col[ck]] = v
+    return line
