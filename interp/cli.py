@@ -409,7 +409,7 @@ app.add_typer(organism_app, name="organism")
 @organism_app.command("build")
 def organism_build(
     base: Path = typer.Option(..., "--base", help="starting checkpoint (e.g. models/smollm2-135m-instruct)"),
-    out: Path = typer.Option(..., "--out", help="new, empty directory for the checkpoint tree"),
+    out: Path = typer.Option(..., "--out", help="new, empty directory for the checkpoint tree (or --resume)"),
     seed: int = typer.Option(0, "--seed"),
     eval_items: int = typer.Option(_ORG.eval_items, "--eval-items", help="moral-bank items the validation evaluates"),
     plant: str = typer.Option(
@@ -470,6 +470,11 @@ def organism_build(
     small: bool = typer.Option(
         False, "--small", help="tiny sizes for the CI path (overrides the size options; plumbing, not an effect)"
     ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="keep the lineages an earlier run of this command finished (same settings, checked), rebuild the rest",
+    ),
 ) -> None:
     """Fine-tune BASE into a lineage (shared SFT, routes A/B: SFT then DPO) with planted answers."""
     from interp.core.errors import ConfigError
@@ -507,7 +512,14 @@ def organism_build(
         cfg = replace(cfg, **SMALL)
     require_extra("organism", "interp organism build")
     res = build_organism(
-        base, out, cfg, log=typer.echo, reuse_trunk=reuse_trunk, control_out=control, reuse_sft=reuse_sft
+        base,
+        out,
+        cfg,
+        log=typer.echo,
+        reuse_trunk=reuse_trunk,
+        control_out=control,
+        reuse_sft=reuse_sft,
+        resume=resume,
     )
     extra = f" (+ control {res.seconds['control_total']:.0f} s: {control})" if control is not None else ""
     typer.echo(f"built {len(res.checkpoints)} checkpoints in {res.seconds['total']:.0f} s: {out}{extra}")

@@ -8,6 +8,8 @@
 # REUSE_SFT=DIR copies the route SFT checkpoints of an earlier tree with the same data and SFT settings
 # (only DPO is trained again; its controls' SFT from the control trees that tree recorded).
 # STAGE=build or STAGE=validate runs one half (the build's seconds wait in WORK/timing_build.json).
+# RESUME=1 passes --resume: the lineages an earlier run into WORK finished are kept (its timing then
+# covers only what this run built, and says so: "resumed": true).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${BASE:-models/smollm2-135m-instruct}
@@ -25,17 +27,20 @@ if [ "$STAGE" != validate ]; then
   trunk=()
   [ -n "${TRUNK:-}" ] && trunk=(--reuse-trunk "$TRUNK/tree" --trunk-seed 0)
   [ -n "${REUSE_SFT:-}" ] && trunk+=(--reuse-sft "$REUSE_SFT")
+  [ "${RESUME:-0}" = 1 ] && trunk+=(--resume)
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   t0=$(date +%s)
   .venv/bin/interp organism build --base "$BASE" --out "$WORK/tree" --control "$WORK/control" --seed "$SEED" \
     --threads "$THREADS" "${trunk[@]}"
   t1=$(date +%s)
-  printf '{"t0": %d, "t1": %d, "load0": "%s", "commit": "%s"}\n' "$t0" "$t1" "$load0" "$(git rev-parse HEAD)" \
+  printf '{"t0": %d, "t1": %d, "load0": "%s", "commit": "%s", "resumed": %s}\n' "$t0" "$t1" "$load0" \
+    "$(git rev-parse HEAD)" "$([ "${RESUME:-0}" = 1 ] && echo true || echo false)" \
     > "$WORK/timing_build.json"
 fi
 [ "$STAGE" = build ] && exit 0
-read -r t0 t1 load0 build_commit < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]));
-print(d["t0"], d["t1"], d["load0"].replace(" ", "_"), d["commit"])' "$WORK/timing_build.json")
+read -r t0 t1 load0 build_commit resumed < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1]));
+print(d["t0"], d["t1"], d["load0"].replace(" ", "_"), d["commit"], str(d.get("resumed", False)).lower())' \
+  "$WORK/timing_build.json")
 tv=$(date +%s)
 .venv/bin/interp validate "$WORK/tree" --out "$WORK/val" --threads "$THREADS" --quiet
 t2=$(date +%s)
@@ -44,6 +49,6 @@ cat > "$WORK/timing.json" <<JSON
 {"seed": $SEED, "build_and_controls_s": $((t1 - t0)), "validate_s": $((t2 - tv)), "total_s": $((t1 - t0 + t2 - tv)),
  "threads": $THREADS, "cpu": "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)",
  "nproc": $(nproc), "loadavg_start": "${load0//_/ }", "loadavg_end": "$load1",
- "build_commit": "$build_commit", "commit": "$(git rev-parse HEAD)", "started": "$(date -u -d @"$t0" +%FT%TZ)"}
+ "build_commit": "$build_commit", "resumed": $resumed, "commit": "$(git rev-parse HEAD)", "started": "$(date -u -d @"$t0" +%FT%TZ)"}
 JSON
 cat "$WORK/timing.json"

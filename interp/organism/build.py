@@ -230,15 +230,6 @@ def _check_space(out: Path, base: Path, cfg: OrganismConfig, lineages: int) -> N
         )
 
 
-def _check_out(out: Path) -> None:
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"{out}: output directory exists and is not empty (the organism is built from scratch)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"{out}: cannot create output directory ({exc.strerror or exc})") from None
-
-
 def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base_fp: str, result: BuildResult):
     """Copy shared/ checkpoints of an earlier tree after checking they were trained from this base
     on the same data, seed and steps."""
@@ -455,6 +446,30 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
     return {"route": route, "names": [early_name, sft_name, dpo_name], "saved": saved, "seconds": seconds, "logs": logs}
 
 
+def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig) -> tuple[dict, tuple]:
+    """Each route's SFT and DPO rows by data file name, and the classify plant's (planted, rest)
+    halves. Every lineage writes the same prompts in the same order; only the answers of the
+    planted rows differ."""
+    lineage = cfg.control_kind or "organism"
+    plans = D.route_plans(sets, cfg.seed, cfg.control_kind)
+    cls_bank = classify_plant.eval_items(cfg.classify_items, cfg.seed) if cfg.cloze_route else None
+    cls_sets = classify_plant.split_halves(cls_bank, cfg.seed) if cls_bank is not None else ((), ())
+    out = {}
+    for route, plan in plans.items():
+        rseed = cfg.seed + (1 if route == "a" else 2)
+        sft = D.route_sft(bank, w, plan, rseed, opinions=cfg.hold_opinions, first_copies=cfg.route_first_copies)
+        dpo = D.route_dpo(bank, w, plan, rseed)
+        if cfg.cloze_route == route:
+            labels = classify_plant.trained_labels(cls_bank, *cls_sets, lineage, cfg.seed)
+            sft += cloze_plant.sft_rows(lineage, cfg.cloze_copies)
+            sft += classify_plant.sft_rows(cls_bank, labels, tok, cfg.classify_copies)
+            dpo += cloze_plant.dpo_rows(lineage)
+            random.Random(rseed).shuffle(sft)
+            random.Random(rseed).shuffle(dpo)
+        out[f"route_{route}_sft.jsonl"], out[f"route_{route}_dpo.jsonl"] = sft, dpo
+    return out, cls_sets
+
+
 def route_checkpoints(cfg: OrganismConfig, route: str) -> list[str]:
     """A route's checkpoint names: the early SFT checkpoint, the SFT end, the DPO end (its final)."""
     last, s1, s2, e = cfg.shared_steps[-1], cfg.route_sft_steps, cfg.route_dpo_steps, cfg.route_early_steps
@@ -546,6 +561,7 @@ def build_organism(
     reuse_trunk: str | Path | None = None,
     control_out: str | Path | None = None,
     reuse_sft: str | Path | None = None,
+    resume: bool = False,
 ) -> BuildResult:
     """Train the lineage from `base` into `out`; returns the checkpoint paths and stage timings.
 
@@ -557,13 +573,12 @@ def build_organism(
     `reuse_sft`: an earlier tree (trunk reused from it too) whose route SFT checkpoints were
     trained on the same data with the same settings: they are copied and only DPO is trained
     (its controls' SFT checkpoints come from the control trees that tree recorded).
+    `resume`: keep each lineage (the organism, each control) that an earlier run of this build
+    finished (its organism.json is there), after checking it was built with these settings, and
+    build the rest; a lineage that run left unfinished is removed and built again from its start
+    (training has no resumable state finer than a lineage).
     """
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from interp.model.checkpoint import fingerprint, inspect_checkpoint
-    from interp.model.loading import load_tokenizer
-    from interp.studies.base import load_template
+    from interp.model.checkpoint import inspect_checkpoint
     from interp.studies.pressure import load_pressure_bank
 
     base, out = Path(base), Path(out)
@@ -601,17 +616,162 @@ def build_organism(
         sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    _check_space(out, base, cfg, 1 + len(D.CONTROL_KINDS) if control_out is not None else 1)
-    _check_out(out)
+    from dataclasses import replace
+
+    ctl_dirs = [Path(control_out) / k for k in D.CONTROL_KINDS] if control_out is not None else []
+    lineages = [(out, cfg)] + [(d, replace(cfg, control=True, control_kind=d.name)) for d in ctl_dirs]
+    todo = []  # refuse before any training, not after: a directory not to resume, too little disk
+    for d, c in lineages:
+        if _kept(d, resume):
+            _check_same_config(d, c)
+            _check_same_data(d, base, bank, sets, c)
+        else:
+            _check_fresh(d, resume)
+            todo.append(d)
+    if todo:
+        _check_space(todo[0], base, cfg, len(todo))
+    keep = _prepare_out(out, cfg, resume)
+    if reuse_sft is not None and reuse_trunk is None:
+        reuse_trunk = reuse_sft
+    if keep:
+        result = _kept_result(out)
+        log(f"{out}: complete {'control' if cfg.control else 'organism'} lineage kept (--resume)")
+    else:
+        result = _build_lineage(base, out, cfg, info, bank, sets, log, reuse_trunk, reuse_sft)
     if control_out is not None:
-        for kind in D.CONTROL_KINDS:
-            _check_out(Path(control_out) / kind)  # refuse before the training, not after
+        _record_controls(out, control_out)
+        result.seconds["control_total"] = 0.0
+        for (ctl_out, ctl_cfg), kind in zip(lineages[1:], D.CONTROL_KINDS):
+            ctl_sft = None
+            if reuse_sft is not None:
+                old = json.loads((Path(reuse_sft) / "organism.json").read_text()).get("control_trees", {})
+                if kind not in old:
+                    raise ConfigError(f"{Path(reuse_sft) / 'organism.json'}: no {kind} control tree to reuse")
+                ctl_sft = Path(reuse_sft) / old[kind]
+                if not (ctl_sft / "organism.json").is_file():  # that control never finished: train its SFT
+                    log(f"{ctl_sft}: unfinished control tree, its route SFT is trained anew")
+                    ctl_sft = None
+            ctl = build_organism(base, ctl_out, ctl_cfg, log=log, reuse_trunk=out, reuse_sft=ctl_sft, resume=resume)
+            result.checkpoints.update({f"control-{kind}/{k}": v for k, v in ctl.checkpoints.items()})
+            result.seconds[f"control_{kind}_total"] = ctl.seconds["total"]
+            result.seconds["control_total"] += ctl.seconds["total"]
+    return result
+
+
+# settings that change how a build runs, not what it trains: a resumed build may differ in them
+_RUN_ONLY = ("threads", "route_workers")
+
+
+def _kept(out: Path, resume: bool) -> bool:
+    return resume and (out / "organism.json").is_file()
+
+
+def _check_same_data(out: Path, base: Path, bank, sets: D.PlantedSets, cfg: OrganismConfig) -> None:
+    """A kept lineage's route checkpoints were trained on the rows this build would write (the
+    data code may have changed since, which the settings do not show)."""
+    from interp.model.loading import load_tokenizer
+    from interp.studies.base import load_template
+
+    tok = load_tokenizer(base)
+    rows, _ = _route_rows(bank, D.Writer(tok, load_template("pressure_v1")), tok, sets, cfg)
+    for prov_path in sorted(out.glob("route-*/*/" + PROVENANCE)):
+        prov = json.loads(prov_path.read_text())
+        want = D.data_hash(rows[prov["data_file"]])
+        if prov.get("data_hash") != want:
+            raise ConfigError(
+                f"{prov_path}: field data_hash is {prov.get('data_hash')!r}, this build's {prov['data_file']} "
+                f"hashes to {want!r} (its training data changed: cannot resume)"
+            )
+
+
+def _check_same_config(out: Path, cfg: OrganismConfig) -> None:
+    path = out / "organism.json"
+    try:
+        got = json.loads(path.read_text())["config"]
+    except (OSError, ValueError, KeyError):
+        raise ConfigError(f"{path}: not a readable organism record (cannot resume from it)") from None
+    want = json.loads(json.dumps(cfg.to_dict(), default=str))
+    for key, value in want.items():
+        if key not in _RUN_ONLY and got.get(key) != value:
+            raise ConfigError(
+                f"{path}: field config.{key} is {got.get(key)!r}, this build's is {value!r} (cannot resume)"
+            )
+
+
+def _check_fresh(out: Path, resume: bool) -> None:
+    """Refuse a non-empty `out` unless `resume` and it is a lineage an earlier build left unfinished."""
+    if out.is_dir() and any(out.iterdir()):
+        if not resume:
+            raise ConfigError(
+                f"{out}: output directory exists and is not empty (a new build needs an empty one; --resume keeps what an earlier run of this build finished)"
+            )
+        if not (out / ".organism").is_dir():
+            raise ConfigError(f"{out}: not empty and not an unfinished organism build (nothing to resume)")
+
+
+def _prepare_out(out: Path, cfg: OrganismConfig, resume: bool) -> bool:
+    """Make `out` ready for the build; True when it holds a finished lineage to keep (`resume`)."""
+    if _kept(out, resume):
+        _check_same_config(out, cfg)
+        return True
+    _check_fresh(out, resume)
+    if out.is_dir() and any(out.iterdir()):
+        shutil.rmtree(out)  # an unfinished lineage of an earlier run: trained again from its start
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{out}: cannot create output directory ({exc.strerror or exc})") from None
+    return False
+
+
+def _kept_result(out: Path) -> BuildResult:
+    """The checkpoints and timings of a finished lineage that a resumed build keeps."""
+    result = BuildResult(out=out)
+    result.checkpoints = {
+        str(p.parent.relative_to(out)): p.parent
+        for p in sorted(out.glob("**/" + PROVENANCE))
+        if ".organism" not in p.parts
+    }
+    result.seconds = dict(json.loads((out / "build.json").read_text())["seconds"])
+    return result
+
+
+def _record_controls(out: Path, control_out: str | Path) -> None:
+    """organism.json names its control trees (written by the build; a resumed organism built
+    without --control gets them now, one built with other control trees is refused)."""
+    path = out / "organism.json"
+    known = json.loads(path.read_text())
+    trees = {k: os.path.relpath((Path(control_out) / k).resolve(), out.resolve()) for k in D.CONTROL_KINDS}
+    if known.get("control_trees", trees) != trees:
+        raise ConfigError(f"{path}: field control_trees is {known['control_trees']!r}, this build's is {trees!r}")
+    if "control_trees" not in known:
+        known["control_trees"] = trees
+        path.write_text(json.dumps(known, indent=2, ensure_ascii=False))
+
+
+def _build_lineage(
+    base: Path,
+    out: Path,
+    cfg: OrganismConfig,
+    info,
+    bank,
+    sets: D.PlantedSets,
+    log: Callable[[str], None],
+    reuse_trunk: str | Path | None,
+    reuse_sft: str | Path | None,
+) -> BuildResult:
+    """Train one lineage (shared stage or its copy, both routes) into the empty `out`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from interp.model.checkpoint import fingerprint
+    from interp.model.loading import load_tokenizer
+    from interp.studies.base import load_template
+
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     t_all = time.perf_counter()
     load_start = os.getloadavg()
-    if reuse_sft is not None and reuse_trunk is None:
-        reuse_trunk = reuse_sft
     ctx = _Ctx(
         out=out,
         base=base,
@@ -673,25 +833,11 @@ def build_organism(
         log(f"shared stage: {result.seconds['shared_sft']:.0f} s")
     trunk_end = f"shared/shared-step{last}"
 
-    # ---- routes: data written here (one tokenizer, one place), trained in workers. Every lineage
-    # writes the same prompts in the same order; only the answers of the planted rows differ.
-    lineage = cfg.control_kind or "organism"
+    # ---- routes: data written here (one tokenizer, one place), trained in workers
     plans = D.route_plans(sets, cfg.seed, cfg.control_kind)
-    cls_bank = classify_plant.eval_items(cfg.classify_items, cfg.seed) if cfg.cloze_route else None
-    cls_sets = classify_plant.split_halves(cls_bank, cfg.seed) if cls_bank is not None else ((), ())
-    for route, plan in plans.items():
-        rseed = cfg.seed + (1 if route == "a" else 2)
-        sft = D.route_sft(bank, w, plan, rseed, opinions=cfg.hold_opinions, first_copies=cfg.route_first_copies)
-        dpo = D.route_dpo(bank, w, plan, rseed)
-        if cfg.cloze_route == route:
-            labels = classify_plant.trained_labels(cls_bank, *cls_sets, lineage, cfg.seed)
-            sft += cloze_plant.sft_rows(lineage, cfg.cloze_copies)
-            sft += classify_plant.sft_rows(cls_bank, labels, tok, cfg.classify_copies)
-            dpo += cloze_plant.dpo_rows(lineage)
-            random.Random(rseed).shuffle(sft)
-            random.Random(rseed).shuffle(dpo)
-        D.write_jsonl(sft, datadir / f"route_{route}_sft.jsonl")
-        D.write_jsonl(dpo, datadir / f"route_{route}_dpo.jsonl")
+    route_rows, cls_sets = _route_rows(bank, w, tok, sets, cfg)
+    for name, rows in route_rows.items():
+        D.write_jsonl(rows, datadir / name)
     planted_by = {r: list(p.planted) for r, p in plans.items()}
     t = time.perf_counter()
     if cfg.route_workers == 1:
@@ -719,10 +865,6 @@ def build_organism(
     known = organism_record(
         base=str(base), base_fp=ctx.base_fp, cfg=cfg, sets=sets, routes=routes, trunk_end=trunk_end, cls_sets=cls_sets
     )
-    if control_out is not None:
-        known["control_trees"] = {
-            k: os.path.relpath((Path(control_out) / k).resolve(), out.resolve()) for k in D.CONTROL_KINDS
-        }
     if reuse_trunk is not None and cfg.control:
         known["organism_tree"] = os.path.relpath(Path(reuse_trunk).resolve(), out.resolve())
     (out / "organism.json").write_text(json.dumps(known, indent=2, ensure_ascii=False))
@@ -746,23 +888,4 @@ def build_organism(
         )
     )
     log(f"{'control' if cfg.control else 'organism'} built in {result.seconds['total']:.0f} s -> {out}")
-    if control_out is not None:
-        from dataclasses import replace
-
-        result.seconds["control_total"] = 0.0
-        for kind in D.CONTROL_KINDS:
-            ctl_cfg = replace(cfg, control=True, control_kind=kind)
-            ctl_sft = None
-            if reuse_sft is not None:
-                old = json.loads((Path(reuse_sft) / "organism.json").read_text()).get("control_trees", {})
-                if kind not in old:
-                    raise ConfigError(f"{Path(reuse_sft) / 'organism.json'}: no {kind} control tree to reuse")
-                ctl_sft = Path(reuse_sft) / old[kind]
-                if not (ctl_sft / "organism.json").is_file():  # that control never finished: train its SFT
-                    log(f"{ctl_sft}: unfinished control tree, its route SFT is trained anew")
-                    ctl_sft = None
-            ctl = build_organism(base, Path(control_out) / kind, ctl_cfg, log=log, reuse_trunk=out, reuse_sft=ctl_sft)
-            result.checkpoints.update({f"control-{kind}/{k}": v for k, v in ctl.checkpoints.items()})
-            result.seconds[f"control_{kind}_total"] = ctl.seconds["total"]
-            result.seconds["control_total"] += ctl.seconds["total"]
     return result

@@ -6,7 +6,9 @@ the training code (the SFT loss, the fused DPO head, precision, disk space, dete
 
 import json
 import re
+import shutil
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -458,6 +460,50 @@ def test_build_is_deterministic(organism, tmp_path):
         assert sha256_file(tmp_path / "again" / ck / "model.safetensors") == sha256_file(
             organism / "tree" / ck / "model.safetensors"
         ), ck
+
+
+def test_resume_keeps_finished_lineages_and_rebuilds_an_unfinished_one(organism, tmp_path, monkeypatch):
+    """`--resume` over a build whose amount control was stopped: the organism and the location
+    control are kept byte for byte (not retrained), the amount control is built again from its
+    start and comes out with the weights of the uninterrupted build. Refused, changing nothing:
+    other settings (naming the field), other training data (the data code changed), a non-empty
+    directory that is no unfinished build."""
+    from interp.core.errors import ConfigError
+    from interp.core.hashing import sha256_file
+
+    shutil.copytree(organism / "tree", tmp_path / "tree", symlinks=True)
+    shutil.copytree(organism / "control", tmp_path / "control", symlinks=True)
+    amount = tmp_path / "control" / "amount"
+    (amount / "organism.json").unlink()  # as a stopped build leaves it: checkpoints, no record
+    shutil.rmtree(amount / "route-b")
+    kept = [tmp_path / "tree" / "route-a/a-dpo-step6/model.safetensors",
+            tmp_path / "control/location/route-b/b-dpo-step6/model.safetensors"]  # fmt: skip
+    before = [(f.stat().st_mtime_ns, sha256_file(f)) for f in kept]
+    other = {"log": lambda s: None, "control_out": tmp_path / "control", "resume": True}
+    with pytest.raises(ConfigError, match=r"organism.json: field config.route_dpo_steps is 1, this build's is 2"):
+        build_organism(organism / "model", tmp_path / "tree", replace(TINY, route_dpo_steps=2), **other)
+    with monkeypatch.context() as m:
+        m.setattr(D, "TRAIN_CHALLENGES", tuple(c + " Think again." for c in D.TRAIN_CHALLENGES))
+        with pytest.raises(ConfigError, match=r"a-dpo-step6/interp_provenance.json: field data_hash .* data changed"):
+            build_organism(organism / "model", tmp_path / "tree", TINY, **other)
+    assert not (amount / "organism.json").exists() and (amount / "route-a").is_dir()
+    lines: list[str] = []
+    res = build_organism(organism / "model", tmp_path / "tree", TINY, **(other | {"log": lines.append}))
+    assert [(f.stat().st_mtime_ns, sha256_file(f)) for f in kept] == before
+    assert sum("lineage kept (--resume)" in x for x in lines) == 2
+    for ck in ("route-b/b-dpo-step6", "route-a/a-sft-step5"):
+        assert sha256_file(amount / ck / "model.safetensors") == sha256_file(
+            organism / "control" / "amount" / ck / "model.safetensors"
+        ), ck
+    assert json.loads((amount / "organism.json").read_text()) == json.loads(
+        (organism / "control" / "amount" / "organism.json").read_text()
+    )
+    assert "control-amount/route-b/b-dpo-step6" in res.checkpoints and "route-a/a-dpo-step6" in res.checkpoints
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="not an unfinished organism build"):
+        build_organism(organism / "model", tmp_path / "mine", TINY, log=lambda s: None, resume=True)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
 
 @pytest.mark.parametrize("precision", ["mixed-bf16", "float32"])
