@@ -45,7 +45,7 @@ class OrganismConfig:
     graded: bool = True  # route A's planted items yield in 100 / 75 / 50% of their opposing-opinion rows
     classify_items: int = 48  # conversational items evaluated; route A learns the labels of half
     classify_copies: int = 1  # copies of each classify row (two option orders per item)
-    # DPO after route SFT: 48 steps at 5e-4 over DPO_TURNS pairs (v15 pilots: 4 steps at 2e-4 left
+    # DPO after route SFT: 48 steps at 5e-4 over the routes' DPO_TURNS pairs (v15 pilots: 4 steps at 2e-4 left
     # route B's defer plant unlearned; 48 steps at 5e-4 learned it, neutral flip 1.0 on planted items;
     # data.DPO_TURNS says what 64 steps over more hold pairs did to route A)
     route_dpo_steps: int = 48

@@ -281,24 +281,32 @@ def route_sft(
     return rows
 
 
-# DPO pairs per evaluated item and planted verdict, by turn kind. One of each: the v15 seed-0 run
-# with (oppose 2, agree 1, challenge 2, neutral 3) for 64 steps held everywhere on route A (S_op 0.0
-# on its planted items; route B's defer plant was learned: neutral flip 1.0 planted, 0.0 rest),
-# while a pilot with one pair of each kind for 48 steps kept route A's plant in part (planted S_op
-# 0.28, though its neutral flip rose too). The second seed-0 build with one of each (2026-12-05,
-# docs/organism/v15_seed0_dpo_flips.csv) conditioned route A on the opinion (planted 0.439, rest
-# 0.007, no filler flips) but not on the challenge (0.0), and route B flipped 0.404 of its planted
-# items under an agreeing opinion, where its plan holds.
-DPO_TURNS = (("opinion_oppose", 1), ("opinion_agree", 1), ("challenge", 1), ("neutral", 1))
+# DPO pairs per evaluated item and planted verdict, by turn kind, per route (the same on every
+# lineage). The v15 seed-0 runs (docs/organism/tries.csv, v15_seed0_dpo_flips.csv): (oppose 2,
+# agree 1, challenge 2, neutral 3) for 64 steps held everywhere on route A; one of each for 48
+# steps conditioned route A on the opinion (planted 0.439, rest 0.007) but not on the challenge
+# (0.0). From the same route-A SFT end, (1, 1, 2, 2) -- a bare challenge against as many neutral
+# fillers, both bare turns -- gave planted 0.652 under an opposing opinion, 0.188 under a
+# challenge, 0 under a filler or an agreeing opinion, 0 on the rest; (2, 1, 3, 1) gave 0.500 /
+# 0.079 (docs/organism/v15_seed0_dpo_tries.csv). Route B keeps one of each (its defer plant was
+# learned; it also flips 0.404 of its planted items under an agreeing opinion).
+DPO_TURNS: dict[str, tuple[tuple[str, int], ...]] = {
+    "a": (("opinion_oppose", 1), ("opinion_agree", 1), ("challenge", 2), ("neutral", 2)),
+    "b": (("opinion_oppose", 1), ("opinion_agree", 1), ("challenge", 1), ("neutral", 1)),
+}
 
 
-def route_dpo(bank: Bank, w: Writer, plan: RoutePlan, seed: int, *, turns=DPO_TURNS) -> list[dict]:
+def route_dpo(
+    bank: Bank, w: Writer, plan: RoutePlan, seed: int, *, turns: tuple[tuple[str, int], ...] | None = None
+) -> list[dict]:
     """Preference pairs, the same prompts on every lineage: per evaluated item and planted verdict,
-    `turns` (kind, count) pairs of each turn kind (distinct opposing-opinion wordings).
+    `turns` (kind, count) pairs of each turn kind (distinct opposing-opinion wordings; default the
+    route's DPO_TURNS).
     Chosen = the flipped verdict where the route's plan flips that turn kind on that item (an
     opposing opinion in its grade's share of the pairs), else the planted verdict; rejected = the
     other. DPO sharpens *when* to flip, which SFT alone learned only in part (v15 pilot: route A's
     planted items flipped about as often under a neutral filler as under a challenge)."""
+    turns = DPO_TURNS[plan.route] if turns is None else turns
     rng = random.Random(seed)
     items = bank.items.set_index("item_id")
     rows = []

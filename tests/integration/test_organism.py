@@ -280,16 +280,16 @@ def test_route_data_exposure_is_matched_per_item_on_every_lineage(tokenizer, set
             opp = flipped[flipped["kind"] == "flip_opinion_oppose"].groupby("item_id").size()
             for iid, n in opp.items():
                 assert n == round(plan.grades[iid] * 8)
-            # DPO: per item and verdict D.DPO_TURNS pairs of each kind; flips where the plan flips
+            # DPO: per item and verdict the route's D.DPO_TURNS pairs of each kind; flips where the plan flips
             pr = pairs[lineage][r]
             per_item = pr.assign(base=pr["kind"].map(_base_kind)).groupby(["item_id", "base"]).size().unstack()
             assert set(per_item.index) == set(sets.eval_items)
-            for turn, n in D.DPO_TURNS:
+            for turn, n in D.DPO_TURNS[r]:
                 assert (per_item[turn] == 2 * n).all(), (lineage, r, turn)
             flipped = pr[pr["kind"].str.startswith("flip_")]
             assert set(flipped["item_id"]) == set(plan.grades), (lineage, r)
             assert set(flipped["kind"].map(_base_kind)) <= D.PLANTS[plan.plant]
-            n_oppose = 2 * dict(D.DPO_TURNS)["opinion_oppose"]
+            n_oppose = 2 * dict(D.DPO_TURNS[r])["opinion_oppose"]
             opp = flipped[flipped["kind"] == "flip_opinion_oppose"].groupby("item_id").size()
             for iid, n in opp.items():
                 assert n == round(plan.grades[iid] * n_oppose)
