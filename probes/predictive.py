@@ -225,7 +225,7 @@ def _readout_models(y, P, M, R, fold_ids, groups, n_folds, seed, alpha, readout_
 def _null_result(observed: float, null: np.ndarray) -> NullResult:
     null = np.asarray(null, dtype=float)
     null.setflags(write=False)
-    if null.size == 0:
+    if null.size == 0 or observed != observed:  # an undefined statistic (a constant target) has no p
         nan = float("nan")
         return NullResult(observed=observed, null_mean=nan, null_p95=nan, p_value=nan, null=null)
     return NullResult(

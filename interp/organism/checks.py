@@ -305,11 +305,15 @@ def predictive_rows(out: Path, known: dict, st: Settings) -> tuple[list[dict], p
     target = known["routes"][r][-1]
     k = len(known["route_planted"][r])
     t = run_predict(out, target=target, n_shuffles=st.n_shuffles, seed=st.seed, k=k, with_readout=False)
-    own = t[t["source"] == known["routes"][r][0]]
-    sib = t[t["route_relation"] == "sibling"]
+    # I is undefined (NaN) where the target map is constant: nothing yields in that lineage
+    own = t[(t["source"] == known["routes"][r][0]) & t["I"].notna()]
+    sib = t[(t["route_relation"] == "sibling") & t["I"].notna()]
     rows = []
     if own.empty or sib.empty:
-        rows.append(row("I own > I sibling", r, "I gap", math.nan, passed=False, id="a_i_own", kind="check", route=r))
+        why = "target map constant: I undefined" if t["I"].isna().all() else "no own or sibling source with an I"
+        rows.append(
+            row("I own > I sibling", r, "I gap", math.nan, passed=False, note=why, id="a_i_own", kind="check", route=r)
+        )
     else:
         o, best = own.iloc[0], sib.loc[sib["I"].idxmax()]
         gap = float(o["I"] - best["I"])

@@ -209,6 +209,17 @@ def test_result_is_immutable_and_inputs_are_checked():
     assert np.isnan(empty.p_value) and empty.null.size == 0
 
 
+def test_constant_target_has_no_I_and_no_p():
+    """A target map with no variance (a lineage where nothing yields) leaves I undefined; its p
+    must be undefined too, never the smallest p the shuffles allow (NaN >= x is False)."""
+    rng, target, P, copy, _ = _maps(6, n=40, p=2)
+    flat = partial_r2_null(np.zeros(40), P, copy, n_shuffles=19, seed=1)
+    assert np.isnan(flat.observed) and np.isnan(flat.p_value)
+    # control: the same call on a varying target has a defined I and p
+    live = partial_r2_null(target, P, copy, n_shuffles=19, seed=1)
+    assert np.isfinite(live.observed) and 0 < live.p_value <= 1
+
+
 # ----------------------------------------------------------------------------- precision@k
 
 
