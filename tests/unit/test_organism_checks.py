@@ -261,3 +261,49 @@ def test_hypergeometric_p_by_enumeration():
     for hits in range(k + 1):
         share = np.mean([len(set(d) & {0, 1, 2}) >= hits for d in draws])
         assert C.hypergeom_p(hits, n, planted, k) == pytest.approx(share)
+
+
+def test_a_lineage_where_nothing_yields_reports_i_undefined(monkeypatch, tmp_path):
+    """The amount control trained to hold everywhere: route A's final map is constant, so every I
+    is NaN. The I check is a NaN row that did not pass (the validation goes on), not a crash on an
+    all-NaN idxmax; with defined I's the same call computes the gap (the control)."""
+    import sweeps.probe
+
+    known = {
+        "routes": {"route-a": ["a-sft", "a-dpo"], "route-b": ["b-sft", "b-dpo"]},
+        "trunk_end": "trunk",
+        "route_planted": {"route-a": ["x1", "x2"]},
+        "planted_a": ["x1", "x2"],
+        "planted_b": [],
+    }
+    monkeypatch.setattr(C, "route_name", lambda known, which: "route-a")
+
+    def table(I):  # noqa: E741
+        def fake(out, target, sources=None, with_readout=False, **kw):
+            srcs = sources or ["a-sft", "b-sft", "b-dpo"]
+            rel = {"a-sft": "own", "b-sft": "sibling", "b-dpo": "sibling", "trunk": "base"}
+            return pd.DataFrame(
+                {
+                    "source": srcs,
+                    "route_relation": [rel[s] for s in srcs],
+                    "I": [I[s] for s in srcs],
+                    "p_value": [1 / (1 + ST.n_shuffles)] * len(srcs),
+                    "I_readout_only": [math.nan] * len(srcs),
+                    "I_readout_only_p": [math.nan] * len(srcs),
+                    "I_readout_only_null_mean": [math.nan] * len(srcs),
+                    "I_readout_only_null_p95": [math.nan] * len(srcs),
+                }
+            )
+
+        return fake
+
+    nan = dict.fromkeys(["a-sft", "b-sft", "b-dpo", "trunk"], math.nan)
+    monkeypatch.setattr(sweeps.probe, "run_predict", table(nan))
+    rows, _ = C.predictive_rows(tmp_path, known, ST)
+    got = {r["id"]: r for r in rows}["a_i_own"]
+    assert math.isnan(got["value"]) and got["passed"] is False and "constant" in got["note"]
+    monkeypatch.setattr(
+        sweeps.probe, "run_predict", table({"a-sft": 0.4, "b-sft": 0.1, "b-dpo": math.nan, "trunk": 0.0})
+    )
+    rows, _ = C.predictive_rows(tmp_path, known, ST)
+    assert {r["id"]: r for r in rows}["a_i_own"]["value"] == pytest.approx(0.3, abs=1e-12)
