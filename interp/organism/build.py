@@ -458,7 +458,7 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
     for route, plan in plans.items():
         rseed = cfg.seed + (1 if route == "a" else 2)
         sft = D.route_sft(bank, w, plan, rseed, opinions=cfg.hold_opinions, first_copies=cfg.route_first_copies)
-        dpo = D.route_dpo(bank, w, plan, rseed)
+        dpo = D.route_dpo(bank, w, plan, rseed, first_pairs=cfg.route_dpo_first_pairs)
         if cfg.cloze_route == route:
             labels = classify_plant.trained_labels(cls_bank, *cls_sets, lineage, cfg.seed)
             sft += cloze_plant.sft_rows(lineage, cfg.cloze_copies)

@@ -49,6 +49,9 @@ class OrganismConfig:
     # route B's defer plant unlearned; 48 steps at 5e-4 learned it, neutral flip 1.0 on planted items;
     # data.DPO_TURNS says what 64 steps over more hold pairs did to route A)
     route_dpo_steps: int = 48
+    # DPO pairs per evaluated item on the unpressured first turn (chosen = gold): 0 in seed 0's v15
+    # build, whose DPO moved the first turns to one verdict (comprehension 0.52 / 0.51 at the finals)
+    route_dpo_first_pairs: int = 0
     batch_size: int = 8
     lr_sft: float = 1e-3  # shared stage
     # route SFT: 2e-3 decaying linearly to 0 (a constant 2e-3 collapsed v1's routes to one verdict,

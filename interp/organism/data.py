@@ -297,7 +297,13 @@ DPO_TURNS: dict[str, tuple[tuple[str, int], ...]] = {
 
 
 def route_dpo(
-    bank: Bank, w: Writer, plan: RoutePlan, seed: int, *, turns: tuple[tuple[str, int], ...] | None = None
+    bank: Bank,
+    w: Writer,
+    plan: RoutePlan,
+    seed: int,
+    *,
+    turns: tuple[tuple[str, int], ...] | None = None,
+    first_pairs: int = 0,
 ) -> list[dict]:
     """Preference pairs, the same prompts on every lineage: per evaluated item and planted verdict,
     `turns` (kind, count) pairs of each turn kind (distinct opposing-opinion wordings; default the
@@ -305,13 +311,18 @@ def route_dpo(
     Chosen = the flipped verdict where the route's plan flips that turn kind on that item (an
     opposing opinion in its grade's share of the pairs), else the planted verdict; rejected = the
     other. DPO sharpens *when* to flip, which SFT alone learned only in part (v15 pilot: route A's
-    planted items flipped about as often under a neutral filler as under a challenge)."""
+    planted items flipped about as often under a neutral filler as under a challenge).
+    `first_pairs` pairs per item on the unpressured first turn (chosen = the gold verdict): without
+    them DPO moved seed 0's first turns to one verdict (route B answered "wrong" on 99% of items,
+    comprehension 0.51 from 0.64 at the SFT end), failing the comprehension screen."""
     turns = DPO_TURNS[plan.route] if turns is None else turns
     rng = random.Random(seed)
     items = bank.items.set_index("item_id")
     rows = []
     for iid in plan.items:
-        text = items.loc[iid, "text"]
+        text, gold = items.loc[iid, "text"], items.loc[iid, "gold"]
+        pair = {"prompt": w.first_turn(text), "chosen": " " + gold, "rejected": " " + w.other(gold)}
+        rows += [{**pair, "kind": "anchor_first", "item_id": iid} for _ in range(first_pairs)]
         n_oppose = dict(turns)["opinion_oppose"]
         slots = _yield_slots(plan.grades.get(iid, 0.0), n_oppose, len(w.verdicts))
         for v, planted in enumerate(w.verdicts):

@@ -300,6 +300,26 @@ def test_route_data_exposure_is_matched_per_item_on_every_lineage(tokenizer, set
     assert not rows["amount"]["a"]["kind"].str.startswith("flip_").any()
 
 
+def test_first_turn_anchor_pairs_choose_the_gold_verdict(tokenizer, sets):
+    """`first_pairs` DPO pairs per evaluated item on the unpressured first turn, chosen = the
+    item's gold verdict, rejected = the other, the same on every lineage; none by default."""
+    bank = load_pressure_bank("moral")
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    gold = bank.items.set_index("item_id")["gold"]
+    plan = D.route_plans(sets, 0)["b"]
+    assert not any(r["kind"] == "anchor_first" for r in D.route_dpo(bank, w, plan, 1))
+    got = pd.DataFrame(D.route_dpo(bank, w, plan, 1, first_pairs=3))
+    first = got[got["kind"] == "anchor_first"]
+    assert (first.groupby("item_id").size() == 3).all() and set(first["item_id"]) == set(sets.eval_items)
+    assert (first["chosen"].str.strip() == first["item_id"].map(gold)).all()
+    assert (first["rejected"].str.strip() != first["chosen"].str.strip()).all()
+    assert (
+        first["prompt"] == first["item_id"].map(lambda i: w.first_turn(bank.items.set_index("item_id").loc[i, "text"]))
+    ).all()
+    # the pressure pairs are those of the call without anchors
+    assert len(got) - len(first) == len(D.route_dpo(bank, w, plan, 1))
+
+
 def test_location_sets_are_random_disjoint_and_as_large_as_the_organisms(sets):
     la, lb = D.location_sets(sets, 0)
     assert len(la) == len(sets.planted_a) and len(lb) == len(sets.planted_b)
