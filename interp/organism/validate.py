@@ -369,6 +369,20 @@ def guard_table(rows: dict[str, list[dict]]) -> pd.DataFrame:
 # ---------------------------------------------------------------- records
 
 
+def _record_sweep_time(path: Path, this: dict) -> None:
+    """Add this run's sweep seconds to OUT/results/validate_time.json: a validation rerun into the
+    same OUT reuses the finished units, so its few seconds must not replace the first run's; the
+    file keeps every run (`runs`) and `seconds` is their sum."""
+    runs = []
+    if path.is_file():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        runs = old.get("runs") or [{k: v for k, v in old.items() if k != "runs"}]
+    runs.append(this)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {**runs[0], "seconds": sum(r["seconds"] for r in runs), "runs": runs}
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+
+
 def _time_rows(tree: Path, controls: dict[str, Path], out: Path) -> list[dict]:
     """Wall seconds of each build and of the validation sweeps (reported), from the trees'
     build.json and OUT/results/validate_time.json; what is missing is left out."""
@@ -399,7 +413,8 @@ def _time_rows(tree: Path, controls: dict[str, Path], out: Path) -> list[dict]:
                 "seconds",
                 v["seconds"],
                 reference=f"{v['threads']} threads, {v.get('workers', 1)} worker(s), {v.get('dtype', 'float32')}, "
-                f"{v.get('checkpoints', 'all')} checkpoints, load average {v['loadavg_start']:.2f} at start",
+                f"{v.get('checkpoints', 'all')} checkpoints, load average {v['loadavg_start']:.2f} at start"
+                + (f"; the sum of {len(v['runs'])} runs into this OUT" if len(v.get("runs", ())) > 1 else ""),
             )
         )
     if len(rows) > 1:
@@ -524,21 +539,15 @@ def validate(
         for kind, ctree in ctrees.items():
             share_trunk_units(out, out / CONTROL_DIRS[kind], known)
             run_sweeps(ctree, out / CONTROL_DIRS[kind], kcs[kind], cfg, progress=progress)
-        (out / "results").mkdir(parents=True, exist_ok=True)
-        (out / "results" / "validate_time.json").write_text(
-            json.dumps(
-                {
-                    "seconds": time.perf_counter() - t0,
-                    "threads": cfg.threads,
-                    "workers": cfg.workers,
-                    "dtype": cfg.dtype,
-                    "checkpoints": cfg.checkpoints,
-                    "loadavg_start": load0,
-                },
-                indent=2,
-            ),
-            encoding="utf-8",
-        )
+        this = {
+            "seconds": time.perf_counter() - t0,
+            "threads": cfg.threads,
+            "workers": cfg.workers,
+            "dtype": cfg.dtype,
+            "checkpoints": cfg.checkpoints,
+            "loadavg_start": load0,
+        }
+        _record_sweep_time(out / "results" / "validate_time.json", this)
     rows, preds, checks = decide(out, known, list(ctrees), cf, st)
     computed = {r["id"] for r in rows["organism"] if r.get("id")}
     unlisted = sorted(computed - set(cf.by_id()))

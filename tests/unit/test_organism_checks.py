@@ -307,3 +307,19 @@ def test_a_lineage_where_nothing_yields_reports_i_undefined(monkeypatch, tmp_pat
     )
     rows, _ = C.predictive_rows(tmp_path, known, ST)
     assert {r["id"]: r for r in rows}["a_i_own"]["value"] == pytest.approx(0.3, abs=1e-12)
+
+
+def test_a_validation_rerun_adds_its_sweep_seconds_to_the_first_runs(tmp_path):
+    """A rerun into the same OUT reuses the finished units (seconds, not the first run's half hour):
+    validate_time.json keeps both runs and reports their sum, a file of one earlier run included."""
+    from interp.organism.validate import _record_sweep_time, _time_rows
+
+    path = tmp_path / "results" / "validate_time.json"
+    run = {"threads": 2, "workers": 1, "dtype": "float32", "checkpoints": "checked", "loadavg_start": 0.5}
+    _record_sweep_time(path, {**run, "seconds": 2245.0})
+    (row,) = _time_rows(tmp_path / "tree", {}, tmp_path)
+    assert row["value"] == 2245.0 and "runs" not in row["reference"]
+    _record_sweep_time(path, {**run, "seconds": 14.0, "loadavg_start": 3.0})
+    (row,) = _time_rows(tmp_path / "tree", {}, tmp_path)
+    assert row["value"] == 2259.0 and "the sum of 2 runs" in row["reference"]
+    assert "load average 0.50" in row["reference"]  # the first run's conditions
