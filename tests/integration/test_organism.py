@@ -221,15 +221,6 @@ def assert_markdown_numbers_come_from_the_csvs(
         assert np.min(np.abs(pool - v)) <= tol + 1e-12, f"{x} in {md_path.name} is in no CSV"
 
 
-_V14_RECORD = "counted known answers" not in (REPO / "VALIDATION.md").read_text()
-
-
-@pytest.mark.xfail(
-    _V14_RECORD,
-    strict=True,
-    reason="VALIDATION.md is still the v14 record while docs/organism/ holds the v15 summary of the tries; "
-    "the v15 seeds' record (scripts/organism_record.sh) replaces it, and this mark must go then",
-)
 def test_committed_validation_record_numbers_come_from_its_csvs():
     """VALIDATION.md is the real SmolLM2 run's validation.md (scripts/organism_record.sh copies it
     with its CSVs into docs/organism/): every number in it is a number of those CSVs."""
