@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from interp.organism.stats import RECOVERED
 from interp.organism.tally import headline
 
 
@@ -179,7 +180,20 @@ def mutation_lines(res: Path, checks: pd.DataFrame) -> list[str]:
     flagged when that run's baseline statuses are not this record's."""
     path = res / "mutations.csv"
     if not path.is_file():
-        return []
+        # said, not left out: a record without a score must not read as one whose checks survived every bug
+        none = not (checks["status"] == RECOVERED).any()
+        return [
+            "",
+            "## Mutation testing: not run on this record",
+            "",
+            "`interp validate OUT --no-run --mutations` applies each known metric bug to this OUT's cached "
+            "results and counts the bugs that turn a recovered check into a miss."
+            + (
+                " With no check recovered here, no bug could be caught: the score needs a record that recovers."
+                if none
+                else ""
+            ),
+        ]
     m = pd.read_csv(path, keep_default_na=False)
     mine = ";".join(f"{i}={s}" for i, s in zip(checks["id"], checks["status"]))
     stale = set(m["baseline_statuses"].astype(str)) != {mine}

@@ -323,3 +323,32 @@ def test_a_validation_rerun_adds_its_sweep_seconds_to_the_first_runs(tmp_path):
     (row,) = _time_rows(tmp_path / "tree", {}, tmp_path)
     assert row["value"] == 2259.0 and "the sum of 2 runs" in row["reference"]
     assert "load average 0.50" in row["reference"]  # the first run's conditions
+
+
+def test_a_record_without_a_mutation_run_says_so_and_why(tmp_path):
+    """No results/mutations.csv: the record's section says the score was not run, and, where no
+    check was recovered, that no bug could have been caught (0 of N would read as a failure of the
+    checks); a mutations.csv gives the score instead."""
+    from interp.organism.report import mutation_lines
+
+    missed = pd.DataFrame({"id": ["a", "b"], "status": [S.NOT_RECOVERED, S.UNDETERMINED]})
+    text = "\n".join(mutation_lines(tmp_path, missed))
+    assert "## Mutation testing: not run on this record" in text and "no bug could be caught" in text
+    some = missed.assign(status=[S.RECOVERED, S.NOT_RECOVERED])
+    text = "\n".join(mutation_lines(tmp_path, some))
+    assert "not run on this record" in text and "no bug could be caught" not in text
+    pd.DataFrame(
+        {
+            "mutation": ["m"],
+            "breaks": ["x"],
+            "patched": ["f"],
+            "caught": [True],
+            "turned_not_recovered": ["a"],
+            "turned_recovered": [""],
+            "baseline_statuses": ["a=recovered;b=not recovered"],
+            "score_caught": [1],
+            "score_applied": [1],
+        }
+    ).to_csv(tmp_path / "mutations.csv", index=False)
+    text = "\n".join(mutation_lines(tmp_path, some))
+    assert "## Mutation testing: 1 of 1 metric bugs caught" in text and "not run" not in text
