@@ -459,6 +459,11 @@ def organism_build(
     route_first_copies: int = typer.Option(
         _ORG.route_first_copies, "--route-first-copies", help="gold first turns per item in the route SFT data"
     ),
+    route_dpo_first_pairs: int = typer.Option(
+        _ORG.route_dpo_first_pairs,
+        "--route-dpo-first-pairs",
+        help="DPO pairs per item on the unpressured first turn (chosen = gold verdict): holds comprehension",
+    ),
     train_precision: str = typer.Option(
         _ORG.train_precision,
         "--train-precision",
@@ -504,6 +509,7 @@ def organism_build(
         hold_opinions=hold_opinions,
         trunk_seed=trunk_seed,
         route_first_copies=route_first_copies,
+        route_dpo_first_pairs=route_dpo_first_pairs,
         train_precision=train_precision,
     )
     if small:

@@ -602,6 +602,8 @@ def build_organism(
         raise ConfigError(f"train_precision must be one of {', '.join(TRAIN_PRECISIONS)}, got {cfg.train_precision!r}")
     if cfg.route_first_copies < 1:
         raise ConfigError(f"route_first_copies must be >= 1, got {cfg.route_first_copies}")
+    if cfg.route_dpo_first_pairs < 0:
+        raise ConfigError(f"route_dpo_first_pairs must be >= 0, got {cfg.route_dpo_first_pairs}")
     if cfg.control != bool(cfg.control_kind) or cfg.control_kind not in ("", *D.CONTROL_KINDS):
         raise ConfigError(f"control_kind must be one of {', '.join(D.CONTROL_KINDS)} exactly when control is set")
     if not 1 <= cfg.hold_opinions <= len(D.TRAIN_OPINIONS):

@@ -732,3 +732,17 @@ def test_build_refuses_a_disk_too_small_before_training(organism, tmp_path, monk
     assert not (tmp_path / "o").exists() and not (tmp_path / "c").exists()
     monkeypatch.setattr(B.shutil, "disk_usage", lambda p: usage(0, 0, 27 * per))
     B._check_space(tmp_path / "o", base, cfg, 3)  # exactly enough: no error
+
+
+def test_route_dpo_first_pairs_is_a_build_option_checked_before_training(organism, tmp_path):
+    """`--route-dpo-first-pairs N` reaches the build's config (its DPO data: N anchor pairs per item,
+    tests above); a negative count is one line naming the setting, exit 2, before anything is written."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "tree"
+    args = ["organism", "build", "--base", organism / "model", "--out", out, "--route-dpo-first-pairs", "-1"]
+    res = subprocess.run([sys.executable, "-m", "interp.cli", *map(str, args)], capture_output=True, text=True)
+    assert res.returncode == 2, res.stderr
+    assert "route_dpo_first_pairs must be >= 0, got -1" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not out.exists()
