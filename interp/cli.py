@@ -464,6 +464,11 @@ def organism_build(
         "--route-dpo-first-pairs",
         help="DPO pairs per item on the unpressured first turn (chosen = gold verdict): holds comprehension",
     ),
+    dpo_sft_weight: float = typer.Option(
+        _ORG.dpo_sft_weight,
+        "--dpo-sft-weight",
+        help="weight of an NLL term on the chosen verdict beside the DPO loss (RPO); 0: plain DPO",
+    ),
     train_precision: str = typer.Option(
         _ORG.train_precision,
         "--train-precision",
@@ -510,6 +515,7 @@ def organism_build(
         trunk_seed=trunk_seed,
         route_first_copies=route_first_copies,
         route_dpo_first_pairs=route_dpo_first_pairs,
+        dpo_sft_weight=dpo_sft_weight,
         train_precision=train_precision,
     )
     if small:

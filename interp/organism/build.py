@@ -186,7 +186,7 @@ def _train_dpo(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict,
 
     from interp.organism.sft_loss import compact_fused_head
 
-    args = DPOConfig(**_common_args(cfg, tmp, steps, cfg.lr_dpo), beta=cfg.dpo_beta)
+    args = DPOConfig(**_common_args(cfg, tmp, steps, cfg.lr_dpo), **dpo_loss_args(cfg))
     trainer = DPOTrainer(
         model=model,
         ref_model=None,
@@ -198,6 +198,15 @@ def _train_dpo(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict,
     )
     with compact_fused_head():
         return _fit(trainer)
+
+
+def dpo_loss_args(cfg: OrganismConfig) -> dict:
+    """trl DPOConfig's loss settings: sigmoid DPO at `dpo_beta`, plus an NLL term on the chosen
+    completion weighted `dpo_sft_weight` (RPO) when that is above 0."""
+    args: dict = {"beta": cfg.dpo_beta}
+    if cfg.dpo_sft_weight:
+        args |= {"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, cfg.dpo_sft_weight]}
+    return args
 
 
 def _checkpoint_bytes(base: Path) -> int:
@@ -604,6 +613,8 @@ def build_organism(
         raise ConfigError(f"route_first_copies must be >= 1, got {cfg.route_first_copies}")
     if cfg.route_dpo_first_pairs < 0:
         raise ConfigError(f"route_dpo_first_pairs must be >= 0, got {cfg.route_dpo_first_pairs}")
+    if cfg.dpo_sft_weight < 0:
+        raise ConfigError(f"dpo_sft_weight must be >= 0, got {cfg.dpo_sft_weight}")
     if cfg.control != bool(cfg.control_kind) or cfg.control_kind not in ("", *D.CONTROL_KINDS):
         raise ConfigError(f"control_kind must be one of {', '.join(D.CONTROL_KINDS)} exactly when control is set")
     if not 1 <= cfg.hold_opinions <= len(D.TRAIN_OPINIONS):

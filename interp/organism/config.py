@@ -63,6 +63,10 @@ class OrganismConfig:
     cloze_copies: int = 2  # copies of each planted cloze sentence in the cloze route's SFT data
     route_workers: int = 2  # routes trained in parallel processes (1: one after the other, same result)
     dpo_beta: float = 0.1
+    # weight of an NLL term on the chosen verdict beside the DPO loss (RPO; trl loss_type sigmoid + sft):
+    # DPO alone may lower the chosen verdict's likelihood too (seed 0: logps/chosen down to -2.9), moving
+    # probability off both verdicts; 0 is plain DPO (every build before this option)
+    dpo_sft_weight: float = 0.0
     # "mixed-bf16": every training step under bf16 autocast (matmuls in bf16; weights, LoRA
     # parameters, optimizer state and saved checkpoints float32): 1.96x float32 per step in one
     # 2-thread process on this AVX512-BF16 CPU (python -m bench training_step_precision); with trl's own

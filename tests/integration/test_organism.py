@@ -746,3 +746,22 @@ def test_route_dpo_first_pairs_is_a_build_option_checked_before_training(organis
     assert res.returncode == 2, res.stderr
     assert "route_dpo_first_pairs must be >= 0, got -1" in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_dpo_sft_weight_adds_an_nll_term_on_the_chosen_verdict(organism, tmp_path):
+    """`--dpo-sft-weight W` (RPO): trl's DPO loss becomes sigmoid + W x the NLL of the chosen
+    completion; 0 leaves plain sigmoid DPO, trl's default; a negative weight is refused."""
+    from dataclasses import replace
+
+    from trl import DPOConfig
+
+    from interp.core.errors import ConfigError
+    from interp.organism.build import _common_args, build_organism, dpo_loss_args
+
+    common = _common_args(TINY, tmp_path, 1, TINY.lr_dpo)  # what the build's DPO runs with
+    plain = DPOConfig(**common, **dpo_loss_args(TINY))
+    assert plain.loss_type == ["sigmoid"] and plain.beta == TINY.dpo_beta
+    rpo = DPOConfig(**common, **dpo_loss_args(replace(TINY, dpo_sft_weight=0.5)))
+    assert rpo.loss_type == ["sigmoid", "sft"] and rpo.loss_weights == [1.0, 0.5]
+    with pytest.raises(ConfigError, match="dpo_sft_weight must be >= 0, got -1"):
+        build_organism(organism / "model", tmp_path / "t", replace(TINY, dpo_sft_weight=-1.0))
