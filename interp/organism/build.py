@@ -704,7 +704,11 @@ def _check_same_config(out: Path, cfg: OrganismConfig) -> None:
     except (OSError, ValueError, KeyError):
         raise ConfigError(f"{path}: not a readable organism record (cannot resume from it)") from None
     want = json.loads(json.dumps(cfg.to_dict(), default=str))
+    # a setting added after that record was written, asked for at its default, is the build it made
+    new = {k: v for k, v in json.loads(json.dumps(OrganismConfig().to_dict(), default=str)).items() if k not in got}
     for key, value in want.items():
+        if key in new and value == new[key]:
+            continue
         if key not in _RUN_ONLY and got.get(key) != value:
             raise ConfigError(
                 f"{path}: field config.{key} is {got.get(key)!r}, this build's is {value!r} (cannot resume)"

@@ -765,3 +765,22 @@ def test_dpo_sft_weight_adds_an_nll_term_on_the_chosen_verdict(organism, tmp_pat
     assert rpo.loss_type == ["sigmoid", "sft"] and rpo.loss_weights == [1.0, 0.5]
     with pytest.raises(ConfigError, match="dpo_sft_weight must be >= 0, got -1"):
         build_organism(organism / "model", tmp_path / "t", replace(TINY, dpo_sft_weight=-1.0))
+
+
+def test_resume_accepts_a_record_older_than_a_setting_asked_at_its_default(organism, tmp_path):
+    """A setting added to the build after a tree's organism.json was written (absent from it) is
+    that build's setting when this build asks for the default; any other value is refused."""
+    from dataclasses import replace
+
+    from interp.core.errors import ConfigError
+    from interp.organism.build import _check_same_config
+
+    rec = json.loads((organism / "tree" / "organism.json").read_text())
+    cfg = OrganismConfig(**{**SMALL, "seed": rec["config"]["seed"]})
+    del rec["config"]["dpo_sft_weight"]
+    (tmp_path / "organism.json").write_text(json.dumps(rec))
+    _check_same_config(tmp_path, cfg)
+    with pytest.raises(ConfigError, match=r"field config.dpo_sft_weight is None, this build's is 1.0"):
+        _check_same_config(tmp_path, replace(cfg, dpo_sft_weight=1.0))
+    with pytest.raises(ConfigError, match=r"field config.route_dpo_steps"):
+        _check_same_config(tmp_path, replace(cfg, route_dpo_steps=cfg.route_dpo_steps + 1))
