@@ -27,7 +27,8 @@ class OrganismConfig:
     shared_steps: tuple[int, ...] = (15, 30)  # checkpoints of the shared stage (last = its end)
     # route SFT steps of `batch_size` rows. v15 (issue #45) gives every evaluated item the same rows
     # on every lineage (2 first turns + 2 verdicts x 7 pressure rows = 16 per item, 2,048 at 128
-    # items, + 60 cloze and 96 classify rows): 320 steps are 1.16 epochs. Before (v11-v14): 256
+    # items, + 60 cloze and 96 classify rows): 320 steps are 1.16 epochs; v16's 6 first turns per
+    # item (20 rows, 2,560 + 156): 0.96-1.0 epochs. Before (v11-v14): 256
     # steps, 1.22 / 1.31 epochs of data whose planted items had twice the opposing-opinion rows of
     # the rest. At 192 steps (~1 epoch, v9-v11) a route's plant varied from run to run.
     route_sft_steps: int = 320
@@ -37,7 +38,10 @@ class OrganismConfig:
     # opposing-opinion rows per evaluated item and planted verdict (distinct training wordings):
     # planted items flip in their grade's share of them, the rest hold; the same on every lineage
     hold_opinions: int = 4
-    route_first_copies: int = 2  # gold first turns per item in the route SFT data (comprehension)
+    # gold first turns per item in the route SFT data (comprehension): at 2 (v15) DPO left seed 0's
+    # route finals at first-turn accuracy 0.52 / 0.51, failing the screen; at 6 (v16) 0.74 / 0.98
+    # with the plants learned (docs/organism/tries.csv)
+    route_first_copies: int = 6
     # False: the organism; True: a control lineage of kind `control_kind` (interp.organism.data):
     # "location" (the same plants on random items) or "amount" (routes that hold everywhere)
     control: bool = False
