@@ -393,7 +393,22 @@ def cloze_rows(out: Path, known: dict, st: Settings, reference_out: Path | None)
             for i in ("cloze_cell_vs_control", "cloze_cell_moves_most")
         ]
     ref = cloze_changes(reference_out, known) if reference_out is not None else None
-    if ref is not None:
+    if ref is None:  # the figure is a difference against the amount control: undetermined without it
+        rows.append(
+            row(
+                "cloze planted cell moves more than on the amount control",
+                r,
+                "ABS change - amount control's",
+                math.nan,
+                note="no amount control cloze to difference against",
+                id="cloze_cell_vs_control",
+                kind="check",
+                threshold=st.cloze_min_diff,
+                route=r,
+                needs="amount",
+            )  # fmt: skip
+        )
+    else:
         a, b = ch.loc[(lang, cell)].align(ref.loc[(lang, cell)], join="inner")
         est, lo, hi = S.paired_diff_ci(b.to_numpy(), a.to_numpy(), n_boot=st.n_boot, ci=st.ci, seed=st.seed)
         rows.append(

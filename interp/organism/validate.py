@@ -248,10 +248,19 @@ def check_file_for(cfg: ValidateConfig) -> CheckFile:
 CONTROL_DIRS = {"location": "control-location", "amount": "control-amount"}
 
 
+def unbuilt_controls(tree: Path, known: dict) -> dict[str, Path]:
+    """Controls the build recorded whose lineage has no organism.json yet (a control build still
+    running or stopped): validated without them, their checks undetermined."""
+    recorded = {k: tree / v for k, v in (known.get("control_trees") or {}).items()}
+    return {k: p for k, p in recorded.items() if not (p / "organism.json").is_file()}
+
+
 def resolve_controls(tree: Path, known: dict, given: dict[str, Path] | None = None) -> dict[str, Path]:
     """The control lineages by kind: those given, else those `interp organism build --control`
-    recorded. Each must be a control of that kind built from the same evaluated and planted sets."""
-    trees = {k: tree / v for k, v in (known.get("control_trees") or {}).items()}
+    recorded and finished (`unbuilt_controls` are left out). Each must be a control of that kind
+    built from the same evaluated and planted sets."""
+    unbuilt = unbuilt_controls(tree, known)
+    trees = {k: tree / v for k, v in (known.get("control_trees") or {}).items() if k not in unbuilt}
     trees.update({k: Path(v) for k, v in (given or {}).items() if v is not None})
     for kind, path in trees.items():
         if kind not in CONTROL_DIRS:
@@ -306,10 +315,13 @@ def combine(rows: dict[str, list[dict]], cf: CheckFile, st: Settings) -> pd.Data
         ctl_ok = _decide(c, spec, st.alpha) if spec.control in by else None
         g = gates.get(o["route"]) if o else None
         gate = f"route final fails the comprehension screen ({g['value']:.3f})" if g and not g["passed"] else ""
+        needs = (o or {}).get("needs")  # a lineage the organism's figure itself reads
         if o is None:
             st_, why = S.NOT_RECOVERED, "not computed on the organism"
         elif spec.control not in by:
             st_, why = S.UNDETERMINED, f"no {spec.control} control lineage"
+        elif needs and needs not in by:
+            st_, why = S.UNDETERMINED, f"no {needs} control lineage (the figure reads it)"
         else:
             st_, why = S.status(org_ok, ctl_ok, gate=gate)
         base = o or C.row(spec.statistic, "", spec.id, math.nan)
@@ -524,6 +536,9 @@ def validate(
     cf = check_file_for(cfg)
     st = settings_for(cfg, known)
     ctrees = resolve_controls(tree, known, controls)
+    for kind, path in unbuilt_controls(tree, known).items():
+        if kind not in ctrees:
+            log(f"{path}: the {kind} control is not built (no organism.json): its checks are undetermined")
     kcs = {k: load_known(p) for k, p in ctrees.items()}
     if history is not None:
         history = Path(history)

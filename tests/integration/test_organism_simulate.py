@@ -107,6 +107,30 @@ def test_negative_controls(tmp_path, plant):
         assert location.sum() >= 5 and (checks.loc[location, "status"] == S.NOT_RECOVERED).all(), checks.loc[location]
 
 
+@SLOW
+def test_a_control_still_building_leaves_its_checks_undetermined(sim, tmp_path):
+    """A control the build recorded but has not finished (no organism.json): the validation runs
+    with the other control, says which is missing, and the missing one's checks are undetermined,
+    neither recovered nor missed; the other control's checks are decided as before."""
+    import shutil
+
+    root = tmp_path / "sim"
+    shutil.copytree(sim.root, root, symlinks=True)
+    (root / "controls" / "amount" / "organism.json").unlink()
+    said: list[str] = []
+    table = validate(root / "tree", root / "out", CFG, run=False, log=said.append)
+    checks = table[table["kind"] == "check"].set_index("id")
+    amount = checks["control"] == "amount"
+    assert amount.sum() >= 5 and (checks.loc[amount, "status"] == S.UNDETERMINED).all()
+    assert set(checks.loc[amount, "reason"]) == {"no amount control lineage"}
+    # the cloze cell's figure is a difference against the amount control's cloze: undetermined too
+    cell = checks.loc["cloze_cell_vs_control"]
+    assert cell["status"] == S.UNDETERMINED and cell["reason"] == "no amount control lineage (the figure reads it)"
+    location = (checks["control"] == "location") & (checks.index != "cloze_cell_vs_control")
+    assert location.sum() >= 5 and (checks.loc[location, "status"] == S.RECOVERED).all()
+    assert any("the amount control is not built" in line for line in said)
+
+
 # ---------------------------------------------------------------- mutation testing
 
 
