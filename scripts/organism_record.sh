@@ -18,14 +18,20 @@ for s in $rest; do
   [ -f "$ROOT/seed$s/timing.json" ] && cp "$ROOT/seed$s/timing.json" "$D/seed${s}_run_timing.json"
 done
 W="$ROOT/seed$first"
-.venv/bin/interp validate "$W/tree" --out "$W/val" --no-run --quiet --history "$D/tries.csv" "${with[@]}"
+# RECHECK=0: the validation in WORK/val was already run with --history docs/organism/tries.csv (and the
+# seeds): copy it as it is instead of deciding every check once more
+[ "${RECHECK:-1}" = 0 ] || .venv/bin/interp validate "$W/tree" --out "$W/val" --no-run --quiet --history "$D/tries.csv" "${with[@]}"
 for f in validation_checks organism_predictive lineages validation_groups validation_headline validation_settings seeds mutations; do
   [ -f "$W/val/results/$f.csv" ] && cp "$W/val/results/$f.csv" "$D/$f.csv"
 done
 cp "$W/val/figures/organism_trajectory.png" "$D/"
 cp "$W/tree/organism.json" "$D/organism.json"
 cp "$W/tree/build.json" "$D/build.json"
-for k in location amount; do cp "$W/control/$k/build.json" "$D/control_${k}_build.json"; done
+# a control still building has no build.json yet: the record then says its checks are undetermined
+for k in location amount; do
+  if [ -f "$W/control/$k/build.json" ]; then cp "$W/control/$k/build.json" "$D/control_${k}_build.json"
+  else rm -f "$D/control_${k}_build.json"; fi
+done
 [ -f "$W/timing.json" ] && cp "$W/timing.json" "$D/run_timing.json"
 sed -e 's#(figures/#(docs/organism/#g' -e 's#`results/#`docs/organism/#g' "$W/val/validation.md" > VALIDATION.md
 echo "VALIDATION.md and $D/ updated from $W/val (seeds: $SEEDS)"
