@@ -406,7 +406,7 @@ def cloze_rows(out: Path, known: dict, st: Settings, reference_out: Path | None)
                 threshold=st.cloze_min_diff,
                 route=r,
                 needs="amount",
-            )  # fmt: skip
+            )
         )
     else:
         a, b = ch.loc[(lang, cell)].align(ref.loc[(lang, cell)], join="inner")
