@@ -351,6 +351,30 @@ def evaluate_mutant(
         return _decide(tree, scratch, cfg, controls)
 
 
+def _each_mutant(args: list[tuple], workers: int) -> Iterator[tuple[Mutation, pd.DataFrame]]:
+    """(mutation, its checks) for every argument tuple of `evaluate_mutant`, in order of completion.
+    Processes are spawned, not forked: a forked child would inherit the parent's patched state
+    and BLAS thread pools; each child keeps BLAS to one thread, as the parent's workers share
+    the cores."""
+    if workers <= 1:
+        for a in args:
+            yield a[0], evaluate_mutant(*a)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_one_thread) as ex:
+        futures = {ex.submit(evaluate_mutant, *a): a[0] for a in args}
+        for f in as_completed(futures):
+            yield futures[f], f.result()
+
+
+def _one_thread() -> None:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
+
+
 def compare(base: pd.DataFrame, mutant: pd.DataFrame) -> dict:
     """Status changes of the counted checks from the baseline to the mutant."""
     b, m = base.set_index("id")["status"], mutant.set_index("id")["status"].reindex(base["id"])
@@ -374,25 +398,27 @@ def run_mutations(
     controls: dict[str, Path] | None = None,
     log: Callable[[str], None] = print,
     write: bool = True,
+    workers: int = 1,
 ) -> pd.DataFrame:
     """Each mutation applied to the checks of a finished validation (`out`, from its caches, no
     model); one row per mutation (COLUMNS, the identity first). With `write`,
-    OUT/results/mutations.csv."""
+    OUT/results/mutations.csv. `workers` > 1: that many mutants decided at once, each in its own
+    process (a bug is then patched in that process only; same rows as one after the other)."""
     tree, out = Path(tree), Path(out)
     ms = (IDENTITY, *mutations)
     with tempfile.TemporaryDirectory(prefix="interp-mutations-") as tmp:
         base_dir = Path(tmp) / "baseline"
         lineages, calls, base = _baseline(tree, out, cfg, base_dir, [m.target for m in ms if m.target], controls)
-        rows = []
-        for m in ms:
-            got = evaluate_mutant(m, tree, cfg, base_dir, Path(tmp) / "mutant", lineages, calls, controls)
+        args = [(m, tree, cfg, base_dir, Path(tmp) / f"mutant-{m.name}", lineages, calls, controls) for m in ms]
+        rows: dict[str, dict] = {}
+        for m, got in _each_mutant(args, workers):
             row = {"mutation": m.name, "breaks": m.breaks, "patched": m.target, **compare(base, got)}
-            rows.append(row)
+            rows[m.name] = row
             log(
                 f"mutation {m.name}: {'caught' if row['caught'] else 'NOT caught'}"
                 + (f" (not recovered: {row['turned_not_recovered']})" if row["caught"] else "")
             )
-    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    table = pd.DataFrame([rows[m.name] for m in ms], columns=list(COLUMNS))
     table["score_caught"], table["score_applied"] = score(table)
     table["baseline_statuses"] = ";".join(f"{i}={s}" for i, s in zip(base["id"], base["status"]))
     if write:
@@ -433,7 +459,7 @@ def record_mutations(
     if not (Path(out) / "results" / "validation_checks.csv").is_file():
         raise ConfigError(f"{out}: no results/validation_checks.csv (run `interp validate` first)")
     chosen = [known_names[n] for n in names] if names else list(MUTATIONS)
-    table = run_mutations(tree, out, cfg, mutations=chosen, controls=controls, log=log)
+    table = run_mutations(tree, out, cfg, mutations=chosen, controls=controls, log=log, workers=cfg.workers)
     ctrees = resolve_controls(Path(tree), load_known(Path(tree)), controls)
     write_markdown(
         Path(out), Path(tree), {k: Path(os.path.normpath(p)) for k, p in ctrees.items()}, check_file_for(cfg)
