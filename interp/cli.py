@@ -564,7 +564,9 @@ def validate(
     ),
     threads: Optional[int] = typer.Option(None, "--threads"),
     workers: int = typer.Option(
-        _VAL.workers, "--workers", help="checkpoints swept at once in local processes, threads // workers each (with --mutations: mutants decided at once)"
+        _VAL.workers,
+        "--workers",
+        help="checkpoints swept at once in local processes, threads // workers each (with --mutations: mutants decided at once)",
     ),
     dtype: str = typer.Option(
         _VAL.dtype, "--dtype", help="the sweeps' dtype (reduced ones re-score a sample in float32: precision.csv)"

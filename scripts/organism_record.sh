@@ -21,7 +21,7 @@ W="$ROOT/seed$first"
 # RECHECK=0: the validation in WORK/val was already run with --history docs/organism/tries.csv (and the
 # seeds): copy it as it is instead of deciding every check once more
 [ "${RECHECK:-1}" = 0 ] || .venv/bin/interp validate "$W/tree" --out "$W/val" --no-run --quiet --history "$D/tries.csv" "${with[@]}"
-for f in validation_checks organism_predictive lineages validation_groups validation_headline validation_settings seeds mutations; do
+for f in validation_checks organism_predictive lineages validation_groups validation_headline validation_settings validation_misses seeds mutations; do
   [ -f "$W/val/results/$f.csv" ] && cp "$W/val/results/$f.csv" "$D/$f.csv"
 done
 cp "$W/val/figures/organism_trajectory.png" "$D/"

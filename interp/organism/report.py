@@ -128,6 +128,7 @@ def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file)
     text += _table(checks, cols)
     groups = pd.read_csv(res / "validation_groups.csv")
     text += ["", "## Groups (checks that read one quantity)", "", *_table(groups, list(groups.columns))]
+    text += miss_lines(res)
     text += mutation_lines(res, checks)
     guards = table[table["kind"].isin(["guard", "gate"])]
     text += [
@@ -173,6 +174,26 @@ def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file)
     path = out / "validation.md"
     path.write_text("\n".join(text), encoding="utf-8")
     return path
+
+
+def miss_lines(res: Path) -> list[str]:
+    """The misses' diagnoses (results/validation_misses.csv, `interp.organism.diagnose`)."""
+    path = res / "validation_misses.csv"
+    if not path.is_file():
+        return []
+    m = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    if m.empty:
+        return ["", "## Misses: none (no counted check fails on the organism)"]
+    return [
+        "",
+        f"## Misses: what the results show ({m['id'].nunique()} checks not recovered)",
+        "",
+        "Figures computed by the run from the organism's results to tell a plant that was not learned from a "
+        "metric that did not see it (`interp.organism.diagnose`); a diagnosis, not a check: it changes no "
+        "status.",
+        "",
+        *_table(m, ["id", "subject", "figure", "value", "note"]),
+    ]
 
 
 def mutation_lines(res: Path, checks: pd.DataFrame) -> list[str]:

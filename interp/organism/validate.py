@@ -523,6 +523,7 @@ def validate(
     `history`: a CSV of earlier tries (columns try, settings, outcome, ...), copied to
     OUT/results/tries.csv and listed in validation.md."""
     from analyses.io import write_table
+    from interp.organism.diagnose import MISSES_FILE, miss_table
     from interp.organism.report import trajectory_figure, write_markdown
 
     tree, out = Path(tree), Path(out)
@@ -594,6 +595,7 @@ def validate(
     pd.DataFrame([st.__dict__]).to_csv(out / "results" / "validation_settings.csv", index=False)
     lineage_table(known, kcs).to_csv(out / "results" / "lineages.csv", index=False)
     group_summary(checks).to_csv(out / "results" / "validation_groups.csv", index=False)
+    miss_table(out, known, checks).to_csv(out / "results" / MISSES_FILE, index=False)
     # the record's opening counts, so that its every number is one of the files the run wrote
     h = headline(checks)
     pd.DataFrame([h]).to_csv(out / "results" / "validation_headline.csv", index=False)

@@ -12,12 +12,13 @@ label-shuffle null on three lineages), so the heavy tests carry a long timeout f
 import pandas as pd
 import pytest
 
+from interp.organism import diagnose as D
 from interp.organism import mutations as M
 from interp.organism import stats as S
 from interp.organism.config import ValidateConfig
 from interp.organism.frozen import CHECK_FILE, load_check_file
 from interp.organism.simulate import SimConfig, simulate
-from interp.organism.validate import validate
+from interp.organism.validate import load_known, validate
 
 # the CI's sizes: 249 shuffles are the fewest whose Monte-Carlo CI at k = 0 lies below Holm's
 # alpha / 3 (the rank of the second-smallest of the four counted p-values)
@@ -96,7 +97,10 @@ def test_negative_controls(tmp_path, plant):
     A spike-in check plants its own answer into whatever data
     the lineage has (it tests the analysis, not the model) and fails on its own control: it is
     recovered on every lineage."""
-    checks = _validate(simulate(tmp_path / plant, SimConfig(plant=plant)))
+    s = simulate(tmp_path / plant, SimConfig(plant=plant))
+    checks = _validate(s)
+    if plant == "none":
+        _misses_say_the_plant_was_not_learned(s)
     spike = checks["control"] == "spike-in"
     assert spike.any() and (checks.loc[spike, "status"] == S.RECOVERED).all()
     checks = checks[~spike]
@@ -105,6 +109,38 @@ def test_negative_controls(tmp_path, plant):
         assert (checks["status"] == S.NOT_RECOVERED).all(), checks.loc[checks["status"] != S.NOT_RECOVERED]
     else:
         assert location.sum() >= 5 and (checks.loc[location, "status"] == S.NOT_RECOVERED).all(), checks.loc[location]
+
+
+def _misses_say_the_plant_was_not_learned(s) -> None:
+    """The organism trained as the amount control: the misses' diagnoses show graded items that
+    yield no more than the unplanted ones at route A's final, and a classify planted half no
+    better than the other half."""
+    m = pd.read_csv(s.out / "results" / "validation_misses.csv")
+    assert {"a_graded", "a_i_own", "classify_macro_f1_gap", "classify_kappa_gap"} <= set(m["id"])
+    known = load_known(s.tree)
+    final = known["routes"][next(iter(known["routes"]))][-1]
+    g = m[(m["id"] == "a_graded") & (m["subject"] == final)].set_index("figure")["value"]
+    assert len(g) == 4 and (g.drop("mean S_op, unplanted items") - g["mean S_op, unplanted items"]).abs().max() < 0.1
+    c = m[m["id"] == "classify_macro_f1_gap"].set_index(["subject", "figure"])["value"]
+    route_final = known["routes"][known["classify"]["route"]][-1]
+    assert c[(route_final, "accuracy, planted half")] < c[(route_final, "accuracy, rest half")] + 0.1
+    md = (s.out / "validation.md").read_text()
+    assert f"## Misses: what the results show ({m['id'].nunique()} checks not recovered)" in md
+
+
+@SLOW
+def test_the_misses_diagnosis_finds_the_planted_gradient_and_no_misses_on_the_organism(sim, checks):
+    """On the simulated organism nothing is missed (an empty table, said in the record); its graded
+    plant's diagnosis, computed anyway, shows the planted order of the grades at route A's final
+    (the known answer the negative control above lacks)."""
+    m = pd.read_csv(sim.out / "results" / "validation_misses.csv")
+    assert m.empty and "## Misses: none" in (sim.out / "validation.md").read_text()
+    known = load_known(sim.tree)
+    rows = pd.DataFrame(D.graded(sim.out, known, "a_graded"))
+    final = known["routes"][next(iter(known["routes"]))][-1]
+    g = rows[rows["subject"] == final].set_index("figure")["value"]
+    assert g["mean S_op, grade 1 items"] > g["mean S_op, grade 0.75 items"] > g["mean S_op, grade 0.5 items"]
+    assert g["mean S_op, grade 0.5 items"] > g["mean S_op, unplanted items"] + 0.1
 
 
 @SLOW

@@ -1,0 +1,130 @@
+"""Why a known answer was missed: figures that locate each miss, computed from the organism's own
+results by `interp validate` (results/validation_misses.csv, the record's "Misses" section).
+
+A diagnosis is not a check and never changes a status. It answers the first question a reader of
+a miss asks, "was the plant not learned, or did the metric not see it?", with the numbers that
+tell these apart:
+- the graded plant (`a_graded`): each grade's mean S_op at every swept checkpoint of route A, the
+  rest beside it. Equal means near 1 say every graded item yields fully (the grades were trained
+  but not kept); equal means near the rest say the plant had not formed.
+- I own > I sibling (`a_i_own`): S_op planted - rest at the own (early) source and at the target,
+  and the own and best sibling I. An own source whose planted items do not yet stand out carries
+  no map for I to find.
+- the classify gaps (`classify_*`): accuracy on the planted and the other half at the trunk end and
+  the route final, and how many of the five labels each predicts. Planted accuracy no higher than
+  the rest's says the labels were not learned.
+Every other miss is listed with its own figure and reason only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from interp.organism import checks as C
+from interp.organism.stats import NOT_RECOVERED
+
+COLUMNS = ("id", "subject", "figure", "value", "note")
+MISSES_FILE = "validation_misses.csv"
+
+
+def _d(cid: str, subject: str, figure: str, value: float, note: str = "") -> dict:
+    return {"id": cid, "subject": subject, "figure": figure, "value": float(value), "note": note}
+
+
+def _values(out: Path) -> pd.DataFrame:
+    return C.item_values(pd.read_csv(out / "results" / "pressure_trials.csv"))
+
+
+def graded(out: Path, known: dict, cid: str) -> list[dict]:
+    grades = pd.Series(known.get("grades") or {}, dtype=float)
+    if grades.empty:
+        return []
+    v = _values(out)
+    r = C.route_name(known, "a")
+    rest = set(known["eval_items"]) - set(known["route_planted"][r])
+    rows = []
+    for ck in [c for c in known["routes"][r] if c in v.index.get_level_values(0)]:
+        s = v.loc[ck, "s_op"]
+        for g in sorted(grades.unique(), reverse=True):
+            ids = s.index.intersection(grades.index[grades == g])
+            rows.append(_d(cid, ck, f"mean S_op, grade {g:g} items", s[ids].mean(), f"{len(ids)} items"))
+        ids = s.index.intersection(sorted(rest))
+        rows.append(_d(cid, ck, "mean S_op, unplanted items", s[ids].mean(), f"{len(ids)} items"))
+    return rows
+
+
+def i_own(out: Path, known: dict, cid: str) -> list[dict]:
+    r = C.route_name(known, "a")
+    own, target = known["routes"][r][0], known["routes"][r][-1]
+    planted = sorted(known["route_planted"][r])
+    v = _values(out)
+    rows = []
+    for ck, role in ((own, "own source"), (target, "target")):
+        if ck in v.index.get_level_values(0):
+            s = v.loc[ck, "s_op"]
+            is_p = s.index.isin(planted)
+            rows.append(_d(cid, ck, f"S_op planted - rest ({role})", s[is_p].mean() - s[~is_p].mean()))
+    path = out / "results" / "organism_predictive.csv"
+    if path.is_file():
+        p = pd.read_csv(path)
+        p = p[(p["lineage"] == "organism") & p["I"].notna()]
+        for rel, pick in (("own", "first"), ("sibling", "max")):
+            q = p[p["route_relation"] == rel]
+            if not q.empty:
+                best = q.iloc[0] if pick == "first" else q.loc[q["I"].idxmax()]
+                rows.append(_d(cid, best["source"], f"I ({rel}{'' if rel == 'own' else ', best'})", best["I"]))
+    return rows
+
+
+def classify(out: Path, known: dict, cid: str) -> list[dict]:
+    c = known.get("classify") or {}
+    path = out / "aux" / "results" / "classify_predictions.csv"
+    if not c.get("route") or not path.is_file():
+        return []
+    pr = pd.read_csv(path)
+    pr = pr[(pr["order"] == "averaged") & (pr["task"] == c["task"])]
+    rows = []
+    for ck in (known["trunk_end"], known["routes"][c["route"]][-1]):
+        g = pr[pr["checkpoint"] == C.short(ck)]
+        if g.empty:
+            continue
+        right = g["gold"].astype(str) == g["pred"].astype(str)
+        for half in ("planted", "rest"):
+            on = g["item_id"].astype(str).isin(c[half]).to_numpy()
+            rows.append(_d(cid, ck, f"accuracy, {half} half", right[on].mean(), f"{int(on.sum())} items"))
+        counts = g["pred"].astype(str).value_counts()
+        rows.append(
+            _d(cid, ck, "labels predicted (of 5)", len(counts), f"most often {counts.index[0]}: {counts.iloc[0]} items")
+        )
+    return rows
+
+
+# check id -> its diagnosis; the two classify checks share one
+DIAGNOSES: dict[str, Callable[[Path, dict, str], list[dict]]] = {
+    "a_graded": graded,
+    "a_i_own": i_own,
+    "classify_macro_f1_gap": classify,
+    "classify_kappa_gap": classify,
+}
+
+
+def miss_table(out: Path, known: dict, checks: pd.DataFrame) -> pd.DataFrame:
+    """One row per diagnostic figure of each check not recovered on the organism (COLUMNS);
+    a miss without a diagnosis gets one row with its reason."""
+    rows: list[dict] = []
+    done: dict[Callable, list[dict]] = {}
+    for r in checks[checks["status"] == NOT_RECOVERED].itertuples(index=False):
+        f = DIAGNOSES.get(r.id)
+        if f is None:
+            rows.append(_d(r.id, "", str(r.figure), r.value, f"no diagnosis computed; {r.reason}"))
+            continue
+        if f in done:  # a diagnosis shared by several checks is shown once, under the first
+            rows.append(_d(r.id, "", "see", float("nan"), f"the rows of {done[f][0]['id']}"))
+            continue
+        got = f(out, known, r.id)
+        done[f] = got or [_d(r.id, "", "", float("nan"))]
+        rows += got or [_d(r.id, "", str(r.figure), r.value, f"no input for a diagnosis; {r.reason}")]
+    return pd.DataFrame(rows, columns=list(COLUMNS))
