@@ -464,6 +464,11 @@ def organism_build(
         "--route-dpo-first-pairs",
         help="DPO pairs per item on the unpressured first turn (chosen = gold verdict): holds comprehension",
     ),
+    classify_copies: int = typer.Option(
+        _ORG.classify_copies,
+        "--classify-copies",
+        help="copies of each planted five-level classify row (two option orders per item) in route SFT",
+    ),
     dpo_sft_weight: float = typer.Option(
         _ORG.dpo_sft_weight,
         "--dpo-sft-weight",
@@ -516,6 +521,7 @@ def organism_build(
         route_first_copies=route_first_copies,
         route_dpo_first_pairs=route_dpo_first_pairs,
         dpo_sft_weight=dpo_sft_weight,
+        classify_copies=classify_copies,
         train_precision=train_precision,
     )
     if small:

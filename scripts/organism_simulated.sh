@@ -14,7 +14,7 @@ rm -rf "$ROOT"
 .venv/bin/python -c "import sys; from interp.organism.simulate import simulate; simulate(sys.argv[1])" "$ROOT"
 .venv/bin/interp validate "$ROOT/tree" --out "$ROOT/out" --no-run --quiet --shuffles "$SHUFFLES" --boot "$BOOT" --mutations
 mkdir -p "$D"
-for f in validation_checks organism_predictive lineages validation_groups validation_settings mutations; do
+for f in validation_checks organism_predictive lineages validation_groups validation_settings validation_misses mutations; do
   cp "$ROOT/out/results/$f.csv" "$D/$f.csv"
 done
 cp "$ROOT/out/figures/organism_trajectory.png" "$D/"

@@ -369,6 +369,20 @@ def test_classify_halves_are_stratified_by_label():
     assert set(amount) == set(s) and Counter(amount.values()) == Counter(org.values()) and amount != org
 
 
+def test_classify_copies_repeat_each_planted_prompt_in_both_orders(tokenizer):
+    """`--classify-copies N`: every trained item's two option-order prompts N times each, the gold
+    label's name as the completion; the orders differ, the copies do not."""
+    bank = classify_plant.eval_items(10, 0)
+    s, rest = classify_plant.split_halves(bank, 0)
+    labels = classify_plant.trained_labels(bank, s, rest, "organism", 0)
+    one = pd.DataFrame(classify_plant.sft_rows(bank, labels, tokenizer, 1))
+    three = pd.DataFrame(classify_plant.sft_rows(bank, labels, tokenizer, 3))
+    assert len(one) == 2 * len(labels) and len(three) == 3 * len(one)
+    assert (three.groupby("item_id")["prompt"].nunique() == 2).all()
+    assert (three.groupby("item_id").size() == 6).all()
+    assert set(three.drop_duplicates().itertuples(index=False)) == set(one.itertuples(index=False))
+
+
 def test_planted_item_sets_disjoint_balanced_inside_the_sweep_subsample():
     bank = load_pressure_bank("moral")
     sets = D.choose_planted(bank, 24, 6, seed=0)
