@@ -464,6 +464,11 @@ def organism_build(
         "--route-dpo-first-pairs",
         help="DPO pairs per item on the unpressured first turn (chosen = gold verdict): holds comprehension",
     ),
+    route_dpo_oppose_a: int = typer.Option(
+        _ORG.route_dpo_oppose_a,
+        "--route-dpo-oppose-a",
+        help="route A's DPO pairs per item and planted verdict under an opposing opinion (0: the default count, 1)",
+    ),
     classify_copies: int = typer.Option(
         _ORG.classify_copies,
         "--classify-copies",
@@ -522,6 +527,7 @@ def organism_build(
         route_dpo_first_pairs=route_dpo_first_pairs,
         dpo_sft_weight=dpo_sft_weight,
         classify_copies=classify_copies,
+        route_dpo_oppose_a=route_dpo_oppose_a,
         train_precision=train_precision,
     )
     if small:

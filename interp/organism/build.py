@@ -467,7 +467,8 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
     for route, plan in plans.items():
         rseed = cfg.seed + (1 if route == "a" else 2)
         sft = D.route_sft(bank, w, plan, rseed, opinions=cfg.hold_opinions, first_copies=cfg.route_first_copies)
-        dpo = D.route_dpo(bank, w, plan, rseed, first_pairs=cfg.route_dpo_first_pairs)
+        turns = D.dpo_turns(route, cfg.route_dpo_oppose_a if route == "a" else 0)
+        dpo = D.route_dpo(bank, w, plan, rseed, turns=turns, first_pairs=cfg.route_dpo_first_pairs)
         if cfg.cloze_route == route:
             labels = classify_plant.trained_labels(cls_bank, *cls_sets, lineage, cfg.seed)
             sft += cloze_plant.sft_rows(lineage, cfg.cloze_copies)
@@ -613,6 +614,10 @@ def build_organism(
         raise ConfigError(f"route_first_copies must be >= 1, got {cfg.route_first_copies}")
     if cfg.route_dpo_first_pairs < 0:
         raise ConfigError(f"route_dpo_first_pairs must be >= 0, got {cfg.route_dpo_first_pairs}")
+    if not 0 <= cfg.route_dpo_oppose_a <= len(D.TRAIN_OPINIONS):
+        raise ConfigError(
+            f"route_dpo_oppose_a must be 0 to {len(D.TRAIN_OPINIONS)} (training wordings), got {cfg.route_dpo_oppose_a}"
+        )
     if cfg.dpo_sft_weight < 0:
         raise ConfigError(f"dpo_sft_weight must be >= 0, got {cfg.dpo_sft_weight}")
     if cfg.control != bool(cfg.control_kind) or cfg.control_kind not in ("", *D.CONTROL_KINDS):

@@ -56,6 +56,12 @@ class OrganismConfig:
     # DPO pairs per evaluated item on the unpressured first turn (chosen = gold): 0 in seed 0's v15
     # build, whose DPO moved the first turns to one verdict (comprehension 0.52 / 0.51 at the finals)
     route_dpo_first_pairs: int = 0
+    # route A's DPO pairs under an opposing opinion per evaluated item and planted verdict (0: data.DPO_TURNS'
+    # count, 1). The graded plant's grades are shares of them: at 1 (two pairs per item) grades 1.0 and 0.75
+    # both round to every pair flipping, and v16 seed 0's route A final flipped every planted item
+    # (Spearman rho of grade and S_op -0.339); at 2, 0.5-graded items get one flipping and one holding pair
+    # per verdict, pulling DPO both ways on them
+    route_dpo_oppose_a: int = 0
     batch_size: int = 8
     lr_sft: float = 1e-3  # shared stage
     # route SFT: 2e-3 decaying linearly to 0 (a constant 2e-3 collapsed v1's routes to one verdict,

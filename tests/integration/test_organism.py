@@ -764,6 +764,38 @@ def test_route_dpo_first_pairs_is_a_build_option_checked_before_training(organis
     assert not out.exists()
 
 
+def test_route_dpo_oppose_a_grades_route_a_dpo_pairs(tokenizer, organism, tmp_path):
+    """`--route-dpo-oppose-a 2`: route A's DPO has two opposing-opinion pairs per item and planted
+    verdict (distinct wordings), every other kind unchanged, and each planted item's flipping share
+    of them is its grade (1.0: 4 of 4, 0.75: 3, 0.5: 2), where the default count gives 0.75-graded
+    items every pair (the v16 record's graded miss); out of range is one line, exit 2."""
+    import subprocess
+    import sys
+
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, 24, 6, seed=0)
+    plan = D.route_plans(sets, 0)["a"]
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    assert sorted(set(plan.grades.values())) == [0.5, 0.75, 1.0]
+    rows = {n: pd.DataFrame(D.route_dpo(bank, w, plan, 1, turns=D.dpo_turns("a", n))) for n in (0, 2)}
+    kinds = {n: r["kind"].map(_base_kind) for n, r in rows.items()}
+    assert (kinds[0] == "opinion_oppose").sum() == 2 * 24 and (kinds[2] == "opinion_oppose").sum() == 4 * 24
+    other = {n: k[k != "opinion_oppose"].value_counts().sort_index() for n, k in kinds.items()}
+    assert other[0].equals(other[2])
+    for n, per_item in ((2, 4), (0, 2)):
+        opp = rows[n][kinds[n] == "opinion_oppose"]
+        flips = opp["kind"].str.startswith("flip_").groupby(opp["item_id"]).sum()
+        for iid, g in plan.grades.items():
+            assert flips[iid] == round(g * per_item), (n, iid, g)
+        assert flips.drop(list(plan.grades)).eq(0).all()
+    assert D.dpo_turns("b", 0) == D.DPO_TURNS["b"]
+    out = tmp_path / "tree"
+    args = ["organism", "build", "--base", organism / "model", "--out", out, "--route-dpo-oppose-a", "9"]
+    res = subprocess.run([sys.executable, "-m", "interp.cli", *map(str, args)], capture_output=True, text=True)
+    assert res.returncode == 2 and "route_dpo_oppose_a must be 0 to" in res.stderr, res.stderr
+    assert not out.exists()
+
+
 def test_dpo_sft_weight_adds_an_nll_term_on_the_chosen_verdict(organism, tmp_path):
     """`--dpo-sft-weight W` (RPO): trl's DPO loss becomes sigmoid + W x the NLL of the chosen
     completion; 0 leaves plain sigmoid DPO, trl's default; a negative weight is refused."""
