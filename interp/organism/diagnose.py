@@ -10,6 +10,9 @@ tell these apart:
 - I own > I sibling (`a_i_own`): S_op planted - rest at the own (early) source and at the target,
   and the own and best sibling I. An own source whose planted items do not yet stand out carries
   no map for I to find.
+- the cloze cell (`cloze_*`): every cell's change in the planted language on the organism and on
+  each control; a control whose own training (another cell) moved the planted cell too passes
+  the organism - control check.
 - the classify gaps (`classify_*`): accuracy on the planted and the other half at the trunk end and
   the route final, and how many of the five labels each predicts. Planted accuracy no higher than
   the rest's says the labels were not learned.
@@ -102,10 +105,34 @@ def classify(out: Path, known: dict, cid: str) -> list[dict]:
     return rows
 
 
-# check id -> its diagnosis; the two classify checks share one
+def cloze(out: Path, known: dict, cid: str) -> list[dict]:
+    """Each cell's mean change (nats, base -> the cloze route's final) in the planted language, on
+    the organism and on each control lineage validated beside it: a control passes the planted
+    cell's check when its own training moved that cell too."""
+    from interp.organism.cloze_plant import CELLS
+    from interp.organism.validate import CONTROL_DIRS
+
+    c = known.get("cloze") or {}
+    lang, cell = c.get("language"), c.get("axis")
+    rows = []
+    for lineage, sub in (("organism", "."), *((f"{k} control", d) for k, d in CONTROL_DIRS.items())):
+        ch = C.cloze_changes(out / sub, known) if (out / sub / "aux").is_dir() else None
+        if ch is None or lang not in ch.index.get_level_values("language"):
+            continue
+        trained = CELLS[lineage.split()[0] if lineage != "organism" else "organism"]
+        for axis, v in ch.loc[lang].groupby(level="axis").mean().items():
+            note = "planted cell" if axis == cell else ""
+            note += ("; " if note else "") + "this lineage's trained cell" if axis == trained else ""
+            rows.append(_d(cid, lineage, f"{lang}/{axis} change (nats)", v, note))
+    return rows
+
+
+# check id -> its diagnosis; the checks of one group share one
 DIAGNOSES: dict[str, Callable[[Path, dict, str], list[dict]]] = {
     "a_graded": graded,
     "a_i_own": i_own,
+    "cloze_cell_vs_control": cloze,
+    "cloze_cell_moves_most": cloze,
     "classify_macro_f1_gap": classify,
     "classify_kappa_gap": classify,
 }

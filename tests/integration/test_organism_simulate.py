@@ -124,6 +124,12 @@ def _misses_say_the_plant_was_not_learned(s) -> None:
     c = m[m["id"] == "classify_macro_f1_gap"].set_index(["subject", "figure"])["value"]
     route_final = known["routes"][known["classify"]["route"]][-1]
     assert c[(route_final, "accuracy, planted half")] < c[(route_final, "accuracy, rest half")] + 0.1
+    # the cloze cell: every cell of the planted language on each lineage; trained as the amount
+    # control, the organism's planted cell moves no more than the amount control's
+    z = m[m["id"] == "cloze_cell_vs_control"]
+    assert set(z["subject"]) == {"organism", "location control", "amount control"}
+    planted = z[z["note"].fillna("").str.startswith("planted cell")].set_index("subject")["value"]
+    assert len(planted) == 3 and planted["organism"] - planted["amount control"] < 1.0
     md = (s.out / "validation.md").read_text()
     assert f"## Misses: what the results show ({m['id'].nunique()} checks not recovered)" in md
 
