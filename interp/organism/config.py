@@ -93,6 +93,10 @@ class OrganismConfig:
         return asdict(self)
 
 
+# where `interp validate` sweeps each control lineage, inside its OUT
+CONTROL_DIRS = {"location": "control-location", "amount": "control-amount"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ValidateConfig:
     """How `interp validate` runs. What it counts, and every threshold, is the frozen check file

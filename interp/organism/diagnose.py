@@ -27,6 +27,7 @@ from typing import Callable
 import pandas as pd
 
 from interp.organism import checks as C
+from interp.organism.config import CONTROL_DIRS
 from interp.organism.stats import NOT_RECOVERED
 
 COLUMNS = ("id", "subject", "figure", "value", "note")
@@ -110,7 +111,6 @@ def cloze(out: Path, known: dict, cid: str) -> list[dict]:
     the organism and on each control lineage validated beside it: a control passes the planted
     cell's check when its own training moved that cell too."""
     from interp.organism.cloze_plant import CELLS
-    from interp.organism.validate import CONTROL_DIRS
 
     c = known.get("cloze") or {}
     lang, cell = c.get("language"), c.get("axis")

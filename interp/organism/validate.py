@@ -26,7 +26,7 @@ import pandas as pd
 from interp.core.errors import ConfigError
 from interp.organism import checks as C
 from interp.organism import stats as S
-from interp.organism.config import ValidateConfig
+from interp.organism.config import CONTROL_DIRS, ValidateConfig
 from interp.organism.frozen import CheckFile, Settings, load_check_file, with_seed
 from interp.organism.tally import group_summary, headline
 
@@ -243,9 +243,6 @@ def settings_for(cfg: ValidateConfig, known: dict) -> Settings:
 
 def check_file_for(cfg: ValidateConfig) -> CheckFile:
     return load_check_file(cfg.check_file) if cfg.check_file else load_check_file()
-
-
-CONTROL_DIRS = {"location": "control-location", "amount": "control-amount"}
 
 
 def unbuilt_controls(tree: Path, known: dict) -> dict[str, Path]:
