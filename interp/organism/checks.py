@@ -455,18 +455,27 @@ def cloze_rows(out: Path, known: dict, st: Settings, reference_out: Path | None)
 # ---------------------------------------------------------------- classify
 
 
+def classify_predictions(out: Path, known: dict) -> pd.DataFrame | None:
+    """The classify plant's task, option orders averaged, from the lineage's aux results; None
+    without a classify plant or its sweep."""
+    c = known.get("classify") or {}
+    path = out / "aux" / "results" / "classify_predictions.csv"
+    if not c.get("route") or not path.is_file():
+        return None
+    pr = pd.read_csv(path)
+    return pr[(pr["order"] == "averaged") & (pr["task"] == c["task"])]
+
+
 def classify_rows(out: Path, known: dict, st: Settings) -> list[dict]:
     """Five-level macro-F1 and Cohen's kappa on the planted half minus the other half at route A's
     final (option orders averaged), with a bootstrap resampling each half's items; the binary task's
     accuracy change is a guard."""
     from analyses.classify_metrics import FIVE_LABELS, classification_metrics, cohen_kappa
 
-    c = known.get("classify") or {}
-    path = out / "aux" / "results" / "classify_predictions.csv"
-    if not c.get("route") or not path.is_file():
+    pr = classify_predictions(out, known)
+    if pr is None:
         return []
-    pr = pd.read_csv(path)
-    pr = pr[(pr["order"] == "averaged") & (pr["task"] == c["task"])]
+    c = known["classify"]
     final = short(known["routes"][c["route"]][-1])
     g = pr[pr["checkpoint"] == final].set_index("item_id")
     halves = [g.loc[g.index.isin(c["planted"])], g.loc[g.index.isin(c["rest"])]]

@@ -84,12 +84,10 @@ def i_own(out: Path, known: dict, cid: str) -> list[dict]:
 
 
 def classify(out: Path, known: dict, cid: str) -> list[dict]:
-    c = known.get("classify") or {}
-    path = out / "aux" / "results" / "classify_predictions.csv"
-    if not c.get("route") or not path.is_file():
+    pr = C.classify_predictions(out, known)
+    if pr is None:
         return []
-    pr = pd.read_csv(path)
-    pr = pr[(pr["order"] == "averaged") & (pr["task"] == c["task"])]
+    c = known["classify"]
     rows = []
     for ck in (known["trunk_end"], known["routes"][c["route"]][-1]):
         g = pr[pr["checkpoint"] == C.short(ck)]
