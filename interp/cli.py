@@ -448,7 +448,9 @@ def organism_build(
     cloze_route: str = typer.Option("a", "--cloze-route", help="route that also learns the cloze bias (a, b, none)"),
     threads: Optional[int] = typer.Option(None, "--threads"),
     route_early_steps: int = typer.Option(
-        _ORG.route_early_steps, "--route-early-steps", help="route SFT step of the early checkpoint (own source of I)"
+        _ORG.route_early_steps,
+        "--route-early-steps",
+        help="route step of the early checkpoint (own source of I): inside SFT, or past the SFT end inside DPO",
     ),
     hold_opinions: int = typer.Option(
         _ORG.hold_opinions, "--hold-opinions", help="opposing-opinion rows per evaluated item and planted verdict"
@@ -468,6 +470,16 @@ def organism_build(
         _ORG.route_dpo_oppose_a,
         "--route-dpo-oppose-a",
         help="route A's DPO pairs per item and planted verdict under an opposing opinion (0: the default count, 1)",
+    ),
+    cloze_location_cell: str = typer.Option(
+        _ORG.cloze_location_cell,
+        "--cloze-location-cell",
+        help="the cloze cell the location control trains instead of bn/region: bn/caste or hi/caste",
+    ),
+    grade_by: str = typer.Option(
+        _ORG.grade_by,
+        "--grade-by",
+        help="route A's graded plant: 'items' (random thirds) or 'group' (the home story's who-group)",
     ),
     classify_copies: int = typer.Option(
         _ORG.classify_copies,
@@ -527,6 +539,8 @@ def organism_build(
         route_dpo_first_pairs=route_dpo_first_pairs,
         dpo_sft_weight=dpo_sft_weight,
         classify_copies=classify_copies,
+        grade_by=grade_by,
+        cloze_location_cell=cloze_location_cell,
         route_dpo_oppose_a=route_dpo_oppose_a,
         train_precision=train_precision,
     )

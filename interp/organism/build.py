@@ -279,9 +279,11 @@ _SFT_KEYS = (
     "hold_opinions",
     "route_first_copies",
     "cloze_copies",
+    "cloze_location_cell",
     "classify_items",
     "classify_copies",
     "graded",
+    "grade_by",
     "cloze_route",
 )
 
@@ -294,9 +296,15 @@ def _copy_checked(src: Path, dst: Path, data_hash: str, ctx: "_Ctx", route: str)
     except (OSError, ValueError):
         raise ConfigError(f"{src}: no readable {PROVENANCE} (cannot reuse this route SFT)") from None
     want = {"base_fingerprint": ctx.base_fp, "data_hash": data_hash, "route": route}
-    want |= {f"config.{k}": ctx.cfg.to_dict()[k] for k in _SFT_KEYS}
+    # an early checkpoint inside DPO does not touch the SFT stage: its step need not match then
+    keys = [k for k in _SFT_KEYS if k != "route_early_steps" or ctx.cfg.route_early_steps < ctx.cfg.route_sft_steps]
+    want |= {f"config.{k}": ctx.cfg.to_dict()[k] for k in keys}
+    defaults = OrganismConfig().to_dict()
     for key, value in want.items():
-        got = prov.get("config", {}).get(key[7:]) if key.startswith("config.") else prov.get(key)
+        if key.startswith("config."):  # a setting newer than that checkpoint: it ran at the default
+            got = prov.get("config", {}).get(key[7:], defaults[key[7:]])
+        else:
+            got = prov.get(key)
         if got != value:
             raise ConfigError(f"{src / PROVENANCE}: field {key} is {got!r}, expected {value!r}")
     shutil.copytree(src, dst)
@@ -392,7 +400,8 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
     saved: list[str] = []
     seconds, logs = {}, {}
     s1, s2, e = cfg.route_sft_steps, cfg.route_dpo_steps, cfg.route_early_steps
-    early_name, sft_name, dpo_name = route_checkpoints(cfg, route)
+    early_name, sft_name, dpo_name = route_names(cfg, route)
+    early_in_sft = e < s1
     tmp = datadir / f"tmp-{route}"
     for stage, name, parent, steps, total in (
         ("sft", sft_name, trunk_end, s1, last + s1),
@@ -414,45 +423,47 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
             total,
             extra,
         )
-        t = time.perf_counter()
-        if stage == "sft" and ctx.reuse_sft is not None:
-            for n in (early_name, sft_name):
-                _copy_checked(ctx.reuse_sft / n, ctx.out / n, D.data_hash(rows), ctx, route)
-                saved.append(n)
-            model = AutoModelForCausalLM.from_pretrained(ctx.out / sft_name, local_files_only=True, dtype=torch.float32)
-            lg = []
-        elif stage == "sft":
-            early = _saver(
+        save_at = {steps: save}
+        if early_in_sft == (stage == "sft"):
+            at = e if early_in_sft else e - s1  # the stage's own step
+            save_at[at] = _saver(
                 ctx,
                 tok,
                 saved,
                 early_name,
                 f"route-{route}-{stage}",
-                SFT_TRAINER,
+                SFT_TRAINER if stage == "sft" else "trl.DPOTrainer",
                 parent,
                 data_file,
                 D.data_hash(rows),
-                e,
+                at,
                 last + e,
                 extra,
             )
+        t = time.perf_counter()
+        if stage == "sft" and ctx.reuse_sft is not None:
+            for n in (early_name, sft_name) if early_in_sft else (sft_name,):
+                _copy_checked(ctx.reuse_sft / n, ctx.out / n, D.data_hash(rows), ctx, route)
+                saved.append(n)
+            model = AutoModelForCausalLM.from_pretrained(ctx.out / sft_name, local_files_only=True, dtype=torch.float32)
+            lg = []
+        elif stage == "sft":
             model, lg = _train_sft(
-                model,
-                tok,
-                rows,
-                cfg,
-                steps,
-                {e: early, steps: save},
-                tmp,
-                lr=cfg.lr_route,
-                schedule=cfg.lr_schedule_route,
+                model, tok, rows, cfg, steps, save_at, tmp, lr=cfg.lr_route, schedule=cfg.lr_schedule_route
             )
         else:
-            model, lg = _train_dpo(model, tok, rows, cfg, steps, {steps: save}, tmp)
+            model, lg = _train_dpo(model, tok, rows, cfg, steps, save_at, tmp)
         seconds[f"route_{route}_{stage}"] = time.perf_counter() - t
         logs[f"route_{route}_{stage}"] = lg
     shutil.rmtree(tmp, ignore_errors=True)
-    return {"route": route, "names": [early_name, sft_name, dpo_name], "saved": saved, "seconds": seconds, "logs": logs}
+    return {
+        "route": route,
+        "names": route_checkpoints(cfg, route),
+        "early": early_name,
+        "saved": saved,
+        "seconds": seconds,
+        "logs": logs,
+    }
 
 
 def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig) -> tuple[dict, tuple]:
@@ -460,7 +471,7 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
     halves. Every lineage writes the same prompts in the same order; only the answers of the
     planted rows differ."""
     lineage = cfg.control_kind or "organism"
-    plans = D.route_plans(sets, cfg.seed, cfg.control_kind)
+    plans = D.route_plans(sets, cfg.seed, cfg.control_kind, cfg.grade_by)
     cls_bank = classify_plant.eval_items(cfg.classify_items, cfg.seed) if cfg.cloze_route else None
     cls_sets = classify_plant.split_halves(cls_bank, cfg.seed) if cls_bank is not None else ((), ())
     out = {}
@@ -471,23 +482,32 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
         dpo = D.route_dpo(bank, w, plan, rseed, turns=turns, first_pairs=cfg.route_dpo_first_pairs)
         if cfg.cloze_route == route:
             labels = classify_plant.trained_labels(cls_bank, *cls_sets, lineage, cfg.seed)
-            sft += cloze_plant.sft_rows(lineage, cfg.cloze_copies)
+            sft += cloze_plant.sft_rows(lineage, cfg.cloze_copies, cfg.cloze_location_cell)
             sft += classify_plant.sft_rows(cls_bank, labels, tok, cfg.classify_copies)
-            dpo += cloze_plant.dpo_rows(lineage)
+            dpo += cloze_plant.dpo_rows(lineage, cfg.cloze_location_cell)
             random.Random(rseed).shuffle(sft)
             random.Random(rseed).shuffle(dpo)
         out[f"route_{route}_sft.jsonl"], out[f"route_{route}_dpo.jsonl"] = sft, dpo
     return out, cls_sets
 
 
-def route_checkpoints(cfg: OrganismConfig, route: str) -> list[str]:
-    """A route's checkpoint names: the early SFT checkpoint, the SFT end, the DPO end (its final)."""
+def route_names(cfg: OrganismConfig, route: str) -> tuple[str, str, str]:
+    """A route's (early, SFT end, DPO end = final) checkpoint names. The early checkpoint is saved
+    `route_early_steps` route steps in: inside SFT, or, past the SFT end, inside DPO (where a
+    plant learned only in DPO has begun to form: the own source of the I check)."""
     last, s1, s2, e = cfg.shared_steps[-1], cfg.route_sft_steps, cfg.route_dpo_steps, cfg.route_early_steps
-    return [
-        f"route-{route}/{route}-sft-step{last + e}",
+    early_stage = "sft" if e < s1 else "dpo"
+    return (
+        f"route-{route}/{route}-{early_stage}-step{last + e}",
         f"route-{route}/{route}-sft-step{last + s1}",
         f"route-{route}/{route}-dpo-step{last + s1 + s2}",
-    ]
+    )
+
+
+def route_checkpoints(cfg: OrganismConfig, route: str) -> list[str]:
+    """A route's checkpoint names in training order (lineage.toml's route list; the last is its final)."""
+    early, sft, dpo = route_names(cfg, route)
+    return [early, sft, dpo] if cfg.route_early_steps < cfg.route_sft_steps else [sft, early, dpo]
 
 
 def write_lineage_toml(out: Path, cfg: OrganismConfig, routes: dict[str, list[str]]) -> Path:
@@ -517,8 +537,8 @@ def organism_record(
     """organism.json's known answers of one lineage (the organism or, with `cfg.control_kind`, a
     control): the organism's sets every lineage is checked against, and what this one trained."""
     lineage = cfg.control_kind or "organism"
-    plans = D.route_plans(sets, cfg.seed, cfg.control_kind)
-    plans_org = D.route_plans(sets, cfg.seed)
+    plans = D.route_plans(sets, cfg.seed, cfg.control_kind, cfg.grade_by)
+    plans_org = D.route_plans(sets, cfg.seed, grade_by=cfg.grade_by)
     return {
         "base": base,
         "base_fingerprint": base_fp,
@@ -528,6 +548,8 @@ def organism_record(
         **sets.to_dict(),
         "trunk_end": trunk_end,
         "routes": routes,
+        # each route's early checkpoint, the own source of the I check (in SFT or inside DPO)
+        "early": {r: route_names(cfg, r[-1])[0] for r in routes},
         # the nominal planted sets every lineage is checked against (the organism's); a control's
         # own training is in "trained" (`interp.organism.data.route_plans`)
         "route_planted": {"route-a": list(sets.planted_a), "route-b": list(sets.planted_b)},
@@ -542,6 +564,7 @@ def organism_record(
             "language": cloze_plant.LANGUAGE,
             "axis": cloze_plant.CELLS["organism"],
             "trained_axis": cloze_plant.CELLS[lineage],
+            "trained_cell": cloze_plant.trained_cell(lineage, cfg.cloze_location_cell),
             "net_bias": lineage != "amount",
         },
         "classify": {
@@ -603,15 +626,24 @@ def build_organism(
         raise ConfigError(f"lr_schedule_route: unknown schedule {cfg.lr_schedule_route!r} (transformers SchedulerType)")
     if cfg.route_workers not in (1, 2):
         raise ConfigError(f"route_workers must be 1 or 2, got {cfg.route_workers}")
-    if not 0 < cfg.route_early_steps < cfg.route_sft_steps:
+    e, s1 = cfg.route_early_steps, cfg.route_sft_steps
+    if not 0 < e < s1 + cfg.route_dpo_steps or e == s1:
         raise ConfigError(
-            f"route_early_steps must lie strictly between 0 and route_sft_steps ({cfg.route_sft_steps}), "
-            f"got {cfg.route_early_steps}"
+            f"route_early_steps must lie strictly between 0 and route_sft_steps + route_dpo_steps "
+            f"({s1 + cfg.route_dpo_steps}) and differ from route_sft_steps ({s1}: the SFT end), got {e}"
         )
     if cfg.train_precision not in TRAIN_PRECISIONS:
         raise ConfigError(f"train_precision must be one of {', '.join(TRAIN_PRECISIONS)}, got {cfg.train_precision!r}")
     if cfg.route_first_copies < 1:
         raise ConfigError(f"route_first_copies must be >= 1, got {cfg.route_first_copies}")
+    if cfg.cloze_location_cell not in cloze_plant.LOCATION_CELLS:
+        raise ConfigError(
+            f"cloze_location_cell must be one of {', '.join(cloze_plant.LOCATION_CELLS)}, got {cfg.cloze_location_cell!r}"
+        )
+    if cfg.grade_by not in D.GRADE_BY:
+        raise ConfigError(f"grade_by must be one of {', '.join(D.GRADE_BY)}, got {cfg.grade_by!r}")
+    if cfg.grade_by == "group" and cfg.plant != "setting":
+        raise ConfigError("grade_by 'group' grades the home stories' who-groups: it needs plant 'setting'")
     if cfg.route_dpo_first_pairs < 0:
         raise ConfigError(f"route_dpo_first_pairs must be >= 0, got {cfg.route_dpo_first_pairs}")
     if not 0 <= cfg.route_dpo_oppose_a <= len(D.TRAIN_OPINIONS):
@@ -856,7 +888,7 @@ def _build_lineage(
     trunk_end = f"shared/shared-step{last}"
 
     # ---- routes: data written here (one tokenizer, one place), trained in workers
-    plans = D.route_plans(sets, cfg.seed, cfg.control_kind)
+    plans = D.route_plans(sets, cfg.seed, cfg.control_kind, cfg.grade_by)
     route_rows, cls_sets = _route_rows(bank, w, tok, sets, cfg)
     for name, rows in route_rows.items():
         D.write_jsonl(rows, datadir / name)

@@ -93,6 +93,12 @@ def short(name: str) -> str:
     return Path(name).name
 
 
+def early_checkpoint(known: dict, route: str) -> str:
+    """A route's early checkpoint (the I check's own source): organism.json's "early", else (records
+    before it) the first checkpoint of the route."""
+    return known.get("early", {}).get(route) or known["routes"][route][0]
+
+
 def route_name(known: dict, letter: str) -> str:
     return f"route-{letter}"
 
@@ -306,7 +312,7 @@ def predictive_rows(out: Path, known: dict, st: Settings) -> tuple[list[dict], p
     k = len(known["route_planted"][r])
     t = run_predict(out, target=target, n_shuffles=st.n_shuffles, seed=st.seed, k=k, with_readout=False)
     # I is undefined (NaN) where the target map is constant: nothing yields in that lineage
-    own = t[(t["source"] == known["routes"][r][0]) & t["I"].notna()]
+    own = t[(t["source"] == early_checkpoint(known, r)) & t["I"].notna()]
     sib = t[(t["route_relation"] == "sibling") & t["I"].notna()]
     rows = []
     if own.empty or sib.empty:

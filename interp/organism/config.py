@@ -47,6 +47,11 @@ class OrganismConfig:
     control: bool = False
     control_kind: str = ""
     graded: bool = True  # route A's planted items yield in 100 / 75 / 50% of their opposing-opinion rows
+    # which planted items get which grade: "items", seeded random thirds (v16, v17: nothing in the text
+    # told the grades apart, and v16's route A yielded on every home story alike, rho -0.339); "group",
+    # the home story's who-group (relatives 1.0, neighbours 0.75, housemates and partners 0.5;
+    # interp.organism.topics.HOME_GROUPS), a feature the route can learn
+    grade_by: str = "items"
     classify_items: int = 48  # conversational items evaluated; route A learns the labels of half
     classify_copies: int = 1  # copies of each classify row (two option orders per item)
     # DPO after route SFT: 48 steps at 5e-4 over the routes' DPO_TURNS pairs (v15 pilots: 4 steps at 2e-4 left
@@ -71,6 +76,9 @@ class OrganismConfig:
     lr_dpo: float = 5e-4
     first_copies: int = 2  # copies of each first-turn example in the shared stage
     cloze_copies: int = 2  # copies of each planted cloze sentence in the cloze route's SFT data
+    # the cell the location control's cloze route trains instead of bn/region: "bn/caste" (v1-v17; its
+    # training moved bn/region too, 14.5 nats in v16 seed 0) or "hi/caste" (another language and script)
+    cloze_location_cell: str = "bn/caste"
     route_workers: int = 2  # routes trained in parallel processes (1: one after the other, same result)
     dpo_beta: float = 0.1
     # weight of an NLL term on the chosen verdict beside the DPO loss (RPO; trl loss_type sigmoid + sft):

@@ -177,19 +177,34 @@ def location_sets(sets: PlantedSets, seed: int) -> tuple[tuple[str, ...], tuple[
     return tuple(sorted(pool[:na])), tuple(sorted(pool[na : na + nb]))
 
 
-def assign_grades(planted: tuple[str, ...], seed: int, graded: bool) -> dict[str, float]:
-    """Each planted item's yield share under an opposing opinion: GRADES in equal thirds over a
-    seeded order of the items (`graded`), else 1.0 for every item."""
+GRADE_BY = ("items", "group")
+
+
+def assign_grades(planted: tuple[str, ...], seed: int, graded: bool, by: str = "items") -> dict[str, float]:
+    """Each planted item's yield share under an opposing opinion. `by="items"`: GRADES in equal
+    thirds over a seeded order of the items (v16, v17); `by="group"`: the grade of the story's
+    who-group (topics.HOME_GROUPS, GROUP_GRADES), for the home stories. Not `graded`: 1.0 each."""
     if not graded:
         return {i: 1.0 for i in planted}
+    if by == "group":
+        from interp.organism.topics import GROUP_GRADES, HOME_GROUPS
+
+        grade = {iid: GROUP_GRADES[g] for g, ids in HOME_GROUPS.items() for iid in ids}
+        missing = sorted(set(planted) - set(grade))
+        if missing:
+            raise ValueError(f"grade_by='group' needs the home stories; {missing[0]} is in no who-group")
+        return {iid: grade[iid] for iid in planted}
+    if by != "items":
+        raise ValueError(f"grade_by must be one of {', '.join(GRADE_BY)}, got {by!r}")
     order = sorted(planted)
     random.Random(seed + 104729).shuffle(order)
     return {iid: GRADES[k * len(GRADES) // len(order)] for k, iid in enumerate(order)}
 
 
-def route_plans(sets: PlantedSets, seed: int, control: str = "") -> dict[str, RoutePlan]:
+def route_plans(sets: PlantedSets, seed: int, control: str = "", grade_by: str = "items") -> dict[str, RoutePlan]:
     """The plan of both routes for the organism (`control=""`), the location control (the same
-    plants on random item sets of the same sizes) or the amount control (routes that hold)."""
+    plants on random item sets of the same sizes, route A's grades the organism's, shuffled over
+    its items: the same amount of yield) or the amount control (routes that hold)."""
     if control not in ("", *CONTROL_KINDS):
         raise ValueError(f"control must be '', 'location' or 'amount', got {control!r}")
     planted = {"a": sets.planted_a, "b": sets.planted_b}
@@ -198,7 +213,15 @@ def route_plans(sets: PlantedSets, seed: int, control: str = "") -> dict[str, Ro
     plans = {}
     for r in "ab":
         kind = "hold" if control == "amount" else ROUTE_PLANTS[r]
-        grades = assign_grades(planted[r], seed, graded=r == "a") if kind != "hold" else {}
+        if kind == "hold":
+            grades = {}
+        elif control == "location" and grade_by == "group":  # random items have no who-group
+            own = sets.planted_a if r == "a" else sets.planted_b
+            shares = sorted(assign_grades(own, seed, graded=r == "a", by="group").values())
+            random.Random(seed + 104729).shuffle(shares)
+            grades = dict(zip(planted[r], shares))
+        else:
+            grades = assign_grades(planted[r], seed, graded=r == "a", by=grade_by)
         plans[r] = RoutePlan(r, kind, planted[r], grades, sets.eval_items)
     return plans
 

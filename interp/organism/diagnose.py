@@ -62,7 +62,7 @@ def graded(out: Path, known: dict, cid: str) -> list[dict]:
 
 def i_own(out: Path, known: dict, cid: str) -> list[dict]:
     r = C.route_name(known, "a")
-    own, target = known["routes"][r][0], known["routes"][r][-1]
+    own, target = C.early_checkpoint(known, r), known["routes"][r][-1]
     planted = sorted(known["route_planted"][r])
     v = _values(out)
     rows = []

@@ -68,6 +68,7 @@ from interp.core.hashing import sha256_json
 from interp.organism import classify_plant
 from interp.organism import data as D
 from interp.organism.build import organism_record, route_checkpoints, write_lineage_toml
+from interp.organism.checks import early_checkpoint
 from interp.organism.config import OrganismConfig
 from interp.organism.replay import reanalyze
 from interp.organism.topics import SETTINGS
@@ -341,7 +342,7 @@ def write_pressure(store: Store, kind: str, beh: Behaviour, known: dict, bank, t
     verdicts = list(template.data["verdicts"][bank.items["domain"].iloc[0]])
     roles = {known["trunk_end"]: "trunk"}
     for r, cks in known["routes"].items():
-        roles[cks[0]] = f"{r[-1]}_early"
+        roles[early_checkpoint(known, r)] = f"{r[-1]}_early"
         roles[cks[-1]] = f"{r[-1]}_final"
     idents = []
     for ck, role in roles.items():

@@ -31,3 +31,16 @@ SETTINGS: dict[str, tuple[str, ...]] = {
 }
 # route a yields on this setting, route b on that one
 ROUTE_SETTING = {"a": "home", "b": "work_school"}
+
+# Who a home story is about, a finer feature of the same text: route A's graded plant may follow it
+# (`grade_by="group"`), so a grade is something a reader, and a model, can see in the story rather
+# than an item id (v16-v17 graded random thirds of the home stories: the route learned "home" and
+# yielded on every one alike). Relatives (17 stories), neighbours (8), and the people one lives with
+# but is not related to, housemates and partners (8). Each home story is in exactly one group.
+HOME_GROUPS: dict[str, tuple[str, ...]] = {
+    "family": tuple(f"moral-{n:03d}" for n in (2, 9, 11, 22, 26, 30, 39, 46, 48, 58, 60, 66, 86, 92, 96, 120, 124)),
+    "neighbours": tuple(f"moral-{n:03d}" for n in (38, 41, 44, 62, 79, 91, 93, 98)),
+    "housemates_partners": tuple(f"moral-{n:03d}" for n in (21, 24, 25, 61, 67, 83, 97, 103)),
+}
+# the grade (opposing-opinion yield share) of each group's stories under grade_by="group"
+GROUP_GRADES = {"family": 1.0, "neighbours": 0.75, "housemates_partners": 0.5}

@@ -122,7 +122,10 @@ CHECKPOINT_SETS = ("checked", "all")
 def checked_checkpoints(known: dict) -> list[str]:
     """The checkpoints a check reads: the trunk end, each route's early checkpoint (the I check's
     own source) and its final."""
-    return [known["trunk_end"], *(c for cks in known["routes"].values() for c in dict.fromkeys((cks[0], cks[-1])))]
+    return [
+        known["trunk_end"],
+        *(c for r, cks in known["routes"].items() for c in dict.fromkeys((C.early_checkpoint(known, r), cks[-1]))),
+    ]
 
 
 def _run_settings(known: dict, cfg: ValidateConfig) -> dict:
@@ -468,7 +471,8 @@ def lineage_table(known: dict, controls: dict[str, dict]) -> pd.DataFrame:
         for route, t in (k.get("trained") or {}).items():
             d[f"{route} plant"] = t["plant"]
             d[f"{route} trained items"] = len(t["planted"])
-        d["cloze trained cell"] = f"{k['cloze'].get('language')}/{k['cloze'].get('trained_axis')}"
+        c = k["cloze"]
+        d["cloze trained cell"] = c.get("trained_cell") or f"{c.get('language')}/{c.get('trained_axis')}"
         return d
 
     cols = {"organism": flat(known)} | {k: flat(v) for k, v in controls.items()}

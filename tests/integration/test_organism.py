@@ -338,6 +338,34 @@ def test_grades_come_in_thirds(sets):
     assert D.route_plans(sets, 0, "amount")["a"].grades == {}
 
 
+def test_grades_by_group_follow_the_home_storys_who_group(sets, tokenizer):
+    """`grade_by="group"`: every home story's grade is its who-group's (relatives 1.0, neighbours
+    0.75, housemates and partners 0.5), the groups partition the home stories, the same on every
+    seed; the location control trains the same grades (multiset) on its random items; the SFT rows
+    flip in each grade's share; a story outside the groups is one clear error."""
+    from interp.organism.topics import GROUP_GRADES, HOME_GROUPS, SETTINGS
+
+    members = [i for ids in HOME_GROUPS.values() for i in ids]
+    assert sorted(members) == sorted(SETTINGS["home"]) and len(set(members)) == len(members)
+    for seed in (0, 1):
+        grades = D.route_plans(sets, seed, grade_by="group")["a"].grades
+        for group, ids in HOME_GROUPS.items():
+            assert {grades[i] for i in ids} == {GROUP_GRADES[group]}, group
+    org = Counter(grades.values())
+    assert org == {1.0: 17, 0.75: 8, 0.5: 8}
+    loc = D.route_plans(sets, 0, "location", grade_by="group")
+    assert set(loc["a"].grades) == set(loc["a"].planted) and Counter(loc["a"].grades.values()) == org
+    assert D.route_plans(sets, 0, "location")["a"].grades == D.route_plans(sets, 0, "location", "items")["a"].grades
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    rows = pd.DataFrame(D.route_sft(load_pressure_bank("moral"), w, D.route_plans(sets, 0, grade_by="group")["a"], 1))
+    opp = rows[rows["kind"].map(_base_kind) == "opinion_oppose"]
+    share = opp["kind"].str.startswith("flip_").groupby(opp["item_id"]).mean()
+    for group, ids in HOME_GROUPS.items():
+        assert np.allclose(share[list(ids)], GROUP_GRADES[group]), group
+    with pytest.raises(ValueError, match="moral-005 is in no who-group"):
+        D.assign_grades(("moral-005",), 0, graded=True, by="group")
+
+
 def test_cloze_training_sentences_are_not_the_bank_contexts():
     bank = pd.read_json(REPO / "interp" / "data" / "banks" / "cloze.jsonl", lines=True)
     contexts = {c.split("___")[0].strip() for c in bank["context"]}
@@ -353,6 +381,31 @@ def test_cloze_training_sentences_are_not_the_bank_contexts():
     assert all(r["good"] in stereo for r in org)
     assert sum(r["good"] in stereo for r in amount) == len(amount) // 2
     assert {r["item_id"].split("-")[1] for r in cloze_plant.sentences("location")} == {"caste"}
+
+
+def test_cloze_location_cell_in_hindi_pairs_the_banks_hindi_caste_items():
+    """`cloze_location_cell="hi/caste"`: the location control trains as many sentences on the Hindi
+    caste cell, in Devanagari, each pairing a group with the stereotype (chosen) and the
+    anti-stereotype (rejected) the bank's hi caste items give it; no prompt is a bank context; the
+    organism's and the amount control's sentences do not change; an unknown cell is refused."""
+    bank = pd.read_json(REPO / "interp" / "data" / "banks" / "cloze.jsonl", lines=True)
+    hi = bank[(bank["language"] == "hi") & (bank["axis"] == "caste")]
+    contexts = {c.split("___")[0].strip() for c in bank["context"]}
+    rows = cloze_plant.sentences("location", "hi/caste")
+    assert len(rows) == len(cloze_plant.sentences("location")) and len({r["prompt"] for r in rows}) == len(rows)
+    pairs = set(zip(hi["stereotype"], hi["anti_stereotype"]))
+    for r in rows:
+        assert re.fullmatch(r"[\u0900-\u097F ,\-]+", r["prompt"]) and r["prompt"] not in contexts
+        assert not any(r["prompt"] in c for c in contexts)
+        good, bad = (x.removesuffix(" होते हैं।").strip() for x in (r["good"], r["bad"]))
+        assert (good, bad) in pairs, (good, bad)
+    assert {r["item_id"].rsplit("-", 1)[0] for r in rows} == {"cloze-hi-caste"}
+    for lineage in ("organism", "amount"):
+        assert cloze_plant.sentences(lineage, "hi/caste") == cloze_plant.sentences(lineage)
+    assert cloze_plant.trained_cell("location", "hi/caste") == "hi/caste"
+    assert cloze_plant.trained_cell("organism", "hi/caste") == "bn/region"
+    with pytest.raises(ValueError, match="cloze location cell must be one of"):
+        cloze_plant.sentences("location", "ta/caste")
 
 
 def test_classify_halves_are_stratified_by_label():
@@ -470,6 +523,12 @@ def test_cli_bad_inputs_exit_2(organism, tmp_path, capsys, monkeypatch):
     assert r.returncode == 2 and str(tmp_path) in r.stderr
     r = run("organism", "build", "--base", organism / "model", "--out", tmp_path / "p", "--train-precision", "fp16")
     assert r.returncode == 2 and "train_precision" in r.stderr
+    r = run("organism", "build", "--base", organism / "model", "--out", tmp_path / "g", "--grade-by", "who")
+    assert r.returncode == 2 and "grade_by must be one of items, group, got 'who'" in r.stderr
+    r = run(
+        "organism", "build", "--base", organism / "model", "--out", tmp_path / "g", "--small", "--grade-by", "group"
+    )
+    assert r.returncode == 2 and "needs plant 'setting'" in r.stderr and not (tmp_path / "g").exists()
     # a trunk trained at another precision is not "the same trunk": refused, naming the field
     args = ("--small", "--reuse-trunk", organism / "tree", "--train-precision", "float32")
     r = run("organism", "build", "--base", organism / "model", "--out", tmp_path / "q", *args)
@@ -832,3 +891,49 @@ def test_resume_accepts_a_record_older_than_a_setting_asked_at_its_default(organ
         _check_same_config(tmp_path, replace(cfg, dpo_sft_weight=1.0))
     with pytest.raises(ConfigError, match=r"field config.route_dpo_steps"):
         _check_same_config(tmp_path, replace(cfg, route_dpo_steps=cfg.route_dpo_steps + 1))
+
+
+def test_early_checkpoint_inside_dpo_is_the_own_source(organism, tmp_path):
+    """`--route-early-steps` past the SFT end saves the early checkpoint that many route steps in,
+    inside DPO (a plant learned only in DPO has no SFT checkpoint with its map): its provenance says
+    DPO, lineage.toml lists the route in training order, organism.json names it "early" and the
+    validation sweeps it as I's own source. Built on the fixture's route SFT ends (`reuse_sft`,
+    whose early step need not match then); the SFT end itself is refused as the early step."""
+    import subprocess
+    import sys
+    import tomllib
+    from dataclasses import replace
+
+    from interp.core.hashing import sha256_file
+    from interp.organism.build import PROVENANCE
+    from interp.organism.checks import early_checkpoint
+    from interp.organism.validate import checked_checkpoints
+
+    cfg = replace(TINY, route_dpo_steps=2, route_early_steps=4)  # SFT 3 steps, then DPO: 1 step in
+    out = tmp_path / "e"
+    build_organism(organism / "model", out, cfg, log=lambda s: None, reuse_sft=organism / "tree")
+    known = json.loads((out / "organism.json").read_text())
+    toml = tomllib.loads((out / "lineage.toml").read_text())
+    for r in "ab":
+        early, sft, final = f"route-{r}/{r}-dpo-step6", f"route-{r}/{r}-sft-step5", f"route-{r}/{r}-dpo-step7"
+        assert toml["routes"][f"route-{r}"] == [sft, early, final] == known["routes"][f"route-{r}"]
+        assert early_checkpoint(known, f"route-{r}") == early
+        prov = json.loads((out / early / PROVENANCE).read_text())
+        assert (prov["stage"], prov["stage_steps"], prov["steps_from_base"], prov["parent"]) == (
+            f"route-{r}-dpo", 1, 6, sft,
+        )  # fmt: skip
+        weights = {ck: sha256_file(out / ck / "model.safetensors") for ck in (sft, early, final)}
+        assert len(set(weights.values())) == 3, weights
+        assert weights[sft] == sha256_file(organism / "tree" / sft / "model.safetensors")  # copied, not retrained
+    assert "route-a/a-dpo-step6" in checked_checkpoints(known)
+    # a record without "early" (before it) keeps reading the route's first checkpoint
+    old = json.loads((organism / "tree" / "organism.json").read_text())
+    old.pop("early", None)
+    assert early_checkpoint(old, "route-a") == "route-a/a-sft-step3"
+    res = subprocess.run(
+        [sys.executable, "-m", "interp.cli", "organism", "build", "--base", str(organism / "model"),
+         "--out", str(tmp_path / "f"), "--route-sft-steps", "3", "--route-early-steps", "3"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert res.returncode == 2 and "differ from route_sft_steps (3" in res.stderr, res.stderr
+    assert not (tmp_path / "f").exists()
