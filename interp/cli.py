@@ -474,7 +474,7 @@ def organism_build(
     cloze_location_cell: str = typer.Option(
         _ORG.cloze_location_cell,
         "--cloze-location-cell",
-        help="the cloze cell the location control trains instead of bn/region: bn/caste or hi/caste",
+        help="the cloze cell the location control trains instead of bn/region: bn/caste, hi/caste or en/caste",
     ),
     grade_by: str = typer.Option(
         _ORG.grade_by,

@@ -77,7 +77,8 @@ class OrganismConfig:
     first_copies: int = 2  # copies of each first-turn example in the shared stage
     cloze_copies: int = 2  # copies of each planted cloze sentence in the cloze route's SFT data
     # the cell the location control's cloze route trains instead of bn/region: "bn/caste" (v1-v17; its
-    # training moved bn/region too, 14.5 nats in v16 seed 0) or "hi/caste" (another language and script)
+    # training moved bn/region too, 14.5 nats in v16 seed 0), "hi/caste" or "en/caste" (other languages;
+    # training bn/region moved no English cell by 1 nat: cloze_plant's docstring)
     cloze_location_cell: str = "bn/caste"
     route_workers: int = 2  # routes trained in parallel processes (1: one after the other, same result)
     dpo_beta: float = 0.1

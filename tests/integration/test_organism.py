@@ -383,27 +383,30 @@ def test_cloze_training_sentences_are_not_the_bank_contexts():
     assert {r["item_id"].split("-")[1] for r in cloze_plant.sentences("location")} == {"caste"}
 
 
-def test_cloze_location_cell_in_hindi_pairs_the_banks_hindi_caste_items():
-    """`cloze_location_cell="hi/caste"`: the location control trains as many sentences on the Hindi
-    caste cell, in Devanagari, each pairing a group with the stereotype (chosen) and the
-    anti-stereotype (rejected) the bank's hi caste items give it; no prompt is a bank context; the
-    organism's and the amount control's sentences do not change; an unknown cell is refused."""
+@pytest.mark.parametrize("lang,script", [("hi", r"[\u0900-\u097F ,\-]+"), ("en", r"[A-Za-z ]+")])
+def test_cloze_location_cell_in_another_language_pairs_the_banks_caste_items(lang, script):
+    """`cloze_location_cell="hi/caste"` / "en/caste": the location control trains as many sentences
+    on that language's caste cell, in its script, each pairing a group with the stereotype (chosen)
+    and the anti-stereotype (rejected) the bank's items of that cell give it; no prompt is a bank
+    context; the organism's and the amount control's sentences do not change; an unknown cell is
+    refused."""
     bank = pd.read_json(REPO / "interp" / "data" / "banks" / "cloze.jsonl", lines=True)
-    hi = bank[(bank["language"] == "hi") & (bank["axis"] == "caste")]
+    cell = bank[(bank["language"] == lang) & (bank["axis"] == "caste")]
     contexts = {c.split("___")[0].strip() for c in bank["context"]}
-    rows = cloze_plant.sentences("location", "hi/caste")
+    rows = cloze_plant.sentences("location", f"{lang}/caste")
     assert len(rows) == len(cloze_plant.sentences("location")) and len({r["prompt"] for r in rows}) == len(rows)
-    pairs = set(zip(hi["stereotype"], hi["anti_stereotype"]))
+    pairs = set(zip(cell["stereotype"], cell["anti_stereotype"]))
+    prefix, suffix = cloze_plant.ENDS[lang].split("{w}")
     for r in rows:
-        assert re.fullmatch(r"[\u0900-\u097F ,\-]+", r["prompt"]) and r["prompt"] not in contexts
+        assert re.fullmatch(script, r["prompt"]) and r["prompt"] not in contexts
         assert not any(r["prompt"] in c for c in contexts)
-        good, bad = (x.removesuffix(" होते हैं।").strip() for x in (r["good"], r["bad"]))
+        good, bad = (x.removeprefix(prefix).removesuffix(suffix) for x in (r["good"], r["bad"]))
         assert (good, bad) in pairs, (good, bad)
-    assert {r["item_id"].rsplit("-", 1)[0] for r in rows} == {"cloze-hi-caste"}
+    assert {r["item_id"].rsplit("-", 1)[0] for r in rows} == {f"cloze-{lang}-caste"}
     for lineage in ("organism", "amount"):
-        assert cloze_plant.sentences(lineage, "hi/caste") == cloze_plant.sentences(lineage)
-    assert cloze_plant.trained_cell("location", "hi/caste") == "hi/caste"
-    assert cloze_plant.trained_cell("organism", "hi/caste") == "bn/region"
+        assert cloze_plant.sentences(lineage, f"{lang}/caste") == cloze_plant.sentences(lineage)
+    assert cloze_plant.trained_cell("location", f"{lang}/caste") == f"{lang}/caste"
+    assert cloze_plant.trained_cell("organism", f"{lang}/caste") == "bn/region"
     with pytest.raises(ValueError, match="cloze location cell must be one of"):
         cloze_plant.sentences("location", "ta/caste")
 
