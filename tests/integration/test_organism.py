@@ -901,7 +901,8 @@ def test_early_checkpoint_inside_dpo_is_the_own_source(organism, tmp_path):
     inside DPO (a plant learned only in DPO has no SFT checkpoint with its map): its provenance says
     DPO, lineage.toml lists the route in training order, organism.json names it "early" and the
     validation sweeps it as I's own source. Built on the fixture's route SFT ends (`reuse_sft`,
-    whose early step need not match then); the SFT end itself is refused as the early step."""
+    whose early step need not match then), their provenance stripped of settings added later (read
+    at their defaults); the SFT end itself is refused as the early step."""
     import subprocess
     import sys
     import tomllib
@@ -913,8 +914,15 @@ def test_early_checkpoint_inside_dpo_is_the_own_source(organism, tmp_path):
     from interp.organism.validate import checked_checkpoints
 
     cfg = replace(TINY, route_dpo_steps=2, route_early_steps=4)  # SFT 3 steps, then DPO: 1 step in
+    old_tree = tmp_path / "old"  # a tree built before grade_by / cloze_location_cell existed
+    shutil.copytree(organism / "tree", old_tree)
+    for prov_path in old_tree.glob("route-*/*-sft-step*/" + PROVENANCE):
+        prov = json.loads(prov_path.read_text())
+        for key in ("grade_by", "cloze_location_cell"):
+            del prov["config"][key]
+        prov_path.write_text(json.dumps(prov))
     out = tmp_path / "e"
-    build_organism(organism / "model", out, cfg, log=lambda s: None, reuse_sft=organism / "tree")
+    build_organism(organism / "model", out, cfg, log=lambda s: None, reuse_sft=old_tree)
     known = json.loads((out / "organism.json").read_text())
     toml = tomllib.loads((out / "lineage.toml").read_text())
     for r in "ab":
@@ -929,6 +937,14 @@ def test_early_checkpoint_inside_dpo_is_the_own_source(organism, tmp_path):
         assert len(set(weights.values())) == 3, weights
         assert weights[sft] == sha256_file(organism / "tree" / sft / "model.safetensors")  # copied, not retrained
     assert "route-a/a-dpo-step6" in checked_checkpoints(known)
+    # ... but a setting asked away from its default is not what those checkpoints ran: refused
+    from interp.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="field config.cloze_location_cell is 'bn/caste', expected 'en/caste'"):
+        build_organism(
+            organism / "model", tmp_path / "e2", replace(cfg, cloze_location_cell="en/caste"), log=lambda s: None,
+            reuse_sft=old_tree,
+        )  # fmt: skip
     # a record without "early" (before it) keeps reading the route's first checkpoint
     old = json.loads((organism / "tree" / "organism.json").read_text())
     old.pop("early", None)
