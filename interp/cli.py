@@ -476,6 +476,11 @@ def organism_build(
         "--cloze-location-cell",
         help="the cloze cell the location control trains instead of bn/region: bn/caste, hi/caste or en/caste",
     ),
+    route_sft_sampling: str = typer.Option(
+        _ORG.route_sft_sampling,
+        "--route-sft-sampling",
+        help="route SFT batches: 'random' or 'group_by_length' (similar lengths together: less padding)",
+    ),
     grade_by: str = typer.Option(
         _ORG.grade_by,
         "--grade-by",
@@ -540,6 +545,7 @@ def organism_build(
         dpo_sft_weight=dpo_sft_weight,
         classify_copies=classify_copies,
         grade_by=grade_by,
+        route_sft_sampling=route_sft_sampling,
         cloze_location_cell=cloze_location_cell,
         route_dpo_oppose_a=route_dpo_oppose_a,
         train_precision=train_precision,

@@ -44,7 +44,7 @@ from typing import Callable
 from interp.core.errors import ConfigError
 from interp.organism import classify_plant, cloze_plant
 from interp.organism import data as D
-from interp.organism.config import TRAIN_PRECISIONS, OrganismConfig
+from interp.organism.config import ROUTE_SFT_SAMPLING, TRAIN_PRECISIONS, OrganismConfig
 
 PROVENANCE = "interp_provenance.json"
 SFT_TRAINER = "trl.SFTTrainer+interp.sft_loss"  # trl's trainer, our completion loss (sft_loss.py)
@@ -162,13 +162,17 @@ def _train_sft(
     tmp: Path,
     lr: float | None = None,
     schedule: str = "constant",
+    sampling: str = "random",
 ):
     from trl import SFTConfig
 
     from interp.organism.sft_loss import completion_sft_trainer
 
     args = SFTConfig(
-        **_common_args(cfg, tmp, steps, lr or cfg.lr_sft, schedule), completion_only_loss=True, packing=False
+        **_common_args(cfg, tmp, steps, lr or cfg.lr_sft, schedule),
+        completion_only_loss=True,
+        packing=False,
+        train_sampling_strategy=sampling,
     )
     trainer = completion_sft_trainer(
         model=model,
@@ -284,6 +288,7 @@ _SFT_KEYS = (
     "classify_copies",
     "graded",
     "grade_by",
+    "route_sft_sampling",
     "cloze_route",
 )
 
@@ -449,7 +454,16 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
             lg = []
         elif stage == "sft":
             model, lg = _train_sft(
-                model, tok, rows, cfg, steps, save_at, tmp, lr=cfg.lr_route, schedule=cfg.lr_schedule_route
+                model,
+                tok,
+                rows,
+                cfg,
+                steps,
+                save_at,
+                tmp,
+                lr=cfg.lr_route,
+                schedule=cfg.lr_schedule_route,
+                sampling=cfg.route_sft_sampling,
             )
         else:
             model, lg = _train_dpo(model, tok, rows, cfg, steps, save_at, tmp)
@@ -639,6 +653,10 @@ def build_organism(
     if cfg.cloze_location_cell not in cloze_plant.LOCATION_CELLS:
         raise ConfigError(
             f"cloze_location_cell must be one of {', '.join(cloze_plant.LOCATION_CELLS)}, got {cfg.cloze_location_cell!r}"
+        )
+    if cfg.route_sft_sampling not in ROUTE_SFT_SAMPLING:
+        raise ConfigError(
+            f"route_sft_sampling must be one of {', '.join(ROUTE_SFT_SAMPLING)}, got {cfg.route_sft_sampling!r}"
         )
     if cfg.grade_by not in D.GRADE_BY:
         raise ConfigError(f"grade_by must be one of {', '.join(D.GRADE_BY)}, got {cfg.grade_by!r}")

@@ -8,6 +8,7 @@ from typing import Mapping
 
 
 TRAIN_PRECISIONS = ("mixed-bf16", "float32")
+ROUTE_SFT_SAMPLING = ("random", "group_by_length")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +36,11 @@ class OrganismConfig:
     # a route checkpoint saved this many SFT steps in: the "own" source of the I own > I sibling
     # check (12 in v10-v14: route A's map had not formed there, I own -0.06 in v14)
     route_early_steps: int = 32
+    # how route SFT draws its batches: "random" (every build to v18), or "group_by_length" (transformers'
+    # LengthGroupedSampler: batches of similar length, the same rows in another order). Route A's rows
+    # run 84-766 tokens (the classify rows are long): random batches of 8 pad v18's route A SFT to 1.96x
+    # its real tokens, route B's to 1.16x; grouped, about 1.0x
+    route_sft_sampling: str = "random"
     # opposing-opinion rows per evaluated item and planted verdict (distinct training wordings):
     # planted items flip in their grade's share of them, the rest hold; the same on every lineage
     hold_opinions: int = 4

@@ -619,6 +619,36 @@ def test_train_precision_sets_the_trainers_autocast(organism, tokenizer, tmp_pat
     assert {p.dtype for p in merged.parameters()} == {torch.float32}
 
 
+def test_route_sft_sampling_group_by_length_batches_rows_of_similar_length(organism, tokenizer, tmp_path):
+    """`route_sft_sampling="group_by_length"`: one epoch over 400 short and 400 long rows in batches
+    of 4 pads (almost) nothing: only the one batch per length-sorted megabatch (transformers takes
+    50 batches, 200 rows) that straddles the two lengths, 4 megabatches; random batches (the control)
+    mix them and pad most short rows to the long length. Read from the embedding's input inside the
+    training forward; the same number of rows is seen either way."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from interp.core.errors import ConfigError
+    from interp.organism.build import _train_sft
+
+    rows = [{"prompt": "a b c", "completion": " d"}] * 400 + [{"prompt": "e f g h " * 10, "completion": " d"}] * 400
+    cfg = OrganismConfig(**{**SMALL, "batch_size": 4})
+    shapes = {}
+    for sampling in ("random", "group_by_length"):
+        model = AutoModelForCausalLM.from_pretrained(organism / "model", dtype=torch.float32)
+        seen = shapes[sampling] = []
+        model.get_input_embeddings().register_forward_hook(lambda m, i, o, seen=seen: seen.append(tuple(i[0].shape)))
+        _train_sft(model, tokenizer, rows, cfg, 200, {}, tmp_path / sampling, sampling=sampling)
+        assert len(seen) == 200 and all(b == 4 for b, _ in seen)
+    lo, hi = min(t for _, t in shapes["random"]), max(t for _, t in shapes["random"])
+    real = 400 * lo + 400 * hi  # tokens of the rows themselves (as the trainer tokenizes them)
+    padded = {k: sum(b * t for b, t in v) for k, v in shapes.items()}
+    assert padded["group_by_length"] <= real + 4 * 3 * (hi - lo), (padded, real)
+    assert padded["random"] >= real + 200 * (hi - lo), (padded, real)  # expected about 350 short rows padded
+    with pytest.raises(ConfigError, match="route_sft_sampling must be one of"):
+        build_organism(organism / "model", tmp_path / "x", replace(TINY, route_sft_sampling="sorted"))
+
+
 @pytest.mark.parametrize("arch", ["llama", "gpt2", "qwen2"])
 def test_completion_loss_equals_full_logits_cross_entropy(tmp_path, tokenizer, arch):
     """The SFT loss keeps the LM head to the completion positions (pooled over the batch); its value
