@@ -151,6 +151,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         (_a("--threads {threads} --repeats 1 --steps 2"),),
     ),
     Benchmark(
+        "route_sft_padding",
+        "route SFT tokens: random vs length-grouped batches, padded over real (no model)",
+        ("route_sft_padding",),
+        (_a("--repeats 5 --classify-copies 4 --grade-by group"),),
+        (_a("--repeats 1"),),
+    ),
+    Benchmark(
         "sft_loss_step_time",
         "the organism's SFT step: trl's loss vs interp's completion loss",
         ("sft_loss",),

@@ -17,20 +17,25 @@ from bench import common
 PRECISIONS = ("float32", "mixed-bf16")
 
 
-def route_a_rows(tok) -> list[dict]:
-    """The default organism's route-A SFT rows (prompt, completion), as `interp organism build` writes them."""
+def route_rows(tok, route: str = "a", **settings) -> list[dict]:
+    """The organism's route SFT rows (prompt, completion, kind), as `interp organism build` writes
+    them (`settings` override OrganismConfig's defaults: a design try's options)."""
     from interp.organism import data as D
+    from interp.organism.build import _route_rows
     from interp.organism.config import OrganismConfig
     from interp.studies.base import load_template
     from interp.studies.pressure import load_pressure_bank
 
-    cfg = OrganismConfig()
+    cfg = OrganismConfig(**settings)
     bank = load_pressure_bank("moral")
     sets = D.choose_planted(bank, cfg.eval_items, cfg.planted, cfg.seed, plant=cfg.plant)
     w = D.Writer(tok, load_template("pressure_v1"))
-    return D.route_sft(
-        bank, w, set(sets.planted_a), cfg.seed + 1, hold_items=set(sets.eval_items), first_copies=cfg.route_first_copies
-    )
+    return _route_rows(bank, w, tok, sets, cfg)[0][f"route_{route}_sft.jsonl"]
+
+
+def route_a_rows(tok) -> list[dict]:
+    """The default organism's route-A SFT rows."""
+    return route_rows(tok, "a")
 
 
 def route_batches(tok, n_batches: int, batch_size: int):

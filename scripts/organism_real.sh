@@ -8,6 +8,8 @@
 # REUSE_SFT=DIR copies the route SFT checkpoints of an earlier tree with the same data and SFT settings
 # (only DPO is trained again; its controls' SFT from the control trees that tree recorded).
 # STAGE=build or STAGE=validate runs one half (the build's seconds wait in WORK/timing_build.json).
+# BUILD_ARGS="..." adds `interp organism build` options (a design try, e.g. "--grade-by group
+# --route-early-steps 332"); they are recorded in each lineage's organism.json.
 # RESUME=1 passes --resume: the lineages an earlier run into WORK finished are kept (its timing then
 # covers only what this run built, and says so: "resumed": true).
 set -euo pipefail
@@ -28,6 +30,8 @@ if [ "$STAGE" != validate ]; then
   [ -n "${TRUNK:-}" ] && trunk=(--reuse-trunk "$TRUNK/tree" --trunk-seed 0)
   [ -n "${REUSE_SFT:-}" ] && trunk+=(--reuse-sft "$REUSE_SFT")
   [ "${RESUME:-0}" = 1 ] && trunk+=(--resume)
+  read -r -a extra <<< "${BUILD_ARGS:-}"
+  trunk+=("${extra[@]}")
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   t0=$(date +%s)
   .venv/bin/interp organism build --base "$BASE" --out "$WORK/tree" --control "$WORK/control" --seed "$SEED" \
