@@ -470,14 +470,7 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
         seconds[f"route_{route}_{stage}"] = time.perf_counter() - t
         logs[f"route_{route}_{stage}"] = lg
     shutil.rmtree(tmp, ignore_errors=True)
-    return {
-        "route": route,
-        "names": route_checkpoints(cfg, route),
-        "early": early_name,
-        "saved": saved,
-        "seconds": seconds,
-        "logs": logs,
-    }
+    return {"route": route, "names": route_checkpoints(cfg, route), "saved": saved, "seconds": seconds, "logs": logs}
 
 
 def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig) -> tuple[dict, tuple]:
