@@ -339,8 +339,9 @@ def _ols_sse_over_row_orders(
     """
     sse = np.zeros(len(orders))
     for train, test in _fold_pairs(fold_ids):
-        A_tr = np.column_stack([np.ones(len(train)), P[train]])
-        A_te = np.column_stack([np.ones(len(test)), P[test]])
+        keep = ~_near_constant(P[train])  # as _fit_predict: a rounding-level column is no regressor
+        A_tr = np.column_stack([np.ones(len(train)), P[train][:, keep]])
+        A_te = np.column_stack([np.ones(len(test)), P[test][:, keep]])
         pinv, rank = linalg.pinv(A_tr, return_rank=True, check_finite=False)
         y_res = y[train] - A_tr @ (pinv @ y[train])  # y residualized on [1, P]
         base_te = A_te @ (pinv @ y[train])  # the base model's held-out predictions
@@ -627,13 +628,18 @@ _fold_pairs = fold_splits
 def _fit_predict(X_tr: np.ndarray, y_tr: np.ndarray, X_te: np.ndarray, alpha: float) -> np.ndarray:
     """Linear model with intercept fitted on training rows, predicted on held-out rows.
 
-    Columns are standardized on the training rows (population std, constant columns left
-    at zero) as StandardScaler does; OLS predictions do not depend on it, ridge ones do.
+    Columns are standardized on the training rows as StandardScaler does (population std); a
+    column constant up to float rounding on the training rows (sklearn's test) carries nothing
+    but rounding and is set to 0, so the fit ignores it. OLS predictions do not depend on the
+    scaling, ridge ones do. Scaling such a column by its rounding-level SD (what an exact
+    `sd == 0` test allowed), or keeping its 1e-14 wobble as a regressor, turned float noise into
+    a fitted effect: a route's profile saturated at the log-odds clip (13.8155, SD 1e-14) gave a
+    base-model SSE of 1e56 and I = 1 for the map and for every shuffle of it (v18b seed 0,
+    docs/organism/tries.csv).
     """
-    mu = X_tr.mean(axis=0)
-    sd = X_tr.std(axis=0)
-    sd[sd == 0] = 1.0
-    Z_tr, Z_te = (X_tr - mu) / sd, (X_te - mu) / sd
+    Z_tr, Z_te = _scale_like_standard_scaler(X_tr, X_te)
+    flat = _near_constant(X_tr)
+    Z_tr[:, flat], Z_te[:, flat] = 0.0, 0.0
     ybar = y_tr.mean()
     if alpha == 0:
         coef = linalg.lstsq(Z_tr, y_tr - ybar, check_finite=False)[0]
@@ -656,12 +662,16 @@ def _scale_like_standard_scaler(X_tr: np.ndarray, X_te: np.ndarray) -> tuple[np.
     its per-call input validation, which cost most of the readout null's time (thousands of
     small fits per check)."""
     mu = X_tr.mean(axis=0)
-    var = X_tr.var(axis=0)
-    # sklearn's _is_constant_feature: the variance within float rounding of the mean's size
-    eps = np.finfo(np.float64).eps
-    bound = len(X_tr) * eps * var + (len(X_tr) * mu * eps) ** 2
-    sd = np.where(var <= bound, 1.0, np.sqrt(var))
+    sd = np.where(_near_constant(X_tr), 1.0, np.sqrt(X_tr.var(axis=0)))
     return (X_tr - mu) / sd, (X_te - mu) / sd
+
+
+def _near_constant(X: np.ndarray) -> np.ndarray:
+    """Columns whose variance is within float rounding of their mean's size (sklearn's
+    _is_constant_feature)."""
+    mu, var = X.mean(axis=0), X.var(axis=0)
+    eps = np.finfo(np.float64).eps
+    return var <= len(X) * eps * var + (len(X) * mu * eps) ** 2
 
 
 def _ridge_readout(R_tr: np.ndarray, y_tr: np.ndarray, R_te: np.ndarray, alphas: float | Sequence[float]) -> np.ndarray:

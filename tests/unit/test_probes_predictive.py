@@ -102,6 +102,40 @@ def test_noisy_copy_recovers_expected_I_and_beats_unrelated_source():
     assert other_null.p_value > 0.05
 
 
+def _clipped(n: int, rng) -> np.ndarray:
+    """A profile column at the log-odds clip logit(1 - 1e-6) = 13.8155, wobbling by a unit in the
+    last place as sums of saturated readings do (SD ~1e-15): constant in all but rounding."""
+    clip = np.log((1 - 1e-6) / 1e-6)
+    return clip + np.spacing(clip) * rng.integers(-1, 2, size=n)
+
+
+def test_a_profile_column_constant_up_to_rounding_is_no_regressor():
+    """A route whose unpressured profile saturates at the log-odds clip (v18b seed 0): the column
+    differs from a constant only by rounding. I must be what it is without that column (the
+    reference: statsmodels OLS on the other columns), and a shuffled map must not explain the
+    target. The old `sd == 0` rule scaled the wobble up into a regressor: I = 1 for the map and for
+    every shuffle (the control below: the same data with the column scaled as that rule did)."""
+    rng, target, P, copy, _ = _maps(5, n=128, p=3)
+    Pc = np.column_stack([P, _clipped(128, rng), _clipped(128, rng)])
+    res = partial_r2(target, Pc, copy, seed=2)
+    folds = res.fold_ids
+    sse = {"base": 0.0, "full": 0.0}
+    for k in range(5):
+        tr, te = folds != k, folds == k
+        for name, X in (("base", P), ("full", np.column_stack([P, copy]))):
+            pred = sm.OLS(target[tr], sm.add_constant(X[tr])).fit().predict(sm.add_constant(X[te]))
+            sse[name] += np.sum((target[te] - pred) ** 2)
+    assert res.I == pytest.approx(1 - sse["full"] / sse["base"], abs=1e-10)
+    nul = partial_r2_null(target, Pc, copy, n_shuffles=50, seed=2)
+    assert nul.null.max() < 0.2 and nul.p_value == pytest.approx(1 / 51)
+    # control: the wobble scaled to unit SD, as the old rule did, is a regressor the comparison
+    # above sees (two noise columns move I far beyond its 1e-10 tolerance)
+    assert np.ptp(Pc[:, 3]) > 0  # the column really wobbles
+    wobble = Pc[:, 3:] - Pc[:, 3:].mean(axis=0)
+    old_rule = partial_r2(target, np.column_stack([P, wobble / wobble.std(axis=0)]), copy, seed=2)
+    assert abs(old_rule.I - res.I) > 1e-6
+
+
 def _degenerate_cases():
     rng = np.random.default_rng(11)
     n = 40
@@ -113,6 +147,7 @@ def _degenerate_cases():
         "constant map": (y, P, np.ones(n)),
         "map equals a profile column": (y, P, P[:, 1].copy()),
         "profile rank deficient": (y, np.column_stack([P, 2 * P[:, 0]]), M),
+        "profile column saturated at a clip": (y, np.column_stack([P, _clipped(n, rng)]), M),
         "map columns collinear": (y, P, np.column_stack([M, -3 * M])),
         "rare binary map": (y, P, (rng.random(n) < 0.08).astype(float)),
     }
