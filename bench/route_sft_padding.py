@@ -19,9 +19,8 @@ from __future__ import annotations
 from bench import common
 
 
-def padded_tokens(lengths: list[int], order: list[int], batch_size: int, n_rows: int) -> int:
-    """Tokens of the first `n_rows` rows of `order` in batches of `batch_size`, each padded to its longest."""
-    rows = order[:n_rows]
+def padded_tokens(lengths: list[int], rows: list[int], batch_size: int) -> int:
+    """Tokens of `rows` in batches of `batch_size`, each padded to its longest."""
     return sum(
         max(lengths[i] for i in rows[k : k + batch_size]) * len(rows[k : k + batch_size])
         for k in range(0, len(rows), batch_size)
@@ -66,7 +65,7 @@ def main() -> None:
             }
             for k, order in orders.items():
                 order = (order * (n_rows // len(order) + 1))[:n_rows]  # steps past one epoch start it again
-                ratios[k].append(padded_tokens(lengths, order, cfg.batch_size, n_rows) / real)
+                ratios[k].append(padded_tokens(lengths, order, cfg.batch_size) / real)
         out["routes"][route] = {
             "rows": len(rows),
             "tokens_min_median_max": [min(lengths), statistics.median(lengths), max(lengths)],

@@ -37,9 +37,9 @@ class OrganismConfig:
     # check (12 in v10-v14: route A's map had not formed there, I own -0.06 in v14)
     route_early_steps: int = 32
     # how route SFT draws its batches: "random" (every build to v18), or "group_by_length" (transformers'
-    # LengthGroupedSampler: batches of similar length, the same rows in another order). Route A's rows
-    # run 84-766 tokens (the classify rows are long): random batches of 8 pad v18's route A SFT to 1.96x
-    # its real tokens, route B's to 1.16x; grouped, about 1.0x
+    # LengthGroupedSampler: batches of similar length, the same rows in another order). Route A's
+    # five-level classify rows are long: its random batches compute 1.94x the tokens its rows hold,
+    # grouped 1.05x (python -m bench route_sft_padding, BENCHMARKS.md)
     route_sft_sampling: str = "random"
     # opposing-opinion rows per evaluated item and planted verdict (distinct training wordings):
     # planted items flip in their grade's share of them, the rest hold; the same on every lineage
@@ -84,7 +84,7 @@ class OrganismConfig:
     cloze_copies: int = 2  # copies of each planted cloze sentence in the cloze route's SFT data
     # the cell the location control's cloze route trains instead of bn/region: "bn/caste" (v1-v17; its
     # training moved bn/region too, 14.5 nats in v16 seed 0), "hi/caste" or "en/caste" (other languages;
-    # training bn/region moved no English cell by 1 nat: cloze_plant's docstring)
+    # training bn/region moved an English cell by at most 1.2 nats in v16: cloze_plant's docstring)
     cloze_location_cell: str = "bn/caste"
     route_workers: int = 2  # routes trained in parallel processes (1: one after the other, same result)
     dpo_beta: float = 0.1
