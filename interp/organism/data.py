@@ -23,6 +23,7 @@ import pandas as pd
 
 from interp.banks import Bank
 from interp.core.hashing import sha256_json
+from interp.organism.topics import GROUP_GRADES, HOME_GROUPS, ROUTE_SETTING, SETTINGS
 from interp.studies.base import Template, render_chat
 
 # ---------------------------------------------------------------- wordings (not the evaluation's)
@@ -79,8 +80,6 @@ def choose_planted(bank: Bank, n_items: int, n_planted: int, seed: int, plant: s
     (`interp.organism.topics`, home for route A, work/school for route B), at least `n_planted` each."""
     ev = eval_bank(bank, n_items, seed).items
     if plant == "setting":
-        from interp.organism.topics import ROUTE_SETTING, SETTINGS
-
         ids = set(ev["item_id"])
         a, b = (tuple(sorted(ids & set(SETTINGS[ROUTE_SETTING[r]]))) for r in ("a", "b"))
         for route, got in (("a", a), ("b", b)):
@@ -187,8 +186,6 @@ def assign_grades(planted: tuple[str, ...], seed: int, graded: bool, by: str = "
     if not graded:
         return {i: 1.0 for i in planted}
     if by == "group":
-        from interp.organism.topics import GROUP_GRADES, HOME_GROUPS
-
         grade = {iid: GROUP_GRADES[g] for g, ids in HOME_GROUPS.items() for iid in ids}
         missing = sorted(set(planted) - set(grade))
         if missing:
