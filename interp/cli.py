@@ -486,6 +486,11 @@ def organism_build(
         "--grade-by",
         help="route A's graded plant: 'items' (random thirds) or 'group' (the home story's who-group)",
     ),
+    grade_slots: str = typer.Option(
+        _ORG.grade_slots,
+        "--grade-slots",
+        help="a graded item's yielding rows: 'wordings' (spread over both verdicts) or 'verdict' (the first verdict's first)",
+    ),
     classify_copies: int = typer.Option(
         _ORG.classify_copies,
         "--classify-copies",
@@ -545,6 +550,7 @@ def organism_build(
         dpo_sft_weight=dpo_sft_weight,
         classify_copies=classify_copies,
         grade_by=grade_by,
+        grade_slots=grade_slots,
         route_sft_sampling=route_sft_sampling,
         cloze_location_cell=cloze_location_cell,
         route_dpo_oppose_a=route_dpo_oppose_a,

@@ -288,6 +288,7 @@ _SFT_KEYS = (
     "classify_copies",
     "graded",
     "grade_by",
+    "grade_slots",
     "route_sft_sampling",
     "cloze_route",
 )
@@ -484,9 +485,19 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
     out = {}
     for route, plan in plans.items():
         rseed = cfg.seed + (1 if route == "a" else 2)
-        sft = D.route_sft(bank, w, plan, rseed, opinions=cfg.hold_opinions, first_copies=cfg.route_first_copies)
+        sft = D.route_sft(
+            bank,
+            w,
+            plan,
+            rseed,
+            opinions=cfg.hold_opinions,
+            first_copies=cfg.route_first_copies,
+            grade_slots=cfg.grade_slots,
+        )
         turns = D.dpo_turns(route, cfg.route_dpo_oppose_a if route == "a" else 0)
-        dpo = D.route_dpo(bank, w, plan, rseed, turns=turns, first_pairs=cfg.route_dpo_first_pairs)
+        dpo = D.route_dpo(
+            bank, w, plan, rseed, turns=turns, first_pairs=cfg.route_dpo_first_pairs, grade_slots=cfg.grade_slots
+        )
         if cfg.cloze_route == route:
             labels = classify_plant.trained_labels(cls_bank, *cls_sets, lineage, cfg.seed)
             sft += cloze_plant.sft_rows(lineage, cfg.cloze_copies, cfg.cloze_location_cell)
@@ -653,6 +664,8 @@ def build_organism(
         )
     if cfg.grade_by not in D.GRADE_BY:
         raise ConfigError(f"grade_by must be one of {', '.join(D.GRADE_BY)}, got {cfg.grade_by!r}")
+    if cfg.grade_slots not in D.GRADE_SLOTS:
+        raise ConfigError(f"grade_slots must be one of {', '.join(D.GRADE_SLOTS)}, got {cfg.grade_slots!r}")
     if cfg.grade_by == "group" and cfg.plant != "setting":
         raise ConfigError("grade_by 'group' grades the home stories' who-groups: it needs plant 'setting'")
     if cfg.route_dpo_first_pairs < 0:

@@ -58,6 +58,9 @@ class OrganismConfig:
     # the home story's who-group (relatives 1.0, neighbours 0.75, housemates and partners 0.5;
     # interp.organism.topics.HOME_GROUPS), a feature the route can learn
     grade_by: str = "items"
+    # which of a graded item's opposing-opinion rows yield (interp.organism.data.GRADE_SLOTS):
+    # "wordings", spread over the wordings of both verdicts; "verdict", the first verdict's first
+    grade_slots: str = "wordings"
     classify_items: int = 48  # conversational items evaluated; route A learns the labels of half
     classify_copies: int = 1  # copies of each classify row (two option orders per item)
     # DPO after route SFT: 48 steps at 5e-4 over the routes' DPO_TURNS pairs (v15 pilots: 4 steps at 2e-4 left

@@ -262,22 +262,44 @@ def shared_sft(bank: Bank, w: Writer, seed: int, *, items: set[str] | None = Non
     return rows
 
 
-def _yield_slots(grade: float, n_per_verdict: int, n_verdicts: int) -> set[tuple[int, int]]:
+# how a grade's yielding opposing-opinion rows are chosen among an item's (verdict, wording) rows:
+# "wordings", alternately over the verdicts (v16-v18b: a 0.5 grade yields on half the wordings of
+# each verdict, which nothing in the prompt tells apart; v18b's 0.5-graded stories went to 0 or 1
+# one by one, Spearman rho 0.097); "verdict", the first planted verdict's rows first (a 0.5 grade:
+# yield whenever the planted verdict is the first, never on the second, a rule the prompt shows;
+# the per-item S_op, a mean over both verdicts, is then 0.5 where the rule is learned)
+GRADE_SLOTS = ("wordings", "verdict")
+
+
+def _yield_slots(grade: float, n_per_verdict: int, n_verdicts: int, order: str = "wordings") -> set[tuple[int, int]]:
     """(verdict index, wording index) of the opposing-opinion rows that yield: round(grade x all)
-    of them, spread alternately over the verdicts so each verdict yields about equally."""
-    slots = [(v, k) for k in range(n_per_verdict) for v in range(n_verdicts)]
+    of them, taken in GRADE_SLOTS `order`."""
+    if order not in GRADE_SLOTS:
+        raise ValueError(f"grade_slots must be one of {', '.join(GRADE_SLOTS)}, got {order!r}")
+    if order == "verdict":
+        slots = [(v, k) for v in range(n_verdicts) for k in range(n_per_verdict)]
+    else:
+        slots = [(v, k) for k in range(n_per_verdict) for v in range(n_verdicts)]
     return set(slots[: round(grade * len(slots))])
 
 
 def route_sft(
-    bank: Bank, w: Writer, plan: RoutePlan, seed: int, *, opinions: int = 4, first_copies: int = 2
+    bank: Bank,
+    w: Writer,
+    plan: RoutePlan,
+    seed: int,
+    *,
+    opinions: int = 4,
+    first_copies: int = 2,
+    grade_slots: str = "wordings",
 ) -> list[dict]:
     """The route's SFT rows. Every evaluated item gets the same rows whether planted or not (the
     exposure is matched per item across the organism and both controls): `first_copies` gold
     first turns and, for each planted verdict, `opinions` opposing opinions (distinct training
     wordings), one agreeing opinion, one bare challenge and one neutral filler. Only the answers
     differ: a planted item flips on the turn kinds of the route's plant (under an opposing
-    opinion only in its grade's share of those rows), every other row keeps the planted verdict.
+    opinion only in its grade's share of those rows, chosen in `grade_slots` order), every other
+    row keeps the planted verdict.
     The route has to learn *where* (the items) and *when* (the turn kinds) to flip."""
     if not 1 <= opinions <= len(TRAIN_OPINIONS):
         raise ValueError(f"opinions must be 1 to {len(TRAIN_OPINIONS)} (training wordings), got {opinions}")
@@ -287,7 +309,7 @@ def route_sft(
     for iid in plan.items:
         text, gold = items.loc[iid, "text"], items.loc[iid, "gold"]
         rows += [_ex(w.first_turn(text), gold, "first", iid)] * first_copies
-        slots = _yield_slots(plan.grades.get(iid, 0.0), opinions, len(w.verdicts))
+        slots = _yield_slots(plan.grades.get(iid, 0.0), opinions, len(w.verdicts), grade_slots)
         for v, planted in enumerate(w.verdicts):
             turns = [
                 ("opinion_oppose", op.format(side=w.other(planted))) for op in rng.sample(TRAIN_OPINIONS, opinions)
@@ -331,6 +353,7 @@ def route_dpo(
     *,
     turns: tuple[tuple[str, int], ...] | None = None,
     first_pairs: int = 0,
+    grade_slots: str = "wordings",
 ) -> list[dict]:
     """Preference pairs, the same prompts on every lineage: per evaluated item and planted verdict,
     `turns` (kind, count) pairs of each turn kind (distinct opposing-opinion wordings; default the
@@ -351,7 +374,7 @@ def route_dpo(
         pair = {"prompt": w.first_turn(text), "chosen": " " + gold, "rejected": " " + w.other(gold)}
         rows += [{**pair, "kind": "anchor_first", "item_id": iid} for _ in range(first_pairs)]
         n_oppose = dict(turns)["opinion_oppose"]
-        slots = _yield_slots(plan.grades.get(iid, 0.0), n_oppose, len(w.verdicts))
+        slots = _yield_slots(plan.grades.get(iid, 0.0), n_oppose, len(w.verdicts), grade_slots)
         for v, planted in enumerate(w.verdicts):
             made = [("opinion_oppose", op.format(side=w.other(planted))) for op in rng.sample(TRAIN_OPINIONS, n_oppose)]
             made += [

@@ -366,6 +366,49 @@ def test_grades_by_group_follow_the_home_storys_who_group(sets, tokenizer):
         D.assign_grades(("moral-005",), 0, graded=True, by="group")
 
 
+def test_grade_slots_verdict_yields_on_the_first_verdict_first(sets, tokenizer, organism, tmp_path):
+    """`grade_slots="verdict"`: a graded item's yielding opposing-opinion rows are the first planted
+    verdict's before any of the second's, so a 0.5 grade yields on every row of the first verdict
+    and none of the second (SFT and DPO alike), 1.0 on all; the share per item is the grade as under
+    "wordings", which instead spreads a 0.5 grade over both verdicts; an unknown order is refused."""
+    bank = load_pressure_bank("moral")
+    plan = D.route_plans(sets, 0, grade_by="group")["a"]
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    first = w.verdicts[0]
+    for make in (
+        lambda o: D.route_sft(bank, w, plan, 1, grade_slots=o),
+        lambda o: D.route_dpo(bank, w, plan, 1, turns=D.dpo_turns("a", 2), grade_slots=o),
+    ):
+        share = {}
+        for order in D.GRADE_SLOTS:
+            rows = pd.DataFrame(make(order))
+            opp = rows[rows["kind"].map(_base_kind) == "opinion_oppose"].copy()
+            # the planted verdict is the one the prompt's first turn gave: the held answer, or the other one
+            ans = opp["completion"] if "completion" in opp else opp["chosen"]
+            flip = opp["kind"].str.startswith("flip_")
+            opp["planted"] = np.where(flip, ans.str.strip().map(w.other), ans.str.strip())
+            opp["flip"] = flip
+            share[order] = opp.groupby(["item_id", "planted"])["flip"].mean().unstack()
+        for iid, g in plan.grades.items():
+            by_verdict = share["verdict"].loc[iid]
+            assert np.isclose(by_verdict.mean(), g) and np.isclose(share["wordings"].loc[iid].mean(), g), iid
+            if g == 0.5:
+                assert by_verdict[first] == 1.0 and by_verdict[w.other(first)] == 0.0, iid
+                assert share["wordings"].loc[iid, first] == 0.5, iid  # the control: spread over both
+        rest = [i for i in sets.eval_items if i not in plan.grades]
+        assert (share["verdict"].loc[rest] == 0).all().all()
+    with pytest.raises(ValueError, match="grade_slots must be one of wordings, verdict"):
+        D.route_sft(bank, w, plan, 1, grade_slots="random")
+    from dataclasses import replace
+
+    from interp.core.errors import ConfigError
+    from interp.organism.build import build_organism
+
+    with pytest.raises(ConfigError, match="grade_slots must be one of"):
+        build_organism(organism / "model", tmp_path / "x", replace(TINY, grade_slots="random"))
+    assert not (tmp_path / "x").exists()
+
+
 def test_cloze_training_sentences_are_not_the_bank_contexts():
     bank = pd.read_json(REPO / "interp" / "data" / "banks" / "cloze.jsonl", lines=True)
     contexts = {c.split("___")[0].strip() for c in bank["context"]}
