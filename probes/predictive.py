@@ -68,14 +68,17 @@ TABLE_COLUMNS = (
     "I_null_mean",
     "I_null_p95",
     "I_p",
+    "I_null_sd",
     "I_readout_only",
     "I_readout_only_null_mean",
     "I_readout_only_null_p95",
     "I_readout_only_p",
+    "I_readout_only_null_sd",
     "I_readout_increment",
     "I_readout_increment_null_mean",
     "I_readout_increment_null_p95",
     "I_readout_increment_p",
+    "I_readout_increment_null_sd",
 )
 # Ridge penalties on standardized residual features, chosen per training set by efficient
 # leave-one-out; wide because d (hundreds to thousands) often exceeds the training items.
@@ -120,6 +123,7 @@ class NullResult:
     null_mean: float
     null_p95: float
     p_value: float
+    null_sd: float = float("nan")
     null: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
 
 
@@ -233,6 +237,7 @@ def _null_result(observed: float, null: np.ndarray) -> NullResult:
         null_mean=float(null.mean()),
         null_p95=float(np.percentile(null, 95)),
         p_value=(1 + int(np.sum(null >= observed))) / (1 + null.size),
+        null_sd=float(null.std(ddof=1)) if null.size > 1 else float("nan"),
         null=null,
     )
 
@@ -510,10 +515,10 @@ def predictive_table(
     -------
     pandas.DataFrame
         Columns ``TABLE_COLUMNS``: ``I`` (source map beyond the source's unpressured profile)
-        with ``I_null_mean``, ``I_null_p95``, ``I_p`` (map rows permuted; ``null_mean`` and
+        with ``I_null_mean``, ``I_null_p95``, ``I_p``, ``I_null_sd`` (map rows permuted; ``null_mean`` and
         ``p_value`` are the same numbers under their earlier names); ``I_readout_only`` (readout
         beyond the profile, no map) and ``I_readout_increment`` (readout beyond profile + map),
-        each with ``*_null_mean``, ``*_null_p95``, ``*_p`` from permuting the readout's item rows
+        each with ``*_null_mean``, ``*_null_p95``, ``*_p``, ``*_null_sd`` from permuting the readout's item rows
         on the same folds; ``I_readout`` (map + readout over the profile, includes I; an alias
         kept from earlier tables); ``precision_at_k``: share of the k most-yielding target items
         (most negative map values) among the k most negative cross-fitted predictions.
@@ -572,6 +577,7 @@ def predictive_table(
             "I_null_mean": nul.null_mean,
             "I_null_p95": nul.null_p95,
             "I_p": nul.p_value,
+            "I_null_sd": nul.null_sd,
         }
         for stem, key in (("I_readout_only", "only"), ("I_readout_increment", "increment")):
             r = ro[key] if ro is not None else None
@@ -579,6 +585,7 @@ def predictive_table(
             row[f"{stem}_null_mean"] = r.null_mean if r is not None else nan
             row[f"{stem}_null_p95"] = r.null_p95 if r is not None else nan
             row[f"{stem}_p"] = r.p_value if r is not None else nan
+            row[f"{stem}_null_sd"] = r.null_sd if r is not None else nan
         rows.append(row)
     table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     floats = {c: float for c in TABLE_COLUMNS if c not in ("source", "target", "route_relation", "k")}

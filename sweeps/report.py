@@ -20,13 +20,17 @@ from interp.studies import all_studies
 from interp.studies.base import ReportSection
 from probes.predictive import TABLE_COLUMNS as PREDICTIVE_COLUMNS
 
-# predictive.csv as report.md shows it: each I with its null's p95 and p (the null means,
+# predictive.csv as report.md shows it: each I with its null's p95 and p (the null means and SDs,
 # I_readout and error_removed stay in the file), bank and readout_trials added by `interp predict`
 PREDICTIVE_SHOWN = (
     "source",
     "target",
     "bank",
-    *(c for c in PREDICTIVE_COLUMNS if c.split("_")[0] == "I" and c != "I_readout" and not c.endswith("_null_mean")),
+    *(
+        c
+        for c in PREDICTIVE_COLUMNS
+        if c.split("_")[0] == "I" and c != "I_readout" and not c.endswith(("_null_mean", "_null_sd"))
+    ),
     "precision_at_k",
     "k",
     "readout_trials",

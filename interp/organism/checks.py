@@ -301,6 +301,18 @@ def graded_rows(out: Path, known: dict, st: Settings) -> list[dict]:
     ]
 
 
+def null_centred(mean: float, sd: float, n: int, st: Settings) -> tuple[bool, str]:
+    """Whether a held-out R2's shuffle null sits at or below 0, up to `null_mean_max_se` Monte-Carlo
+    standard errors (sd / sqrt(n)), and a note when it does not: a positive null mean is what folds
+    that see their held-out items give (the fit explains shuffled labels it was trained on)."""
+    if mean != mean:
+        return True, ""
+    tol = st.null_mean_max_se * (sd / math.sqrt(n) if sd == sd and n > 0 else 0.0)
+    if mean <= tol:
+        return True, ""
+    return False, f"; its null mean {mean:.3f} > {tol:.4f} (0 + {st.null_mean_max_se:g} MC SE): the folds leak"
+
+
 def predictive_rows(out: Path, known: dict, st: Settings) -> tuple[list[dict], pd.DataFrame]:
     """I own > I sibling for route A's final map (its early checkpoint vs route B's checkpoints), and
     the readout gain: the trunk end's ¾-depth residual readout predicting route A's final map
@@ -323,6 +335,7 @@ def predictive_rows(out: Path, known: dict, st: Settings) -> tuple[list[dict], p
     else:
         o, best = own.iloc[0], sib.loc[sib["I"].idxmax()]
         gap = float(o["I"] - best["I"])
+        centred, why = null_centred(float(o["I_null_mean"]), float(o["I_null_sd"]), st.n_shuffles, st)
         rows.append(
             _pv(
                 row(
@@ -331,12 +344,12 @@ def predictive_rows(out: Path, known: dict, st: Settings) -> tuple[list[dict], p
                     "I own - best sibling",
                     gap,
                     reference=f"own early {o['source']} I {o['I']:.3f}; best sibling {best['source']} I {best['I']:.3f}",
-                    passed=bool(gap >= st.min_I_gap and o["p_value"] <= st.alpha),
-                    note=f"p of the own source's I; effect: gap >= {st.min_I_gap}",
+                    passed=bool(centred and gap >= st.min_I_gap and o["p_value"] <= st.alpha),
+                    note=f"p of the own source's I; effect: gap >= {st.min_I_gap}, null centred at or below 0{why}",
                     id="a_i_own",
                     kind="check",
                     threshold=st.min_I_gap,
-                    effect_ok=bool(gap >= st.min_I_gap),
+                    effect_ok=bool(centred and gap >= st.min_I_gap),
                     route=r,
                 ),
                 S.mc_pvalue(float(o["p_value"]), st.n_shuffles),
@@ -347,6 +360,9 @@ def predictive_rows(out: Path, known: dict, st: Settings) -> tuple[list[dict], p
     )
     gr = g.iloc[0]
     p = S.mc_pvalue(float(gr["I_readout_only_p"]), st.n_shuffles)
+    centred, why = null_centred(
+        float(gr["I_readout_only_null_mean"]), float(gr["I_readout_only_null_sd"]), st.n_shuffles, st
+    )
     rows.append(
         _pv(
             row(
@@ -356,9 +372,10 @@ def predictive_rows(out: Path, known: dict, st: Settings) -> tuple[list[dict], p
                 gr["I_readout_only"],
                 reference=f"{known['trunk_end']} -> {target}; null mean {gr['I_readout_only_null_mean']:.3f}, "
                 f"p95 {gr['I_readout_only_null_p95']:.3f}; I of the map alone {gr['I']:.3f}",
-                passed=bool(gr["I_readout_only"] >= st.min_readout_gain and p.p <= st.alpha),
+                passed=bool(centred and gr["I_readout_only"] >= st.min_readout_gain and p.p <= st.alpha),
+                note=f"effect: gain >= {st.min_readout_gain}, null centred at or below 0{why}",
                 id="a_readout_gain",
-                effect_ok=bool(gr["I_readout_only"] >= st.min_readout_gain),
+                effect_ok=bool(centred and gr["I_readout_only"] >= st.min_readout_gain),
                 kind="check",
                 threshold=st.min_readout_gain,
                 route=r,

@@ -34,6 +34,7 @@ class Settings:
     min_rho: float
     min_I_gap: float
     min_readout_gain: float
+    null_mean_max_se: float
     cloze_min_diff: float
     cloze_most_margin: float
     min_class_gap: float

@@ -204,6 +204,7 @@ EXPECTED = {
     "delta_sign": {"a_delta_rises", "b_delta_rises"},
     "s_op_wrong_baseline": {"b_delta_beyond_s_op"},
     "map_in_probabilities": {"a_i_own"},
+    "i_folds_leak": {"a_i_own", "a_readout_gain"},
     "null_not_shuffled": {"a_i_own"},
     "precision_wrong_end": {"a_precision_at_k"},
     "cloze_per_token": {"cloze_cell_vs_control"},
@@ -223,22 +224,6 @@ def test_each_mutation_is_caught(sim, baseline, name):
     assert got["caught"], got
     assert EXPECTED[name] <= set(got["turned_not_recovered"].split(","))
     assert getattr(module, attr) is original  # the bug is gone again
-
-
-@SLOW
-def test_leaky_predictive_folds_are_not_caught_as_their_nulls_share_the_leak(sim, baseline):
-    """Folds that train on their held-out items inflate the I and readout figures (the location
-    control's readout gain above its threshold), but every shuffle null is fitted with the same
-    folds, so no p and no decision moves: the checks cannot see this bug (reported in
-    mutations.csv, not caught). The readout's own leak against a correct null is caught
-    (readout_ungrouped, above)."""
-    scratch, lineages, calls, base = baseline
-    m = {x.name: x for x in M.MUTATIONS}["i_folds_leak"]
-    got = M.evaluate_mutant(m, sim.tree, CFG, scratch / "base", scratch / m.name, lineages, calls)
-    assert not M.compare(base, got)["caught"]
-    g, b = got.set_index("id"), base.set_index("id")
-    assert g.loc["a_readout_gain", "control_value"] > CFG_THRESHOLD_READOUT > b.loc["a_readout_gain", "control_value"]
-    assert g.loc["a_readout_gain", "control_p"] > 0.05
 
 
 @SLOW

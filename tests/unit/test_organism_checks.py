@@ -253,6 +253,30 @@ def test_most_yielding_ranks_the_most_negative_map_values_first():
     assert set(m.nlargest(3).index).isdisjoint({"p1", "p2", "p3"})  # the wrong end finds none
 
 
+def test_a_held_out_null_centres_below_zero_and_leaky_folds_lift_it():
+    """Planted: a target with no relation to the map. With held-out folds the shuffle null of I has
+    mean below 0 (a fit on other items adds error to unseen ones) and `null_centred` holds; with
+    the folds' training sets leaking their held-out items (the i_folds_leak mutation) the same null
+    centres above 0 by more than its Monte-Carlo tolerance and the rule fails: the control."""
+    from interp.organism import mutations as M
+    from probes.predictive import partial_r2_null
+
+    rng = np.random.default_rng(0)
+    y, profile, source = (rng.normal(size=(128, 1)) for _ in range(3))
+    leak = {m.name: m for m in M.MUTATIONS}["i_folds_leak"]
+    got = {}
+    for name, mutation in (("held_out", M.IDENTITY), ("leaky", leak)):
+        with M.applied(mutation):
+            got[name] = partial_r2_null(y[:, 0], profile, source, n_shuffles=500, seed=0)
+    ok, why = C.null_centred(got["held_out"].null_mean, got["held_out"].null_sd, 500, ST)
+    assert got["held_out"].null_mean < 0 and ok and why == ""
+    # the SD is the null sample's (ddof 1), as numpy gives it
+    assert got["held_out"].null_sd == pytest.approx(np.std(got["held_out"].null, ddof=1), rel=1e-12)
+    bad, why = C.null_centred(got["leaky"].null_mean, got["leaky"].null_sd, 500, ST)
+    assert got["leaky"].null_mean > 0 and not bad and "the folds leak" in why
+    assert C.null_centred(float("nan"), float("nan"), 500, ST) == (True, "")  # an undefined I
+
+
 def test_hypergeometric_p_by_enumeration():
     from itertools import combinations
 
@@ -288,10 +312,13 @@ def test_a_lineage_where_nothing_yields_reports_i_undefined(monkeypatch, tmp_pat
                     "route_relation": [rel[s] for s in srcs],
                     "I": [I[s] for s in srcs],
                     "p_value": [1 / (1 + ST.n_shuffles)] * len(srcs),
+                    "I_null_mean": [-0.01] * len(srcs),
+                    "I_null_sd": [0.02] * len(srcs),
                     "I_readout_only": [math.nan] * len(srcs),
                     "I_readout_only_p": [math.nan] * len(srcs),
                     "I_readout_only_null_mean": [math.nan] * len(srcs),
                     "I_readout_only_null_p95": [math.nan] * len(srcs),
+                    "I_readout_only_null_sd": [math.nan] * len(srcs),
                 }
             )
 
