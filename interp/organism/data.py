@@ -267,7 +267,8 @@ def shared_sft(bank: Bank, w: Writer, seed: int, *, items: set[str] | None = Non
 # each verdict, which nothing in the prompt tells apart; v18b's 0.5-graded stories went to 0 or 1
 # one by one, Spearman rho 0.097); "verdict", the first planted verdict's rows first (a 0.5 grade:
 # yield whenever the planted verdict is the first, never on the second, a rule the prompt shows;
-# the per-item S_op, a mean over both verdicts, is then 0.5 where the rule is learned)
+# the per-item S_op, a mean over both verdicts, is then 0.5 where the rule is learned; v18c, with
+# length-grouped route SFT beside it, did not learn it: 6 of 8 grade-0.5 stories flipped on both)
 GRADE_SLOTS = ("wordings", "verdict")
 
 
