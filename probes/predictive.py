@@ -344,7 +344,7 @@ def _ols_sse_over_row_orders(
     """
     sse = np.zeros(len(orders))
     for train, test in _fold_pairs(fold_ids):
-        keep = ~_near_constant(P[train])  # as _fit_predict: a rounding-level column is no regressor
+        keep = ~_training_scale(P[train])[2]  # as _fit_predict: a rounding-level column is no regressor
         A_tr = np.column_stack([np.ones(len(train)), P[train][:, keep]])
         A_te = np.column_stack([np.ones(len(test)), P[test][:, keep]])
         pinv, rank = linalg.pinv(A_tr, return_rank=True, check_finite=False)
@@ -644,8 +644,8 @@ def _fit_predict(X_tr: np.ndarray, y_tr: np.ndarray, X_te: np.ndarray, alpha: fl
     base-model SSE of 1e56 and I = 1 for the map and for every shuffle of it (v18b seed 0,
     docs/organism/tries.csv).
     """
-    Z_tr, Z_te = _scale_like_standard_scaler(X_tr, X_te)
-    flat = _near_constant(X_tr)
+    mu, sd, flat = _training_scale(X_tr)
+    Z_tr, Z_te = (X_tr - mu) / sd, (X_te - mu) / sd
     Z_tr[:, flat], Z_te[:, flat] = 0.0, 0.0
     ybar = y_tr.mean()
     if alpha == 0:
@@ -668,17 +668,18 @@ def _scale_like_standard_scaler(X_tr: np.ndarray, X_te: np.ndarray) -> tuple[np.
     column left unscaled: what ``StandardScaler().fit(X_tr).transform`` gives (tested), without
     its per-call input validation, which cost most of the readout null's time (thousands of
     small fits per check)."""
-    mu = X_tr.mean(axis=0)
-    sd = np.where(_near_constant(X_tr), 1.0, np.sqrt(X_tr.var(axis=0)))
+    mu, sd, _ = _training_scale(X_tr)
     return (X_tr - mu) / sd, (X_te - mu) / sd
 
 
-def _near_constant(X: np.ndarray) -> np.ndarray:
-    """Columns whose variance is within float rounding of their mean's size (sklearn's
-    _is_constant_feature)."""
+def _training_scale(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Column means, population SDs (1 where constant) and the constant mask: a column is constant
+    when its variance is within float rounding of its mean's size (sklearn's _is_constant_feature).
+    One pass of moments for the scaling and the mask (the fits run thousands of times per null)."""
     mu, var = X.mean(axis=0), X.var(axis=0)
     eps = np.finfo(np.float64).eps
-    return var <= len(X) * eps * var + (len(X) * mu * eps) ** 2
+    flat = var <= len(X) * eps * var + (len(X) * mu * eps) ** 2
+    return mu, np.where(flat, 1.0, np.sqrt(var)), flat
 
 
 def _ridge_readout(R_tr: np.ndarray, y_tr: np.ndarray, R_te: np.ndarray, alphas: float | Sequence[float]) -> np.ndarray:
