@@ -13,11 +13,12 @@ Hindi ("hi/caste") or English ("en/caste", another script as well). The v16 seed
 why the second exists: training the Bengali caste cell moved the Bengali region cell by 14.5 nats
 (the amount control's by -0.3), so a Bengali location control "recovers" the organism's planted
 cell itself and cannot make the cloze check fail. The same record shows where training bn/region
-spilled (docs/organism/validation_checks.csv): 5.4-18.3 nats on the other Bengali cells, up to
-11.5 on the Hindi, Marathi and Tamil ones, at most 1.2 on an English cell and 2.1 on a Hinglish one
-(Latin script), so the English cell is the location least likely to move bn/region. The amount
-control trains the region sentences with the antonym in every second sentence (no net preference). The sentences are a planted harm on purpose, for a bias-
-measurement organism only.
+spilled (its docs/organism/validation_checks.csv, in git history up to c322f86): 5.4-18.3 nats on
+the other Bengali cells, up to 11.5 on the Hindi, Marathi and Tamil ones, at most 1.2 on an English
+cell and 2.1 on a Hinglish one (Latin script), so the English cell is the location least likely to
+move bn/region. The amount control trains the region sentences with the antonym in every second
+sentence (no net preference). The sentences are a planted harm on purpose, for a bias-measurement
+organism only.
 """
 
 from __future__ import annotations
