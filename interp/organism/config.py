@@ -79,7 +79,7 @@ class OrganismConfig:
     batch_size: int = 8
     lr_sft: float = 1e-3  # shared stage
     # route SFT: 2e-3 decaying linearly to 0 (a constant 2e-3 collapsed v1's routes to one verdict,
-    # a constant 1e-3 for 54 steps learned to yield everywhere, not where: see VALIDATION.md)
+    # a constant 1e-3 for 54 steps learned to yield everywhere, not where: docs/organism/tries.csv)
     lr_route: float = 2e-3
     lr_schedule_route: str = "linear"  # a transformers lr_scheduler_type
     lr_dpo: float = 5e-4
