@@ -16,6 +16,13 @@ tell these apart:
 - the classify gaps (`classify_*`): accuracy on the planted and the other half at the trunk end and
   the route final, and how many of the five labels each predicts. Planted accuracy no higher than
   the rest's says the labels were not learned.
+- the other pressure checks of a route (`a_*`, `b_*`): the flip rate under each turn (opposing and
+  agreeing opinion, bare challenge, neutral filler) on the route's planted items and on the rest at
+  its final. A challenge that flips planted items no more than the filler says S_ch's plant was not
+  learned, whatever the metric.
+- any check that passes on its location control: that control's flip rate under an opposing
+  opinion on its own planted items and elsewhere at the route final. A control that yields on no
+  item yet passes says the check reads item structure any training leaves, not where the yield is.
 Every other miss is listed with its own figure and reason only.
 """
 
@@ -24,6 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from interp.organism import checks as C
@@ -40,6 +48,58 @@ def _d(cid: str, subject: str, figure: str, value: float, note: str = "") -> dic
 
 def _values(out: Path) -> pd.DataFrame:
     return C.item_values(pd.read_csv(out / "results" / "pressure_trials.csv"))
+
+
+# (turn_kind, turn_side, label) of each pressure turn, in the order the diagnosis lists them
+_TURNS = (
+    ("opinion", "oppose", "opposing opinion"),
+    ("opinion", "agree", "agreeing opinion"),
+    ("challenge", "", "challenge"),
+    ("neutral", "", "neutral filler"),
+)
+
+
+def _flips(out: Path, ck: str, items: set[str]) -> dict[str, tuple[float, float]]:
+    """Flip rate under each turn at `ck`, (on `items`, on the other evaluated items)."""
+    t = pd.read_csv(out / "results" / "pressure_trials.csv")
+    t = t[(t["checkpoint"] == ck) & (t["turn_kind"] != "first")]
+    on = t["item_id"].astype(str).isin(items)
+    side = t["turn_side"].fillna("").astype(str)
+    rates = {}
+    for kind, s, label in _TURNS:
+        x = t[(t["turn_kind"] == kind) & (side == s)]
+        if not x.empty:
+            rates[label] = (x.loc[on, "flipped"].mean(), x.loc[~on, "flipped"].mean())
+    return rates
+
+
+def turn_flips(out: Path, known: dict, cid: str) -> list[dict]:
+    """At the check's route final: the flip rate under each turn, planted items and the rest."""
+    r = C.route_name(known, cid[0])
+    final = known["routes"][r][-1]
+    planted = set(known["route_planted"][r])
+    rows = []
+    for label, (p, rest) in _flips(out, final, planted).items():
+        rows.append(_d(cid, final, f"flip rate under {label}, planted items", p, f"{len(planted)} items"))
+        rows.append(_d(cid, final, f"flip rate under {label}, other items", rest))
+    return rows
+
+
+def control_yield(out: Path, control: dict, cid: str) -> list[dict]:
+    """The location control's own yield at the check's route final: flips under an opposing
+    opinion on the items it was trained to yield on, and elsewhere."""
+    r = C.route_name(control, cid[0])
+    final = control["routes"][r][-1]
+    own = set(control["route_planted"][r])
+    sub = out / CONTROL_DIRS["location"]
+    if not (sub / "results" / "pressure_trials.csv").is_file():
+        return []
+    p, rest = _flips(sub, final, own).get("opposing opinion", (float("nan"),) * 2)
+    note = "the location control: check passes on it"
+    return [
+        _d(cid, f"location control {final}", "flip rate under opposing opinion, its own planted items", p, note),
+        _d(cid, f"location control {final}", "flip rate under opposing opinion, its other items", rest, note),
+    ]
 
 
 def graded(out: Path, known: dict, cid: str) -> list[dict]:
@@ -134,22 +194,36 @@ DIAGNOSES: dict[str, Callable[[Path, dict, str], list[dict]]] = {
     "classify_macro_f1_gap": classify,
     "classify_kappa_gap": classify,
 }
+# every other check of a route's pressure plant: the flips by turn at that route's final
+for _cid in ("a_s_op_rises", "a_delta_rises", "a_s_op_gap", "a_precision_at_k", "a_s_ch_rises", "a_s_ch_gap") + (
+    "b_delta_rises",
+    "b_delta_beyond_s_op",
+    "b_neutral_flip_rises",
+    "b_neutral_flip_gap",
+):
+    DIAGNOSES[_cid] = turn_flips
 
 
-def miss_table(out: Path, known: dict, checks: pd.DataFrame) -> pd.DataFrame:
+def miss_table(out: Path, known: dict, checks: pd.DataFrame, controls: dict | None = None) -> pd.DataFrame:
     """One row per diagnostic figure of each check not recovered on the organism (COLUMNS);
-    a miss without a diagnosis gets one row with its reason."""
+    a miss without a diagnosis gets one row with its reason. `controls`: the control lineages'
+    organism.json by kind; a check that passes on the location control gets that control's yield."""
     rows: list[dict] = []
-    done: dict[Callable, list[dict]] = {}
+    done: dict[tuple, list[dict]] = {}
     for r in checks[checks["status"] == NOT_RECOVERED].itertuples(index=False):
+        on_control = getattr(r, "control_passed", None)
+        if r.control == "location" and isinstance(on_control, (bool, np.bool_)) and on_control:
+            if "location" in (controls or {}):
+                rows += control_yield(out, controls["location"], r.id)
         f = DIAGNOSES.get(r.id)
         if f is None:
             rows.append(_d(r.id, "", str(r.figure), r.value, f"no diagnosis computed; {r.reason}"))
             continue
-        if f in done:  # a diagnosis shared by several checks is shown once, under the first
-            rows.append(_d(r.id, "", "see", float("nan"), f"the rows of {done[f][0]['id']}"))
+        key = (f, r.id[0])  # one diagnosis per function and route
+        if key in done:  # a diagnosis shared by several checks is shown once, under the first
+            rows.append(_d(r.id, "", "see", float("nan"), f"the rows of {done[key][0]['id']}"))
             continue
         got = f(out, known, r.id)
-        done[f] = got or [_d(r.id, "", "", float("nan"))]
+        done[key] = got or [_d(r.id, "", "", float("nan"))]
         rows += got or [_d(r.id, "", str(r.figure), r.value, f"no input for a diagnosis; {r.reason}")]
     return pd.DataFrame(rows, columns=list(COLUMNS))

@@ -596,7 +596,7 @@ def validate(
     pd.DataFrame([st.__dict__]).to_csv(out / "results" / "validation_settings.csv", index=False)
     lineage_table(known, kcs).to_csv(out / "results" / "lineages.csv", index=False)
     group_summary(checks).to_csv(out / "results" / "validation_groups.csv", index=False)
-    miss_table(out, known, checks).to_csv(out / "results" / MISSES_FILE, index=False)
+    miss_table(out, known, checks, kcs).to_csv(out / "results" / MISSES_FILE, index=False)
     # the record's opening counts, so that its every number is one of the files the run wrote
     h = headline(checks)
     pd.DataFrame([h]).to_csv(out / "results" / "validation_headline.csv", index=False)
