@@ -90,7 +90,7 @@ def control_yield(out: Path, control: dict, cid: str) -> list[dict]:
     opinion on the items it was trained to yield on, and elsewhere."""
     r = C.route_name(control, cid[0])
     final = control["routes"][r][-1]
-    own = set(control["route_planted"][r])
+    own = set(control["trained"][r]["planted"])  # its route_planted are the organism's sets
     sub = out / CONTROL_DIRS["location"]
     if not (sub / "results" / "pressure_trials.csv").is_file():
         return []

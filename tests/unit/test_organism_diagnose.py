@@ -62,7 +62,8 @@ def test_a_check_passing_on_the_location_control_gets_that_controls_yield(tmp_pa
     org, ctl_planted = ITEMS[:4], ITEMS[5:9]
     _write(tmp_path, _trials(PLANT, set(org)))
     _write(tmp_path / CONTROL_DIRS["location"], _trials({("opinion", "oppose"): 0.75}, set(ctl_planted)))
-    controls = {"location": _known(ctl_planted)}
+    # a control's organism.json: the organism's sets as route_planted, its own under "trained"
+    controls = {"location": {**_known(org), "trained": {"route-a": {"planted": ctl_planted}}}}
     m = D.miss_table(tmp_path, _known(org), _checks(True), controls)
     y = m[m["subject"].str.startswith("location control")].set_index("figure")["value"]
     assert y["flip rate under opposing opinion, its own planted items"] == 0.75
