@@ -4,7 +4,8 @@
 # finished validations beside it (the seeds table), its CSVs, figure and build files into
 # docs/organism/, each other seed's validation_checks.csv as docs/organism/seed<N>_validation_checks.csv,
 # and validation.md as VALIDATION.md (paths rewritten to docs/organism/, nothing else changed).
-# SEEDS="0 1 2" lists the seeds whose WORK=organism_run/seed<N> exist (the first is the record's).
+# SEEDS="0 1 2" lists the seeds whose WORK=organism_run/seed<N> exist (the first is the record's);
+# ROOT=DIR looks for them as DIR/seed<N> instead (links to one design's WORKs, e.g. organism_run/v19).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-"0 1 2"}
