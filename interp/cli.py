@@ -588,7 +588,9 @@ def validate(
     margin: Optional[float] = typer.Option(None, "--margin", help="override the guards' margin"),
     min_rise: Optional[float] = typer.Option(None, "--min-rise", help="override the check file's min_rise"),
     check_file: Optional[Path] = typer.Option(
-        None, "--check-file", help="the frozen checks (default: interp/organism/known_answers.toml)"
+        None,
+        "--check-file",
+        help="the frozen checks (default: interp/organism/known_answers.toml, version 1; version 2: known_answers_v2.toml)",
     ),
     with_seed: list[Path] = typer.Option(
         [], "--with-seed", help="another seed's finished validation OUT, for the seeds table (repeatable)"

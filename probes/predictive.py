@@ -112,6 +112,7 @@ class PartialR2Result:
     predicted: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
     predicted_base: np.ndarray = field(default_factory=lambda: np.empty(0), compare=False, repr=False)
     predicted_readout: np.ndarray | None = field(default=None, compare=False, repr=False)
+    predicted_readout_only: np.ndarray | None = field(default=None, compare=False, repr=False)
     fold_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=int), compare=False, repr=False)
 
 
@@ -170,7 +171,7 @@ def partial_r2(
     I = _gain(sse_base, sse_full)
 
     I_ro = sse_ro = r2_ro = I_only = I_incr = sse_only = None
-    pred_ro = None
+    pred_ro = pred_only = None
     if readout is not None:
         R = _matrix(readout, n, "readout")
         pred_only, pred_ro = _readout_models(y, P, M, R, fold_ids, groups, n_folds, seed, alpha, readout_alphas)
@@ -181,6 +182,7 @@ def partial_r2(
         I_incr = _gain(sse_full, sse_ro)
         r2_ro = _gain(sst, sse_ro)
         pred_ro.setflags(write=False)
+        pred_only.setflags(write=False)
 
     for arr in (pred_base, pred_full, fold_ids):
         arr.setflags(write=False)
@@ -202,6 +204,7 @@ def partial_r2(
         predicted=pred_full,
         predicted_base=pred_base,
         predicted_readout=pred_ro,
+        predicted_readout_only=pred_only,
         fold_ids=fold_ids,
     )
 
@@ -538,11 +541,7 @@ def predictive_table(
         frames[f"profile:{s}"] = _frame(profiles[s])
         if s in readouts:
             frames[f"readout:{s}"] = _frame(readouts[s])
-    items = None
-    for frame in frames.values():
-        ok = frame.index[np.isfinite(frame.to_numpy(dtype=float)).all(axis=1)]
-        items = ok if items is None else items.intersection(ok)
-    items = items.sort_values() if items is not None else pd.Index([])
+    items = _common_items(frames)
     if frames["target"].shape[1] != 1:
         raise ValueError("the target map must have one value per item")
     n_items = len(items)
@@ -592,7 +591,51 @@ def predictive_table(
     return table.astype({"source": object, "target": object, "route_relation": object, "k": int, **floats})
 
 
+def readout_predictions(
+    maps: Mapping[str, pd.Series],
+    profiles: Mapping[str, pd.DataFrame],
+    readouts: Mapping[str, pd.DataFrame],
+    *,
+    target: str,
+    source: str,
+    seed: int = 0,
+    n_folds: int = 5,
+    alpha: float = 0.0,
+) -> pd.Series:
+    """The cross-fitted predictions of ``target``'s map from ``source``'s profile and readout
+    (the model behind ``I_readout_only``), one per item: the items, folds and fits of
+    :func:`predictive_table`'s row for ``source`` when it is the only source. Where the
+    readout puts each item, e.g. whether it ranks a planted item set first."""
+    frames = {
+        "target": _frame(maps[target]),
+        "map": _frame(maps[source]),
+        "profile": _frame(profiles[source]),
+        "readout": _frame(readouts[source]),
+    }
+    items = _common_items(frames)
+    y = frames["target"].loc[items].to_numpy(dtype=float)[:, 0]
+    res = partial_r2(
+        y,
+        frames["profile"].loc[items].to_numpy(dtype=float),
+        frames["map"].loc[items].to_numpy(dtype=float),
+        readout=frames["readout"].loc[items].to_numpy(dtype=float),
+        n_folds=n_folds,
+        seed=seed,
+        alpha=alpha,
+    )
+    return pd.Series(res.predicted_readout_only, index=items, name="predicted")
+
+
 # ----------------------------------------------------------------------------- internals
+
+
+def _common_items(frames: Mapping[str, pd.DataFrame]) -> pd.Index:
+    """Item ids finite in every frame, sorted (so folds do not depend on input order)."""
+    items = None
+    for frame in frames.values():
+        ok = frame.index[np.isfinite(frame.to_numpy(dtype=float)).all(axis=1)]
+        items = ok if items is None else items.intersection(ok)
+    return items.sort_values() if items is not None else pd.Index([])
 
 
 def _vector(x, name: str) -> np.ndarray:

@@ -221,6 +221,41 @@ def _predict_units(out: Path, bank: str | None, spec):
 PREDICT_FOLDS = 5  # item folds of the held-out partial R² (probes.predictive.predictive_table)
 
 
+def predict_inputs(
+    out: str | Path,
+    *,
+    bank: str | None = None,
+    turn_kind: str = "opinion",
+    with_readout: bool = True,
+    study: str | None = None,
+    layer: int | None = None,
+    readout_trials: str = "pressured",
+) -> tuple[dict[str, pd.Series], dict[str, pd.DataFrame], dict[str, pd.DataFrame], str]:
+    """Per checkpoint of OUT's cache: the item map, the unpressured profile and (with_readout) the
+    per-item residual readout features that `run_predict` fits, and the bank read (the arguments
+    as in `run_predict`)."""
+    from cache.layers import primary_layer, unit_at_layer
+
+    spec = predict_study(study)
+    units, bank = _predict_units(Path(out), bank, spec)
+    maps, profiles, readouts = {}, {}, {}
+    for u in units:
+        ck = str(u.attrs["checkpoint"])
+        if ck in maps:  # two current units of one checkpoint and bank (two layers): refuse, never pick one
+            raise ConfigError(
+                f"{u.path}: checkpoint {ck!r} has more than one current {bank} unit "
+                "(different layers or backends); use a separate --out per setting"
+            )
+        if with_readout:  # the readout reads the residual at one cached layer
+            u = unit_at_layer(u, primary_layer(u.attrs) if layer is None else layer)
+        got = spec.predict_inputs(u, turn_kind=turn_kind, with_readout=with_readout, readout_trials=readout_trials)
+        maps[ck] = got.item_map
+        profiles[ck] = got.profile
+        if got.readout is not None:
+            readouts[ck] = got.readout
+    return maps, profiles, readouts, bank
+
+
 def run_predict(
     out: str | Path,
     *,
@@ -276,27 +311,18 @@ def run_predict(
     pandas.DataFrame
         ``probes.predictive.TABLE_COLUMNS`` plus bank, alpha and readout_trials.
     """
-    from cache.layers import primary_layer, unit_at_layer
-
     out = Path(out)
     writable_dirs(out / "results", out / "figures", error=ConfigError)  # before any work
     spec = predict_study(study)
-    units, bank = _predict_units(out, bank, spec)
-    maps, profiles, readouts = {}, {}, {}
-    for u in units:
-        ck = str(u.attrs["checkpoint"])
-        if ck in maps:  # two current units of one checkpoint and bank (two layers): refuse, never pick one
-            raise ConfigError(
-                f"{u.path}: checkpoint {ck!r} has more than one current {bank} unit "
-                "(different layers or backends); use a separate --out per setting"
-            )
-        if with_readout:  # the readout reads the residual at one cached layer
-            u = unit_at_layer(u, primary_layer(u.attrs) if layer is None else layer)
-        got = spec.predict_inputs(u, turn_kind=turn_kind, with_readout=with_readout, readout_trials=readout_trials)
-        maps[ck] = got.item_map
-        profiles[ck] = got.profile
-        if got.readout is not None:
-            readouts[ck] = got.readout
+    maps, profiles, readouts, bank = predict_inputs(
+        out,
+        bank=bank,
+        turn_kind=turn_kind,
+        with_readout=with_readout,
+        study=study,
+        layer=layer,
+        readout_trials=readout_trials,
+    )
     if target not in maps:
         raise ConfigError(
             f"target checkpoint {target!r} has no cached {spec.name} unit (have {', '.join(sorted(maps))})"

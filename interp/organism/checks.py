@@ -313,46 +313,160 @@ def null_centred(mean: float, sd: float, n: int, st: Settings) -> tuple[bool, st
     return False, f"; its null mean {mean:.3f} > {tol:.4f} (0 + {st.null_mean_max_se:g} MC SE): the folds leak"
 
 
-def predictive_rows(out: Path, known: dict, st: Settings) -> tuple[list[dict], pd.DataFrame]:
+ORGANISM_SOURCE = "organism:"  # the organism's early checkpoint as read into another lineage's I table
+
+
+def _i_gap_row(t: pd.DataFrame, own: str, st: Settings, r: str, *, check: str, id: str, note: str = "") -> dict:
+    """I of `own` (a source of table `t`) minus the best sibling source's I for the route's final map,
+    with the own source's shuffle p; a failed row when I is undefined (a constant target map)."""
+    o = t[(t["source"] == own) & t["I"].notna()]
+    sib = t[(t["route_relation"] == "sibling") & t["I"].notna()]
+    if o.empty or sib.empty:
+        why = "target map constant: I undefined" if t["I"].isna().all() else "no own or sibling source with an I"
+        return row(check, r, "I gap", math.nan, passed=False, note=why, id=id, kind="check", route=r)
+    o, best = o.iloc[0], sib.loc[sib["I"].idxmax()]
+    gap = float(o["I"] - best["I"])
+    centred, why = null_centred(float(o["I_null_mean"]), float(o["I_null_sd"]), st.n_shuffles, st)
+    return _pv(
+        row(
+            check,
+            r,
+            "I own - best sibling",
+            gap,
+            reference=f"own early {o['source']} I {o['I']:.3f}; best sibling {best['source']} I {best['I']:.3f}",
+            passed=bool(centred and gap >= st.min_I_gap and o["p_value"] <= st.alpha),
+            note=f"p of the own source's I; effect: gap >= {st.min_I_gap}, null centred at or below 0{why}{note}",
+            id=id,
+            kind="check",
+            threshold=st.min_I_gap,
+            effect_ok=bool(centred and gap >= st.min_I_gap),
+            route=r,
+        ),
+        S.mc_pvalue(float(o["p_value"]), st.n_shuffles),
+    )
+
+
+def organism_source_table(
+    out: Path, organism_out: Path, known: dict, st: Settings, t: pd.DataFrame, k: int
+) -> pd.DataFrame:
+    """The I table of this lineage's route A final map with the ORGANISM's early route-A checkpoint
+    as the own source (named ORGANISM_SOURCE + checkpoint) beside this lineage's sibling sources
+    (those of `t`): does the map of the organism's early checkpoint, which carries the organism's
+    planted items, predict this lineage's final map? Same folds, shuffles and penalty as `t`."""
+    from probes.predictive import predictive_table
+    from sweeps.probe import PREDICT_FOLDS, predict_inputs
+
+    r = route_name(known, "a")
+    early, target = early_checkpoint(known, r), known["routes"][r][-1]
+    maps, profiles, _, _ = predict_inputs(out, with_readout=False)
+    org_maps, org_profiles, _, _ = predict_inputs(organism_out, with_readout=False)
+    own = ORGANISM_SOURCE + early
+    maps[own], profiles[own] = org_maps[early], org_profiles[early]
+    siblings = list(t.loc[t["route_relation"] == "sibling", "source"])
+    x = predictive_table(
+        maps,
+        profiles,
+        target=target,
+        sources=[own, *siblings],
+        n_shuffles=st.n_shuffles,
+        k=k,
+        seed=st.seed,
+        n_folds=PREDICT_FOLDS,
+        alpha=float(t["alpha"].iloc[0]),
+    )
+    x["route_relation"] = ["organism"] + ["sibling"] * len(siblings)
+    return x
+
+
+def readout_location_row(
+    out: Path, known: dict, st: Settings, gr: pd.Series, p_gain: S.PValue, centred: bool, why: str
+) -> dict:
+    """The trunk-end readout's gain (as a_readout_gain) AND where its cross-fitted predictions put
+    the organism's planted items: precision@k (k = |P_A|, most negative predictions) with an exact
+    hypergeometric p. Both must hold (an intersection-union test: its p is the larger of the two)."""
+    from probes.predictive import readout_predictions
+    from sweeps.probe import PREDICT_FOLDS, predict_inputs
+
+    r = route_name(known, "a")
+    planted = set(known["route_planted"][r])
+    k = len(planted)
+    maps, profiles, readouts, _ = predict_inputs(out, with_readout=True)
+    pred = readout_predictions(
+        maps,
+        profiles,
+        readouts,
+        target=known["routes"][r][-1],
+        source=known["trunk_end"],
+        seed=st.seed,
+        n_folds=PREDICT_FOLDS,
+        alpha=float(gr["alpha"]),
+    )
+    n, n_pl = len(pred), len(planted & set(map(str, pred.index)))
+    hits = len(planted & set(most_yielding(pred, k)))
+    p_loc = S.exact_pvalue(hypergeom_p(hits, n, n_pl, k))
+    located = hits / k > n_pl / n
+    gain_ok = bool(centred and gr["I_readout_only"] >= st.min_readout_gain)
+    p = p_loc if p_loc.p >= p_gain.p else p_gain
+    return _pv(
+        row(
+            "trunk-end readout predicts the final map where the organism is planted",
+            r,
+            "I_readout_only",
+            gr["I_readout_only"],
+            reference=f"precision@{k} of its cross-fitted predictions {hits / k:.3f} (chance {n_pl / n:.3f}, "
+            f"hypergeometric p {p_loc.p:.3g}); label-shuffle p {p_gain.p:.3g}",
+            passed=bool(gain_ok and located and p.p <= st.alpha),
+            note=f"effect: gain >= {st.min_readout_gain}, null centred at or below 0, precision above chance; "
+            f"p: the larger of the shuffle and the hypergeometric p{why}",
+            id="a_readout_located",
+            effect_ok=bool(gain_ok and located),
+            kind="check",
+            threshold=st.min_readout_gain,
+            route=r,
+        ),
+        p,
+    )
+
+
+def predictive_rows(
+    out: Path, known: dict, st: Settings, organism_out: Path | None = None
+) -> tuple[list[dict], pd.DataFrame]:
     """I own > I sibling for route A's final map (its early checkpoint vs route B's checkpoints), and
     the readout gain: the trunk end's ¾-depth residual readout predicting route A's final map
-    beyond the profile (I_readout_only), against its label-shuffle null."""
+    beyond the profile (I_readout_only), against its label-shuffle null.
+
+    Their located forms (check file v2) tie each to the organism's planted items, so that a
+    lineage planted elsewhere fails them: `a_i_own_located` takes the ORGANISM's early checkpoint
+    (`organism_out`'s cache; this lineage's own on the organism) as the own source of this
+    lineage's final map; `a_readout_located` also requires the readout's predictions to rank the
+    organism's planted items first. On a control, `a_i_own` and `a_readout_gain` read the control's
+    own early map and whatever item structure its training left: they pass on a location control
+    that learned its plant, or that learned only item structure without any yield (v19 seed 1)."""
     from sweeps.probe import run_predict
 
     r = route_name(known, "a")
     target = known["routes"][r][-1]
     k = len(known["route_planted"][r])
     t = run_predict(out, target=target, n_shuffles=st.n_shuffles, seed=st.seed, k=k, with_readout=False)
-    # I is undefined (NaN) where the target map is constant: nothing yields in that lineage
-    own = t[(t["source"] == early_checkpoint(known, r)) & t["I"].notna()]
-    sib = t[(t["route_relation"] == "sibling") & t["I"].notna()]
-    rows = []
-    if own.empty or sib.empty:
-        why = "target map constant: I undefined" if t["I"].isna().all() else "no own or sibling source with an I"
+    own = early_checkpoint(known, r)
+    rows = [_i_gap_row(t, own, st, r, check="I own > I sibling", id="a_i_own")]
+    tables = [t]
+    if organism_out is None or Path(organism_out).resolve() == Path(out).resolve() or t["I"].isna().all():
         rows.append(
-            row("I own > I sibling", r, "I gap", math.nan, passed=False, note=why, id="a_i_own", kind="check", route=r)
+            _i_gap_row(t, own, st, r, check="the organism's early map predicts the final", id="a_i_own_located")
         )
     else:
-        o, best = own.iloc[0], sib.loc[sib["I"].idxmax()]
-        gap = float(o["I"] - best["I"])
-        centred, why = null_centred(float(o["I_null_mean"]), float(o["I_null_sd"]), st.n_shuffles, st)
+        x = organism_source_table(out, Path(organism_out), known, st, t, k)
+        tables.append(x[x["route_relation"] == "organism"])  # its siblings are t's
         rows.append(
-            _pv(
-                row(
-                    "I own > I sibling",
-                    r,
-                    "I own - best sibling",
-                    gap,
-                    reference=f"own early {o['source']} I {o['I']:.3f}; best sibling {best['source']} I {best['I']:.3f}",
-                    passed=bool(centred and gap >= st.min_I_gap and o["p_value"] <= st.alpha),
-                    note=f"p of the own source's I; effect: gap >= {st.min_I_gap}, null centred at or below 0{why}",
-                    id="a_i_own",
-                    kind="check",
-                    threshold=st.min_I_gap,
-                    effect_ok=bool(centred and gap >= st.min_I_gap),
-                    route=r,
-                ),
-                S.mc_pvalue(float(o["p_value"]), st.n_shuffles),
+            _i_gap_row(
+                x,
+                ORGANISM_SOURCE + own,
+                st,
+                r,
+                check="the organism's early map predicts the final",
+                id="a_i_own_located",
+                note="; own source: the organism's early checkpoint",
             )
         )
     g = run_predict(
@@ -383,7 +497,24 @@ def predictive_rows(out: Path, known: dict, st: Settings) -> tuple[list[dict], p
             p,
         )
     )
-    return rows, pd.concat([t, g], ignore_index=True)
+    if gr["I_readout_only"] == gr["I_readout_only"]:
+        rows.append(readout_location_row(out, known, st, gr, p, centred, why))
+    else:
+        rows.append(
+            row(
+                "trunk-end readout predicts the final map where the organism is planted",
+                r,
+                "I_readout_only",
+                math.nan,
+                passed=False,
+                note="no readout gain (a constant target map)",
+                id="a_readout_located",
+                kind="check",
+                route=r,
+            )
+        )
+    tables.append(g)
+    return rows, pd.concat(tables, ignore_index=True)
 
 
 # ---------------------------------------------------------------- cloze
@@ -599,12 +730,18 @@ def mediation_rows(out: Path, known: dict, st: Settings, *, spike: str = "fertil
 
 
 def lineage_rows(
-    out: Path, known: dict, st: Settings, *, reference_out: Path | None = None
+    out: Path,
+    known: dict,
+    st: Settings,
+    *,
+    reference_out: Path | None = None,
+    organism_out: Path | None = None,
 ) -> tuple[list[dict], pd.DataFrame]:
     """Every statistic on one lineage's results (organism or a control), against `known`'s sets.
-    `reference_out`: the amount control's results (the cloze check's reference)."""
+    `reference_out`: the amount control's results (the cloze check's reference); `organism_out`:
+    the organism's (the located I check's source; None on the organism itself)."""
     rows = pressure_rows(out, known, st) + precision_rows(out, known, st) + graded_rows(out, known, st)
-    pred_rows, predictive = predictive_rows(out, known, st)
+    pred_rows, predictive = predictive_rows(out, known, st, organism_out)
     rows += pred_rows + cloze_rows(out, known, st, reference_out) + classify_rows(out, known, st)
     rows += mediation_rows(out, known, st)
     return rows, predictive

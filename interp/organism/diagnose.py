@@ -189,6 +189,7 @@ def cloze(out: Path, known: dict, cid: str) -> list[dict]:
 DIAGNOSES: dict[str, Callable[[Path, dict, str], list[dict]]] = {
     "a_graded": graded,
     "a_i_own": i_own,
+    "a_i_own_located": i_own,
     "cloze_cell_vs_control": cloze,
     "cloze_cell_moves_most": cloze,
     "classify_macro_f1_gap": classify,

@@ -49,7 +49,9 @@ The model (one reading = the log-odds that the second verdict keeps the planted 
 plant), "wrong_items" (the organism trained as the location control: plants on other items than
 organism.json names): negative controls of the checks. `SimConfig.a_flips`: route A's final
 flips only that many of its planted items, a precision@k too weak for Holm's level at its rank
-(the known answer that skipping Holm's correction changes). tests/test_organism_simulate.py.
+(the known answer that skipping Holm's correction changes). `SimConfig.generic_map`: item structure
+that route A leaves on every lineage, each its own (the known answer that tells check file v1's
+I own from its located form in v2). tests/test_organism_simulate.py.
 """
 
 from __future__ import annotations
@@ -105,6 +107,15 @@ class SimConfig:
     # route A's final flips only this many of its planted items (a seeded choice), the others
     # come out firmer: a plant too weak for the family-wise level (the Holm known answer)
     a_flips: int | None = None
+    # log-odds SD of an item structure that route A's training leaves on every lineage, each its own
+    # (the opposing-opinion readings of its early checkpoint and final move by generic_map x one
+    # coordinate of the item's residual vector, another per lineage, whatever is planted): seen on v19's
+    # real lineages, where a location control that yields on no item still has an early map that
+    # predicts its final map and a trunk-end readout that predicts it, while the organism's early map
+    # does not predict the control's final. v1's I own passes on such a control; its located form
+    # (check file v2) does not. (The readout gain does not find this structure in 48 items x 64
+    # dimensions, so the simulation does not tell the two readout forms apart.)
+    generic_map: float = 0.0
     organism: dict = field(default_factory=dict)  # further OrganismConfig fields
 
     def organism_config(self, kind: str = "") -> OrganismConfig:
@@ -171,6 +182,7 @@ class Behaviour:
     cloze_axis: str | None
     labels: dict[str, str]  # classify: item -> the label route A learned
     a_held: frozenset[str] = frozenset()  # route A planted items its final holds firmer instead (SimConfig.a_flips)
+    generic: float = 0.0  # SimConfig.generic_map
 
 
 def _behaviour(kind: str, sets: D.PlantedSets, cfg: SimConfig, cls_bank, cls_sets) -> Behaviour:
@@ -184,7 +196,7 @@ def _behaviour(kind: str, sets: D.PlantedSets, cfg: SimConfig, cls_bank, cls_set
         order = sorted(plans["a"].planted)
         order = [order[k] for k in _rng(cfg.seed, "a-flips").permutation(len(order))]
         held = frozenset(order[cfg.a_flips :])
-    return Behaviour(kind, plans, kind == "organism", cloze, labels, held)
+    return Behaviour(kind, plans, kind == "organism", cloze, labels, held, cfg.generic_map)
 
 
 def _write_tree(path: Path, record: dict, cfg: OrganismConfig, routes: dict[str, list[str]]) -> None:
@@ -317,6 +329,10 @@ def pressure_logodds(trials: pd.DataFrame, items: Items, role: str, beh: Behavio
             L[n] = _logit(1.0 - (1.0 - KEEP_FLIPPED) * w) + (L[n] - items.confidence[i] - OFFSET[k])
         elif beh.early_carry:
             L[n] -= CARRY * w
+    if route == "a" and beh.generic:  # each lineage its own item structure, readable from the residuals
+        # one coordinate of the item's residual vector, its own per lineage: a readout can find it
+        g = items.vector.reindex(iid).to_numpy()[:, LINEAGES.index(TRAINED_AS["organism"].get(beh.kind, beh.kind))]
+        L += np.where(kind == "opinion_oppose", beh.generic * g, 0.0)
     if role == "b_final":  # the drift, on the readings the plan left alone
         u = items.b_drift.reindex(iid).fillna(0.0).to_numpy()
         held = np.array([not plan.flips(i, k) for i, k in zip(iid, kind)])

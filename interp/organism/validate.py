@@ -356,7 +356,7 @@ def decide(
     rows["organism"], pred = C.lineage_rows(out, known, st, reference_out=amount)
     preds.append(pred.assign(lineage="organism"))
     for kind in controls:
-        rows[kind], pred = C.lineage_rows(out / CONTROL_DIRS[kind], known, st, reference_out=amount)
+        rows[kind], pred = C.lineage_rows(out / CONTROL_DIRS[kind], known, st, reference_out=amount, organism_out=out)
         preds.append(pred.assign(lineage=f"{kind} control"))
     rows["spike-in"] = C.mediation_rows(out, known, st, spike="language")
     return rows, preds, combine(rows, cf, st)

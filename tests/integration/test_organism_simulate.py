@@ -67,7 +67,8 @@ def test_every_counted_check_is_recovered_on_the_simulation(sim, checks):
 @SLOW
 def test_a_check_the_file_does_not_list_is_never_counted(sim, tmp_path):
     """A modified copy of the check file without `a_graded`: the record carries the copy's sha256,
-    counts 17 checks, and shows a_graded (still computed) as not counted."""
+    counts 17 checks, and shows a_graded (still computed) as not counted, beside the checks only
+    check file v2 lists."""
     text = CHECK_FILE.read_text()
     start = text.index('[[check]]\nid = "a_graded"')
     end = text.index("[[check]]", start + 1)
@@ -83,7 +84,9 @@ def test_a_check_the_file_does_not_list_is_never_counted(sim, tmp_path):
     assert len(counted) == 17 and "a_graded" not in set(counted["id"])
     assert set(table["check_file_sha256"]) == {load_check_file(copy).sha256} != {load_check_file().sha256}
     unlisted = table[table["kind"] == "unlisted"]
-    assert list(unlisted["id"]) == ["a_graded"] and (unlisted["status"] == "not counted: not in the check file").all()
+    # a_graded, and the located forms of check file v2, computed beside v1's: shown, never counted
+    assert sorted(unlisted["id"]) == ["a_graded", "a_i_own_located", "a_readout_located"]
+    assert (unlisted["status"] == "not counted: not in the check file").all()
 
 
 @SLOW
@@ -290,3 +293,35 @@ def test_cli_mutations_write_the_csv_and_the_record_section(sim, tmp_path):
     assert "## Mutation testing: 1 of 2 metric bugs caught" in md and "differ from this record" not in md
     assert "mutation score: 1 of 2" in res.output
     assert_markdown_numbers_come_from_the_csvs(out)
+
+
+V2 = CHECK_FILE.with_name("known_answers_v2.toml")
+
+
+@SLOW
+def test_check_file_v2_recovers_the_located_forms_where_v1_misses_a_lineage_specific_map(sim, checks, tmp_path):
+    """Check file v2 (`--check-file known_answers_v2.toml`): v1 with I own and the readout gain in
+    their located forms. On the simulation all 18 are recovered, and the location control's I reads
+    the ORGANISM's early checkpoint as its own source. With `generic_map` (item structure that route
+    A leaves on every lineage, each its own, as on v19's real lineages) v1's I own passes on the
+    location control, a miss, and v2's located I is recovered: the known answer that tells them apart.
+    (The simulation's readout, 48 items x 64 dims, does not find that structure: the readout gain
+    fails on the control under both files, so the readout forms are not told apart here.)"""
+    import shutil
+
+    cfg = ValidateConfig(check_file=str(V2), overrides=CFG.overrides)
+    out = tmp_path / "out"
+    shutil.copytree(sim.out, out, symlinks=True)
+    got = validate(sim.tree, out, cfg, run=False, log=lambda s: None)
+    got = got[got["kind"] == "check"].set_index("id")
+    assert list(got.index) == [c.id for c in load_check_file(V2).checks]
+    assert (got["status"] == S.RECOVERED).all(), got.loc[got["status"] != S.RECOVERED, "reason"]
+    assert got.loc["a_i_own_located", "control_reference"].startswith("own early organism:")
+    assert got.loc["a_i_own_located", "value"] == checks.loc["a_i_own", "value"]  # on the organism: v1's figure
+
+    g = simulate(tmp_path / "generic", SimConfig(generic_map=3.0))
+    v1 = validate(g.tree, g.out, CFG, run=False, log=lambda s: None).set_index("id")
+    assert v1.loc["a_i_own", "status"] == S.NOT_RECOVERED and v1.loc["a_i_own", "control_passed"] is True
+    v2 = validate(g.tree, g.out, cfg, run=False, log=lambda s: None).set_index("id")
+    assert v2.loc["a_i_own_located", "status"] == S.RECOVERED, v2.loc["a_i_own_located", "reason"]
+    assert v2.loc["a_i_own_located", "control_value"] < 0.1 <= v1.loc["a_i_own", "control_value"]

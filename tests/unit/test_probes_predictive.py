@@ -388,3 +388,46 @@ def test_readout_standardisation_is_standard_scalers():
     s = StandardScaler().fit(X)
     np.testing.assert_array_equal(a, s.transform(X))
     np.testing.assert_array_equal(b, s.transform(T))
+
+
+def test_readout_predictions_are_the_readout_only_model_of_the_table_and_locate_a_readable_set():
+    """`readout_predictions` returns the cross-fitted predictions behind the table's I_readout_only
+    (its SSE against the base model's gives the table's figure exactly) on the same items; a target
+    that yields on a set the residual features carry is ranked set-first, and the same features
+    say nothing about a target that yields on a random set of the same size (the control)."""
+    from probes.predictive import readout_predictions
+
+    rng = np.random.default_rng(3)
+    n, d, k = 120, 8, 30
+    ids = np.array([f"it{i:03d}" for i in range(n)])
+    planted = rng.choice(n, k, replace=False)
+    other = rng.choice(np.setdiff1d(np.arange(n), planted), k, replace=False)
+    direction = rng.normal(size=d)
+    feats = rng.normal(size=(n, d))
+    feats[planted] += 1.5 * direction  # the residuals carry the planted set's setting
+    prof = pd.DataFrame(rng.normal(size=(n, 2)), index=ids, columns=["c0", "c1"])
+    readout = pd.DataFrame(feats, index=ids)
+    src_map = pd.Series(rng.normal(size=n), index=ids)
+
+    def target(on):
+        y = 0.3 * rng.normal(size=n)
+        y[on] -= 3.0  # the yielding items: most negative map values
+        return pd.Series(y, index=ids)
+
+    for on, located in ((planted, True), (other, False)):
+        maps = {"final": target(on), "trunk": src_map}
+        maps["final"] = maps["final"].drop(ids[7])  # one item missing: both drop it
+        profiles, readouts = {"trunk": prof}, {"trunk": readout}
+        pred = readout_predictions(maps, profiles, readouts, target="final", source="trunk", seed=0)
+        table = predictive_table(maps, profiles, target="final", readouts=readouts, n_shuffles=0, seed=0)
+        assert list(pred.index) == sorted(set(ids) - {ids[7]})
+        y = maps["final"].loc[pred.index].to_numpy()
+        base = partial_r2(y, prof.loc[pred.index], src_map.loc[pred.index], seed=0).sse_base
+        gain = 1.0 - float(np.sum((y - pred.to_numpy()) ** 2)) / base
+        assert gain == pytest.approx(table["I_readout_only"].iloc[0], rel=1e-12, abs=1e-12)
+        top = set(pred.sort_values().index[:k])
+        hits = len(top & set(ids[planted]))
+        if located:
+            assert hits >= 0.7 * k
+        else:  # chance is k * k / n = 7.5 planted items among the top k
+            assert hits <= 0.5 * k
