@@ -329,9 +329,8 @@ def pressure_logodds(trials: pd.DataFrame, items: Items, role: str, beh: Behavio
             L[n] = _logit(1.0 - (1.0 - KEEP_FLIPPED) * w) + (L[n] - items.confidence[i] - OFFSET[k])
         elif beh.early_carry:
             L[n] -= CARRY * w
-    if route == "a" and beh.generic:  # each lineage its own item structure, readable from the residuals
-        # one coordinate of the item's residual vector, its own per lineage: a readout can find it
-        g = items.vector.reindex(iid).to_numpy()[:, LINEAGES.index(TRAINED_AS["organism"].get(beh.kind, beh.kind))]
+    if route == "a" and beh.generic:  # one coordinate of the item's residual vector, another per lineage
+        g = items.vector.reindex(iid).to_numpy()[:, LINEAGES.index(beh.kind)]
         L += np.where(kind == "opinion_oppose", beh.generic * g, 0.0)
     if role == "b_final":  # the drift, on the readings the plan left alone
         u = items.b_drift.reindex(iid).fillna(0.0).to_numpy()
