@@ -515,7 +515,7 @@ def organism_build(
     resume: bool = typer.Option(
         False,
         "--resume",
-        help="keep the lineages an earlier run of this command finished (same settings, checked), rebuild the rest",
+        help="keep the lineages an earlier run of this command finished (same settings, checked), rebuild the rest (an unfinished lineage keeps its finished route SFT)",
     ),
 ) -> None:
     """Fine-tune BASE into a lineage (shared SFT, routes A/B: SFT then DPO) with planted answers."""

@@ -626,8 +626,9 @@ def build_organism(
     (its controls' SFT checkpoints come from the control trees that tree recorded).
     `resume`: keep each lineage (the organism, each control) that an earlier run of this build
     finished (its organism.json is there), after checking it was built with these settings, and
-    build the rest; a lineage that run left unfinished is removed and built again from its start
-    (training has no resumable state finer than a lineage).
+    build the rest. A lineage that run left unfinished is built again, keeping only its route SFT
+    checkpoints when both routes finished SFT (checked as `reuse_sft` checks; DPO is trained
+    again); there is no resumable state finer than a training stage.
     """
     from interp.model.checkpoint import inspect_checkpoint
     from interp.studies.pressure import load_pressure_bank
@@ -704,14 +705,20 @@ def build_organism(
             todo.append(d)
     if todo:
         _check_space(todo[0], base, cfg, len(todo))
-    keep = _prepare_out(out, cfg, resume)
+    keep, aside = _prepare_out(out, cfg, resume)
     if reuse_sft is not None and reuse_trunk is None:
         reuse_trunk = reuse_sft
     if keep:
         result = _kept_result(out)
         log(f"{out}: complete {'control' if cfg.control else 'organism'} lineage kept (--resume)")
     else:
-        result = _build_lineage(base, out, cfg, info, bank, sets, log, reuse_trunk, reuse_sft)
+        sft_from = reuse_sft
+        if sft_from is None and aside is not None and _finished_sft(aside, cfg):
+            sft_from = aside  # checked against this build's data and settings by _copy_checked
+            log(f"{out}: route SFT checkpoints of the unfinished run kept (--resume); DPO trained again")
+        result = _build_lineage(base, out, cfg, info, bank, sets, log, reuse_trunk, sft_from)
+        if aside is not None:
+            shutil.rmtree(aside)
     if control_out is not None:
         _record_controls(out, control_out)
         result.seconds["control_total"] = 0.0
@@ -787,19 +794,34 @@ def _check_fresh(out: Path, resume: bool) -> None:
             raise ConfigError(f"{out}: not empty and not an unfinished organism build (nothing to resume)")
 
 
-def _prepare_out(out: Path, cfg: OrganismConfig, resume: bool) -> bool:
-    """Make `out` ready for the build; True when it holds a finished lineage to keep (`resume`)."""
+def _prepare_out(out: Path, cfg: OrganismConfig, resume: bool) -> tuple[bool, Path | None]:
+    """Make `out` ready for the build. Returns (keep, aside): keep when it holds a finished lineage
+    (`resume`); aside, where an unfinished lineage of an earlier run was moved, so that its finished
+    route SFT checkpoints can be copied back (the build removes it once the lineage is done)."""
     if _kept(out, resume):
         _check_same_config(out, cfg)
-        return True
+        return True, None
     _check_fresh(out, resume)
+    aside = None
     if out.is_dir() and any(out.iterdir()):
-        shutil.rmtree(out)  # an unfinished lineage of an earlier run: trained again from its start
+        aside = out.with_name(f".{out.name}.unfinished")
+        if aside.exists():  # left by a resumed run that was stopped too: this one is newer
+            shutil.rmtree(aside)
+        out.rename(aside)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"{out}: cannot create output directory ({exc.strerror or exc})") from None
-    return False
+    return False, aside
+
+
+def _finished_sft(tree: Path, cfg: OrganismConfig) -> bool:
+    """Both routes' SFT stage finished in `tree`: every checkpoint it saves has its provenance
+    (written after the weights, so a save cut short has none). All or nothing, since the routes
+    train side by side; the copy itself checks data and settings."""
+    early_in_sft = cfg.route_early_steps < cfg.route_sft_steps
+    names = [route_names(cfg, r)[1] for r in "ab"] + ([route_names(cfg, r)[0] for r in "ab"] if early_in_sft else [])
+    return all((tree / n / PROVENANCE).is_file() for n in names)
 
 
 def _kept_result(out: Path) -> BuildResult:
@@ -955,6 +977,8 @@ def _build_lineage(
                 "threads": _t.get_num_threads(),
                 "route_workers": cfg.route_workers,
                 "train_precision": cfg.train_precision,
+                # route SFT copied, not trained (reuse_sft, or an unfinished run's under --resume)
+                "route_sft_copied_from": str(ctx.reuse_sft) if ctx.reuse_sft is not None else None,
                 "loadavg_start": load_start,
                 "loadavg_end": os.getloadavg(),
                 "cpu_count": os.cpu_count(),

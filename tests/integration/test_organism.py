@@ -4,6 +4,7 @@ whole record's logic on lineages whose answers are known is tests/test_organism_
 the training data of the three lineages (exposure matched per item, only answers differ), and
 the training code (the SFT loss, the fused DPO head, precision, disk space, determinism)."""
 
+import itertools
 import json
 import re
 import shutil
@@ -18,7 +19,7 @@ import pytest
 
 from interp.organism import classify_plant, cloze_plant
 from interp.organism import data as D
-from interp.organism.build import OrganismConfig, build_organism
+from interp.organism.build import PROVENANCE, OrganismConfig, build_organism
 from interp.organism.config import SMALL
 from interp.organism.validate import ValidateConfig, validate
 from interp.studies.base import load_template
@@ -595,9 +596,10 @@ def test_build_is_deterministic(organism, tmp_path):
 
 
 def test_resume_keeps_finished_lineages_and_rebuilds_an_unfinished_one(organism, tmp_path, monkeypatch):
-    """`--resume` over a build whose amount control was stopped: the organism and the location
-    control are kept byte for byte (not retrained), the amount control is built again from its
-    start and comes out with the weights of the uninterrupted build. Refused, changing nothing:
+    """`--resume` over a build stopped in two places: the organism is kept byte for byte (not
+    retrained); the location control, stopped in DPO, keeps its route SFT checkpoints and trains
+    DPO again; the amount control, stopped before route B's SFT ended, is built again from its
+    start. Both come out with the weights of the uninterrupted build. Refused, changing nothing:
     other settings (naming the field), other training data (the data code changed), a non-empty
     directory that is no unfinished build."""
     from interp.core.errors import ConfigError
@@ -605,11 +607,14 @@ def test_resume_keeps_finished_lineages_and_rebuilds_an_unfinished_one(organism,
 
     shutil.copytree(organism / "tree", tmp_path / "tree", symlinks=True)
     shutil.copytree(organism / "control", tmp_path / "control", symlinks=True)
-    amount = tmp_path / "control" / "amount"
-    (amount / "organism.json").unlink()  # as a stopped build leaves it: checkpoints, no record
+    amount, location = tmp_path / "control" / "amount", tmp_path / "control" / "location"
+    for d in (amount, location):
+        (d / "organism.json").unlink()  # as a stopped build leaves it: checkpoints, no record
     shutil.rmtree(amount / "route-b")
+    shutil.rmtree(location / "route-a" / "a-dpo-step6")
+    (location / "route-b" / "b-dpo-step6" / PROVENANCE).unlink()  # its save was cut short
     kept = [tmp_path / "tree" / "route-a/a-dpo-step6/model.safetensors",
-            tmp_path / "control/location/route-b/b-dpo-step6/model.safetensors"]  # fmt: skip
+            location / "route-b/b-sft-step5/model.safetensors"]  # fmt: skip
     before = [(f.stat().st_mtime_ns, sha256_file(f)) for f in kept]
     other = {"log": lambda s: None, "control_out": tmp_path / "control", "resume": True}
     with pytest.raises(ConfigError, match=r"organism.json: field config.route_dpo_steps is 1, this build's is 2"):
@@ -621,15 +626,19 @@ def test_resume_keeps_finished_lineages_and_rebuilds_an_unfinished_one(organism,
     assert not (amount / "organism.json").exists() and (amount / "route-a").is_dir()
     lines: list[str] = []
     res = build_organism(organism / "model", tmp_path / "tree", TINY, **(other | {"log": lines.append}))
-    assert [(f.stat().st_mtime_ns, sha256_file(f)) for f in kept] == before
-    assert sum("lineage kept (--resume)" in x for x in lines) == 2
-    for ck in ("route-b/b-dpo-step6", "route-a/a-sft-step5"):
-        assert sha256_file(amount / ck / "model.safetensors") == sha256_file(
-            organism / "control" / "amount" / ck / "model.safetensors"
-        ), ck
-    assert json.loads((amount / "organism.json").read_text()) == json.loads(
-        (organism / "control" / "amount" / "organism.json").read_text()
-    )
+    assert [(f.stat().st_mtime_ns, sha256_file(f)) for f in kept] == before  # copied, not retrained
+    assert sum("lineage kept (--resume)" in x for x in lines) == 1
+    assert [x.split(":")[0] for x in lines if "route SFT checkpoints of the unfinished run kept" in x] == [str(location)]
+    for d, ck in itertools.product((amount, location), ("route-b/b-dpo-step6", "route-a/a-dpo-step6", "route-a/a-sft-step5")):
+        assert sha256_file(d / ck / "model.safetensors") == sha256_file(
+            organism / "control" / d.name / ck / "model.safetensors"
+        ), (d.name, ck)
+        assert json.loads((d / "organism.json").read_text()) == json.loads(
+            (organism / "control" / d.name / "organism.json").read_text()
+        )
+    copied = {d.name: json.loads((d / "build.json").read_text())["route_sft_copied_from"] for d in (amount, location)}
+    assert copied == {"amount": None, "location": str(tmp_path / "control" / ".location.unfinished")}
+    assert sorted(p.name for p in (tmp_path / "control").iterdir()) == ["amount", "location"]  # set-asides removed
     assert "control-amount/route-b/b-dpo-step6" in res.checkpoints and "route-a/a-dpo-step6" in res.checkpoints
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
