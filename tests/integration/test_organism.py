@@ -628,8 +628,12 @@ def test_resume_keeps_finished_lineages_and_rebuilds_an_unfinished_one(organism,
     res = build_organism(organism / "model", tmp_path / "tree", TINY, **(other | {"log": lines.append}))
     assert [(f.stat().st_mtime_ns, sha256_file(f)) for f in kept] == before  # copied, not retrained
     assert sum("lineage kept (--resume)" in x for x in lines) == 1
-    assert [x.split(":")[0] for x in lines if "route SFT checkpoints of the unfinished run kept" in x] == [str(location)]
-    for d, ck in itertools.product((amount, location), ("route-b/b-dpo-step6", "route-a/a-dpo-step6", "route-a/a-sft-step5")):
+    assert [x.split(":")[0] for x in lines if "route SFT checkpoints of the unfinished run kept" in x] == [
+        str(location)
+    ]
+    for d, ck in itertools.product(
+        (amount, location), ("route-b/b-dpo-step6", "route-a/a-dpo-step6", "route-a/a-sft-step5")
+    ):
         assert sha256_file(d / ck / "model.safetensors") == sha256_file(
             organism / "control" / d.name / ck / "model.safetensors"
         ), (d.name, ck)
