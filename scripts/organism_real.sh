@@ -10,8 +10,9 @@
 # STAGE=build or STAGE=validate runs one half (the build's seconds wait in WORK/timing_build.json).
 # BUILD_ARGS="..." adds `interp organism build` options (a design try, e.g. "--grade-by group
 # --route-early-steps 332"); they are recorded in each lineage's organism.json.
-# RESUME=1 passes --resume: the lineages an earlier run into WORK finished are kept (its timing then
-# covers only what this run built, and says so: "resumed": true).
+# RESUME=1 passes --resume: the lineages an earlier run into WORK finished are kept, and an unfinished
+# one keeps its route SFT if both routes finished it (its timing then covers only what this run
+# built, and says so: "resumed": true).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${BASE:-models/smollm2-135m-instruct}
