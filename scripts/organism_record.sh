@@ -6,26 +6,34 @@
 # and validation.md as VALIDATION.md (paths rewritten to docs/organism/, nothing else changed).
 # SEEDS="0 1 2" lists the seeds whose WORK=organism_run/seed<N> exist (the first is the record's);
 # ROOT=DIR looks for them as DIR/seed<N> instead (links to one design's WORKs, e.g. organism_run/v19).
+# A record under another check file: CHECK_FILE=FILE (passed to the recheck), each seed's validation in
+# WORK/$VAL (VAL=val_v2), written to D=docs/organism/v2 with its page as MD=docs/organism/v2/validation.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-"0 1 2"}
 ROOT=${ROOT:-organism_run}
-D=docs/organism
+D=${D:-docs/organism}
+MD=${MD:-VALIDATION.md}
+VAL=${VAL:-val}
+check=()
+[ -n "${CHECK_FILE:-}" ] && check=(--check-file "$CHECK_FILE")
+mkdir -p "$D"
 read -r first rest <<<"$SEEDS"
 with=()
 for s in $rest; do
-  with+=(--with-seed "$ROOT/seed$s/val")
-  cp "$ROOT/seed$s/val/results/validation_checks.csv" "$D/seed${s}_validation_checks.csv"
+  with+=(--with-seed "$ROOT/seed$s/$VAL")
+  cp "$ROOT/seed$s/$VAL/results/validation_checks.csv" "$D/seed${s}_validation_checks.csv"
   [ -f "$ROOT/seed$s/timing.json" ] && cp "$ROOT/seed$s/timing.json" "$D/seed${s}_run_timing.json"
 done
 W="$ROOT/seed$first"
 # RECHECK=0: the validation in WORK/val was already run with --history docs/organism/tries.csv (and the
 # seeds): copy it as it is instead of deciding every check once more
-[ "${RECHECK:-1}" = 0 ] || .venv/bin/interp validate "$W/tree" --out "$W/val" --no-run --quiet --history "$D/tries.csv" "${with[@]}"
+[ "${RECHECK:-1}" = 0 ] || .venv/bin/interp validate "$W/tree" --out "$W/$VAL" --no-run --quiet --history docs/organism/tries.csv \
+  "${check[@]}" "${with[@]}"
 for f in validation_checks organism_predictive lineages validation_groups validation_headline validation_settings validation_misses seeds mutations; do
-  [ -f "$W/val/results/$f.csv" ] && cp "$W/val/results/$f.csv" "$D/$f.csv"
+  [ -f "$W/$VAL/results/$f.csv" ] && cp "$W/$VAL/results/$f.csv" "$D/$f.csv"
 done
-cp "$W/val/figures/organism_trajectory.png" "$D/"
+cp "$W/$VAL/figures/organism_trajectory.png" "$D/"
 cp "$W/tree/organism.json" "$D/organism.json"
 cp "$W/tree/build.json" "$D/build.json"
 # a control still building has no build.json yet: the record then says its checks are undetermined
@@ -34,5 +42,7 @@ for k in location amount; do
   else rm -f "$D/control_${k}_build.json"; fi
 done
 [ -f "$W/timing.json" ] && cp "$W/timing.json" "$D/run_timing.json"
-sed -e 's#(figures/#(docs/organism/#g' -e 's#`results/#`docs/organism/#g' "$W/val/validation.md" > VALIDATION.md
-echo "VALIDATION.md and $D/ updated from $W/val (seeds: $SEEDS)"
+# figure links relative to the page; file names in backticks from the repository root
+rel=$(python3 -c 'import os, sys; print(os.path.relpath(sys.argv[1], os.path.dirname(sys.argv[2]) or "."))' "$D" "$MD")
+sed -e "s#(figures/#($rel/#g" -e "s#\`results/#\`$D/#g" "$W/$VAL/validation.md" > "$MD"
+echo "$MD and $D/ updated from $W/$VAL (seeds: $SEEDS)"
