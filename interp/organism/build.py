@@ -805,9 +805,11 @@ def _prepare_out(out: Path, cfg: OrganismConfig, resume: bool) -> tuple[bool, Pa
     aside = None
     if out.is_dir() and any(out.iterdir()):
         aside = out.with_name(f".{out.name}.unfinished")
-        if aside.exists():  # left by a resumed run that was stopped too: this one is newer
-            shutil.rmtree(aside)
-        out.rename(aside)
+        if aside.exists() and _finished_sft(aside, cfg) and not _finished_sft(out, cfg):
+            shutil.rmtree(out)  # a resumed run stopped before it copied the set-aside SFT back: keep that
+        else:
+            shutil.rmtree(aside, ignore_errors=True)
+            out.rename(aside)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -651,6 +651,33 @@ def test_resume_keeps_finished_lineages_and_rebuilds_an_unfinished_one(organism,
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 
 
+def test_resume_stopped_twice_keeps_the_finished_route_sft(tmp_path):
+    """A resumed run stopped again before it copied the set-aside route SFT back must not lose it:
+    the set-aside with finished SFT wins over a newer unfinished lineage without; a newer lineage
+    that holds finished SFT replaces the set-aside. (Directories only: _finished_sft reads the
+    provenance files.)"""
+    from interp.organism.build import _finished_sft, _prepare_out, route_names
+
+    def lineage(d: Path, sft: bool) -> Path:
+        (d / ".organism").mkdir(parents=True)
+        if sft:
+            for r in "ab":
+                for n in route_names(TINY, r)[:2]:
+                    (d / n).mkdir(parents=True, exist_ok=True)
+                    (d / n / PROVENANCE).write_text("{}")
+        return d
+
+    out, aside = tmp_path / "location", tmp_path / ".location.unfinished"
+    lineage(aside, sft=True), lineage(out, sft=False)
+    assert _prepare_out(out, TINY, True) == (False, aside)
+    assert _finished_sft(aside, TINY) and not any(out.iterdir())
+    shutil.rmtree(out), shutil.rmtree(aside)
+    lineage(aside, sft=False), lineage(out, sft=True)
+    assert _prepare_out(out, TINY, True) == (False, aside)
+    assert _finished_sft(aside, TINY) and not any(out.iterdir())
+    assert not _finished_sft(tmp_path / "location", TINY)  # the control: an empty lineage has none
+
+
 @pytest.mark.parametrize("precision", ["mixed-bf16", "float32"])
 def test_train_precision_sets_the_trainers_autocast(organism, tokenizer, tmp_path, precision):
     """mixed-bf16: every training forward runs under CPU bf16 autocast (matmuls in bf16) while the
