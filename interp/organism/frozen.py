@@ -4,8 +4,10 @@ rules and thresholds, read once per validation; its sha256 goes into the record.
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import sys
 from dataclasses import dataclass, fields, replace
+from datetime import datetime
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -18,6 +20,7 @@ from interp.core.errors import ConfigError
 CHECK_FILE = Path(__file__).with_name("known_answers.toml")
 CONTROLS = ("location", "amount", "spike-in")
 RULES = ("rises", "p", "most")
+FROZEN_FILE = "frozen_before.csv"  # results/: per seed, was this check file committed before its first sweep
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,3 +101,53 @@ def load_check_file(path: str | Path = CHECK_FILE) -> CheckFile:
 
 def with_seed(settings: Settings, seed: int) -> Settings:
     return replace(settings, seed=int(seed))
+
+
+def committed_at(cf: CheckFile) -> tuple[str, datetime] | None:
+    """The earliest commit holding the check file with this exact content (sha256), and its time:
+    when these checks were frozen. None outside a git checkout or when this content was never
+    committed (then nothing shows it was frozen before a run)."""
+    path = cf.path.resolve()
+
+    def git(*args: str, cwd: Path | str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, timeout=30)
+
+    try:
+        top = git("rev-parse", "--show-toplevel", cwd=path.parent)
+        if top.returncode:
+            return None
+        root = top.stdout.decode().strip()
+        rel = path.relative_to(root).as_posix()
+        log = git("log", "--reverse", "--format=%H %cI", "--", rel, cwd=root).stdout.decode().split("\n")
+        for line in filter(None, log):
+            commit, when = line.split()
+            blob = git("show", f"{commit}:{rel}", cwd=root)
+            if blob.returncode == 0 and hashlib.sha256(blob.stdout).hexdigest() == cf.sha256:
+                return commit, datetime.fromisoformat(when)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    return None
+
+
+def first_sweep(out: Path) -> datetime | None:
+    """When a validation OUT's sweeps first ran: the first line of OUT/sweep.log, which a rerun
+    with --no-run or a resumed sweep appends to and never rewrites (local time, as logged)."""
+    try:
+        with open(Path(out) / "sweep.log", encoding="utf-8") as f:
+            stamp = " ".join(f.readline().split()[:2])
+        return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").astimezone()
+    except (OSError, ValueError):
+        return None
+
+
+def frozen_order(cf: CheckFile, out: Path) -> dict:
+    """Whether the check file was committed before OUT's sweeps first ran: "blind" (so its results
+    could not have shaped the checks), "post hoc", or "unknown" (no commit or no sweep log)."""
+    c, t = committed_at(cf), first_sweep(out)
+    order = "unknown" if c is None or t is None else ("blind" if c[1] < t else "post hoc")
+    return {
+        "first_sweep": t.isoformat(timespec="seconds") if t else "",
+        "check_file_commit": c[0] if c else "",
+        "check_file_committed": c[1].isoformat(timespec="seconds") if c else "",
+        "order": order,
+    }

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from interp.organism.frozen import FROZEN_FILE
 from interp.organism.stats import RECOVERED
 from interp.organism.tally import headline
 
@@ -58,6 +59,19 @@ def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
     ]
 
 
+def _frozen_clause(fz: pd.DataFrame | None) -> str:
+    """The header's word on when the checks were frozen, for this seed (the first row)."""
+    if fz is None:
+        return " frozen before the run"
+    r = fz.iloc[0]
+    if r["order"] == "unknown":
+        return ", not found committed before this seed's first sweep (so not shown to be frozen before it)"
+    when = f"committed in `{r['check_file_commit'][:10]}` at {r['check_file_committed']}"
+    if r["order"] == "blind":
+        return f", {when}, before this seed's first sweep at {r['first_sweep']}"
+    return f"; **{when}, after this seed's first sweep at {r['first_sweep']}: post hoc for this seed**"
+
+
 def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file) -> Path:
     """OUT/validation.md from OUT/results/*.csv only."""
 
@@ -69,6 +83,7 @@ def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file)
     first = table.iloc[0]
     overrides = str(first["overrides"]) if isinstance(first["overrides"], str) else ""
     ctl = ", ".join(f"{k} `{p}`" for k, p in controls.items()) or "none"
+    fz = pd.read_csv(res / FROZEN_FILE, keep_default_na=False) if (res / FROZEN_FILE).is_file() else None
     text = [
         f"# Validation of `{tree}` (seed {int(first['seed'])})",
         "",
@@ -79,7 +94,7 @@ def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file)
         "on the control is a miss.",
         "",
         f"Controls: {ctl}. Check file `{check_file.path.name}`, sha256 `{first['check_file_sha256']}` (checks, "
-        f"controls, rules and thresholds frozen before the run); code commit `{first['commit']}`."
+        f"controls, rules and thresholds{_frozen_clause(fz)}); code commit `{first['commit']}`."
         + (f" **Settings overridden for this run: {overrides}: not the pre-registered run.**" if overrides else ""),
         "Written by `interp validate` from `results/*.csv`; every number below is read from them.",
     ]
@@ -97,6 +112,15 @@ def write_markdown(out: Path, tree: Path, controls: dict[str, Path], check_file)
             "",
             *_table(sd, ["id", "group", *seed_cols, "recovered_on"]),
         ]
+        if fz is not None:
+            by = {o: ", ".join(str(x) for x in sorted(fz.loc[fz["order"] == o, "seed"])) for o in fz["order"].unique()}
+            text += [
+                "",
+                "Judged blind (the check file was committed before the seed's first sweep): "
+                f"seeds {by.get('blind', 'none')}. Post hoc (committed after it): seeds {by.get('post hoc', 'none')}."
+                + (f" Unknown: seeds {by['unknown']}." if "unknown" in by else "")
+                + f" (`results/{FROZEN_FILE}`)",
+            ]
     settings = pd.read_csv(res / "validation_settings.csv").iloc[0]
     text += [
         "",

@@ -27,7 +27,7 @@ from interp.core.errors import ConfigError
 from interp.organism import checks as C
 from interp.organism import stats as S
 from interp.organism.config import CONTROL_DIRS, ValidateConfig
-from interp.organism.frozen import CheckFile, Settings, load_check_file, with_seed
+from interp.organism.frozen import FROZEN_FILE, CheckFile, Settings, frozen_order, load_check_file, with_seed
 from interp.organism.tally import group_summary, headline
 
 
@@ -605,6 +605,13 @@ def validate(
         seeds_table(out, table[table["kind"] == "check"], cf, list(with_seeds)).to_csv(seeds_path, index=False)
     elif seeds_path.exists():
         seeds_path.unlink()
+    # blind or post hoc: was the check file committed before each seed's sweeps first ran?
+    frozen = [{"seed": int(known["seed"]), "out": str(out), **frozen_order(cf, out)}]
+    for p in with_seeds:
+        o = pd.read_csv(Path(p) / "results" / "validation_checks.csv")
+        seed = int(o.loc[o["kind"] == "check", "seed"].iloc[0])
+        frozen.append({"seed": seed, "out": str(p), **frozen_order(cf, Path(p))})
+    pd.DataFrame(frozen).to_csv(out / "results" / FROZEN_FILE, index=False)
     if history is not None:
         shutil.copyfile(history, out / "results" / "tries.csv")
     trajectory_figure(C._summary(out), known, _trunk(known), out / "figures" / "organism_trajectory.png")
