@@ -30,7 +30,7 @@ W="$ROOT/seed$first"
 # seeds): copy it as it is instead of deciding every check once more
 [ "${RECHECK:-1}" = 0 ] || .venv/bin/interp validate "$W/tree" --out "$W/$VAL" --no-run --quiet --history docs/organism/tries.csv \
   "${check[@]}" "${with[@]}"
-for f in validation_checks organism_predictive lineages validation_groups validation_headline validation_settings validation_misses seeds mutations; do
+for f in validation_checks organism_predictive lineages validation_groups validation_headline validation_settings validation_misses seeds mutations frozen_before; do
   [ -f "$W/$VAL/results/$f.csv" ] && cp "$W/$VAL/results/$f.csv" "$D/$f.csv"
 done
 cp "$W/$VAL/figures/organism_trajectory.png" "$D/"
