@@ -194,7 +194,7 @@ def assert_markdown_numbers_come_from_the_csvs(
     """Every number in validation.md (outside code spans: paths, the commit) is a number of
     validation_checks.csv / organism_predictive.csv (/ tries.csv, the earlier tries it lists, /
     lineages.csv, the build settings / mutations.csv, the mutation run / validation_misses.csv, the
-    misses' diagnoses), to the 3-decimal
+    misses' diagnoses / frozen_before.csv, when the check file was committed), to the 3-decimal
     display rounding."""
 
     md_path = md_path or out / "validation.md"
@@ -212,6 +212,7 @@ def assert_markdown_numbers_come_from_the_csvs(
         "validation_headline.csv",
         "mutations.csv",
         "validation_misses.csv",
+        "frozen_before.csv",
     )
     csv_text = "".join((csv_dir / f).read_text() for f in names if (csv_dir / f).is_file())
     pool = np.array(sorted({float(x) for x in num.findall(csv_text)} | {abs(float(x)) for x in num.findall(csv_text)}))
