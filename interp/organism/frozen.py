@@ -140,10 +140,15 @@ def first_sweep(out: Path) -> datetime | None:
         return None
 
 
-def frozen_order(cf: CheckFile, out: Path) -> dict:
+_UNSET = object()
+
+
+def frozen_order(cf: CheckFile, out: Path, committed=_UNSET) -> dict:
     """Whether the check file was committed before OUT's sweeps first ran: "blind" (so its results
-    could not have shaped the checks), "post hoc", or "unknown" (no commit or no sweep log)."""
-    c, t = committed_at(cf), first_sweep(out)
+    could not have shaped the checks), "post hoc", or "unknown" (no commit or no sweep log).
+    `committed`: `committed_at(cf)` when the caller already has it (one git walk for all seeds)."""
+    c = committed_at(cf) if committed is _UNSET else committed
+    t = first_sweep(out)
     order = "unknown" if c is None or t is None else ("blind" if c[1] < t else "post hoc")
     return {
         "first_sweep": t.isoformat(timespec="seconds") if t else "",

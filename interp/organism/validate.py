@@ -27,7 +27,15 @@ from interp.core.errors import ConfigError
 from interp.organism import checks as C
 from interp.organism import stats as S
 from interp.organism.config import CONTROL_DIRS, ValidateConfig
-from interp.organism.frozen import FROZEN_FILE, CheckFile, Settings, frozen_order, load_check_file, with_seed
+from interp.organism.frozen import (
+    FROZEN_FILE,
+    CheckFile,
+    Settings,
+    committed_at,
+    frozen_order,
+    load_check_file,
+    with_seed,
+)
 from interp.organism.tally import group_summary, headline
 
 
@@ -606,11 +614,12 @@ def validate(
     elif seeds_path.exists():
         seeds_path.unlink()
     # blind or post hoc: was the check file committed before each seed's sweeps first ran?
-    frozen = [{"seed": int(known["seed"]), "out": str(out), **frozen_order(cf, out)}]
+    when = committed_at(cf)
+    frozen = [{"seed": int(known["seed"]), "out": str(out), **frozen_order(cf, out, when)}]
     for p in with_seeds:
         o = pd.read_csv(Path(p) / "results" / "validation_checks.csv")
         seed = int(o.loc[o["kind"] == "check", "seed"].iloc[0])
-        frozen.append({"seed": seed, "out": str(p), **frozen_order(cf, Path(p))})
+        frozen.append({"seed": seed, "out": str(p), **frozen_order(cf, Path(p), when)})
     pd.DataFrame(frozen).to_csv(out / "results" / FROZEN_FILE, index=False)
     if history is not None:
         shutil.copyfile(history, out / "results" / "tries.csv")
