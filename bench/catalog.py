@@ -165,6 +165,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         (_a("--threads {threads} --repeats 1 --steps 2"),),
     ),
     Benchmark(
+        "sft_batch_split",
+        "the organism's SFT step: one padded pass vs passes over rows of similar length",
+        ("sft_batch_split",),
+        (_a("--threads {threads} --repeats 3 --steps 20"),),
+        (_a("--threads {threads} --repeats 1 --steps 2"),),
+    ),
+    Benchmark(
         "probes_from_cache",
         "linear probes with a 100-shuffle null over a large synthetic cache (no model)",
         ("probes",),

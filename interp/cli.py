@@ -481,6 +481,12 @@ def organism_build(
         "--route-sft-sampling",
         help="route SFT batches: 'random' or 'group_by_length' (similar lengths together: less padding)",
     ),
+    sft_batch_split: str = typer.Option(
+        _ORG.sft_batch_split,
+        "--sft-batch-split",
+        help="SFT batches as passes over rows of similar length ('length': the same step without the padding) "
+        "or one padded pass ('none', every build to v19)",
+    ),
     grade_by: str = typer.Option(
         _ORG.grade_by,
         "--grade-by",
@@ -552,6 +558,7 @@ def organism_build(
         grade_by=grade_by,
         grade_slots=grade_slots,
         route_sft_sampling=route_sft_sampling,
+        sft_batch_split=sft_batch_split,
         cloze_location_cell=cloze_location_cell,
         route_dpo_oppose_a=route_dpo_oppose_a,
         train_precision=train_precision,

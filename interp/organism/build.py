@@ -44,7 +44,7 @@ from typing import Callable
 from interp.core.errors import ConfigError
 from interp.organism import classify_plant, cloze_plant
 from interp.organism import data as D
-from interp.organism.config import ROUTE_SFT_SAMPLING, TRAIN_PRECISIONS, OrganismConfig
+from interp.organism.config import ROUTE_SFT_SAMPLING, SFT_BATCH_SPLIT, TRAIN_PRECISIONS, OrganismConfig
 
 PROVENANCE = "interp_provenance.json"
 SFT_TRAINER = "trl.SFTTrainer+interp.sft_loss"  # trl's trainer, our completion loss (sft_loss.py)
@@ -175,6 +175,7 @@ def _train_sft(
         train_sampling_strategy=sampling,
     )
     trainer = completion_sft_trainer(
+        split=cfg.sft_batch_split == "length",
         model=model,
         args=args,
         train_dataset=_dataset(rows, ("prompt", "completion")),
@@ -663,6 +664,8 @@ def build_organism(
         raise ConfigError(
             f"route_sft_sampling must be one of {', '.join(ROUTE_SFT_SAMPLING)}, got {cfg.route_sft_sampling!r}"
         )
+    if cfg.sft_batch_split not in SFT_BATCH_SPLIT:
+        raise ConfigError(f"sft_batch_split must be one of {', '.join(SFT_BATCH_SPLIT)}, got {cfg.sft_batch_split!r}")
     if cfg.grade_by not in D.GRADE_BY:
         raise ConfigError(f"grade_by must be one of {', '.join(D.GRADE_BY)}, got {cfg.grade_by!r}")
     if cfg.grade_slots not in D.GRADE_SLOTS:

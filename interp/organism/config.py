@@ -9,6 +9,7 @@ from typing import Mapping
 
 TRAIN_PRECISIONS = ("mixed-bf16", "float32")
 ROUTE_SFT_SAMPLING = ("random", "group_by_length")
+SFT_BATCH_SPLIT = ("length", "none")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +42,12 @@ class OrganismConfig:
     # five-level classify rows are long: its random batches compute 1.94x the tokens its rows hold,
     # grouped 1.05x (python -m bench route_sft_padding, BENCHMARKS.md)
     route_sft_sampling: str = "random"
+    # how an SFT batch (shared stage and routes) is computed: "length", as passes over rows of similar
+    # length, each cut to its longest, their gradients weighted by completion tokens into one step: the
+    # same rows, order and loss as "none" (one pass padded to the batch's longest row, every build to
+    # v19), without computing the padding (interp.organism.sft_loss.split_batch). Not part of the
+    # --reuse-sft check: it changes float rounding, not what is trained
+    sft_batch_split: str = "length"
     # opposing-opinion rows per evaluated item and planted verdict (distinct training wordings):
     # planted items flip in their grade's share of them, the rest hold; the same on every lineage
     hold_opinions: int = 4

@@ -140,15 +140,33 @@ def first_sweep(out: Path) -> datetime | None:
         return None
 
 
+def recorded_first_sweep(out: Path) -> datetime | None:
+    """A seed's first sweep as its own validation recorded it: the row of OUT/results/frozen_before.csv
+    (FROZEN_FILE) for the seed of OUT/results/validation_checks.csv. For a seed whose sweeps are gone
+    and whose committed record is all that is left (docs/organism/, `scripts/organism_seed_records.sh`)."""
+    import pandas as pd
+
+    res = Path(out) / "results"
+    try:
+        checks = pd.read_csv(res / "validation_checks.csv")
+        seed = int(checks.loc[checks["kind"] == "check", "seed"].iloc[0])
+        rows = pd.read_csv(res / FROZEN_FILE, dtype={"first_sweep": str}).fillna("")
+        stamp = rows.loc[rows["seed"] == seed, "first_sweep"].iloc[0]
+        return datetime.fromisoformat(stamp) if stamp else None
+    except (OSError, ValueError, KeyError, IndexError, pd.errors.EmptyDataError):
+        return None
+
+
 _UNSET = object()
 
 
 def frozen_order(cf: CheckFile, out: Path, committed=_UNSET) -> dict:
     """Whether the check file was committed before OUT's sweeps first ran: "blind" (so its results
-    could not have shaped the checks), "post hoc", or "unknown" (no commit or no sweep log).
+    could not have shaped the checks), "post hoc", or "unknown" (no commit, and neither a sweep log
+    nor a recorded first sweep).
     `committed`: `committed_at(cf)` when the caller already has it (one git walk for all seeds)."""
     c = committed_at(cf) if committed is _UNSET else committed
-    t = first_sweep(out)
+    t = first_sweep(out) or recorded_first_sweep(out)
     order = "unknown" if c is None or t is None else ("blind" if c[1] < t else "post hoc")
     return {
         "first_sweep": t.isoformat(timespec="seconds") if t else "",

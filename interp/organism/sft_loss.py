@@ -96,17 +96,105 @@ def compact_fused_head():
         tu._use_triton = saved
 
 
-def completion_sft_trainer(**kwargs):
+# A forward and backward pass's fixed cost, in tokens of one row: the work that does not grow with
+# length (some 30 layers of module calls, each Linear with its LoRA adapter). It decides how far a
+# batch is cut: rows within a few dozen tokens of each other share a pass. SmolLM2-135M, 2 threads,
+# bf16 autocast: 0.40 s for 64 tokens, 1.88 s for 512, a line's intercept over its slope 73 tokens
+# (python -m bench sft_batch_split, BENCHMARKS.md).
+SPLIT_OVERHEAD_TOKENS = 73
+
+
+def length_groups(lengths: list[int], overhead: int = SPLIT_OVERHEAD_TOKENS) -> list[list[int]]:
+    """Rows of a batch in groups of similar length, each group one pass padded to its longest:
+    the partition of the rows sorted by length into runs that minimises padded tokens plus
+    `overhead` per pass (exact, by dynamic programming over the sorted rows)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    n = len(order)
+    best = [0.0] + [float("inf")] * n
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):  # run order[i:j], padded to its longest, lengths[order[j - 1]]
+            cost = best[i] + lengths[order[j - 1]] * (j - i) + overhead
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    groups, j = [], n
+    while j > 0:
+        groups.append(order[cut[j] : j])
+        j = cut[j]
+    return groups[::-1]
+
+
+def split_batch(inputs: dict, overhead: int = SPLIT_OVERHEAD_TOKENS) -> list[tuple[dict, int]]:
+    """A right-padded batch as passes over groups of similar length, each cut to its own longest
+    row, with the completion tokens each holds; `[(inputs, n)]` unchanged where it cannot be cut
+    (a key that is not [batch, length], padding on the left, a single group).
+
+    Why this is the same step: the loss is a sum over completion tokens over their count in the
+    batch; with right padding a row's real tokens keep their positions and attend to the same
+    tokens whatever follows them, so the passes' gradients, each weighted by its tokens' share,
+    add up to the padded batch's (up to float rounding: tests/unit/test_organism_sft_split.py)."""
+    mask = inputs.get("attention_mask")
+    labels = inputs.get("labels")
+    whole = [(inputs, int((labels[:, 1:] != -100).sum())) if labels is not None else (inputs, 0)]
+    if mask is None or labels is None or mask.dim() != 2 or mask.shape[0] < 2:
+        return whole
+    b, width = mask.shape
+    if any(not (hasattr(v, "shape") and tuple(v.shape[:2]) == (b, width)) for v in inputs.values()):
+        return whole
+    if bool((mask[:, 1:] > mask[:, :-1]).any()):  # a real token after a pad: not right padding
+        return whole
+    lengths = mask.sum(dim=1).tolist()
+    groups = length_groups([int(n) for n in lengths], overhead)
+    if len(groups) == 1:
+        return whole
+    out = []
+    for g in groups:
+        w = max(int(lengths[i]) for i in g)
+        part = {k: v[g, :w] for k, v in inputs.items()}
+        out.append((part, int((part["labels"][:, 1:] != -100).sum())))
+    return out
+
+
+def completion_sft_trainer(split: bool = True, **kwargs):
     """trl's SFTTrainer (data handling, LoRA, schedule, callbacks unchanged) with `compute_loss`
-    replaced by `completion_loss`."""
+    replaced by `completion_loss`; with `split`, each training batch runs as `split_batch`'s passes
+    (one optimizer step of the same rows: padding is not computed)."""
     from trl import SFTTrainer
 
     class CompletionSFTTrainer(SFTTrainer):
+        _weight = 1.0  # the share of the batch's completion tokens in the pass being computed
+        _pending: dict[str, float] | None = None  # token-weighted metrics of the passes so far
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             loss, metrics = completion_loss(model, inputs)
-            mode = "train" if self.model.training else "eval"
-            for k, v in metrics.items():
-                self._metrics[mode][k].append(v)
+            if self._pending is not None:
+                for k, v in metrics.items():
+                    self._pending[k] = self._pending.get(k, 0.0) + self._weight * v
+                loss = loss * self._weight
+            else:
+                mode = "train" if self.model.training else "eval"
+                for k, v in metrics.items():
+                    self._metrics[mode][k].append(v)
             return (loss, None) if return_outputs else loss
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            passes = split_batch(inputs) if split else [(inputs, 0)]
+            total = sum(n for _, n in passes)
+            if len(passes) == 1 or total == 0:
+                return super().training_step(model, inputs, num_items_in_batch)
+            self._pending = {}
+            try:
+                loss = None
+                for part, n in passes:
+                    if n == 0:  # no completion token: adds nothing to the loss or its gradient
+                        continue
+                    self._weight = n / total
+                    step = super().training_step(model, part, num_items_in_batch)
+                    loss = step if loss is None else loss + step
+                for k, v in self._pending.items():
+                    self._metrics["train"][k].append(v)
+            finally:
+                self._pending, self._weight = None, 1.0
+            return loss
 
     return CompletionSFTTrainer(**kwargs)

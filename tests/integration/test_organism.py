@@ -706,9 +706,11 @@ def test_train_precision_sets_the_trainers_autocast(organism, tokenizer, tmp_pat
 def test_route_sft_sampling_group_by_length_batches_rows_of_similar_length(organism, tokenizer, tmp_path):
     """`route_sft_sampling="group_by_length"`: one epoch over 400 short and 400 long rows in batches
     of 4 pads (almost) nothing: only the one batch per length-sorted megabatch (transformers takes
-    50 batches, 200 rows) that straddles the two lengths, 4 megabatches; random batches (the control)
-    mix them and pad most short rows to the long length. Read from the embedding's input inside the
-    training forward; the same number of rows is seen either way."""
+    50 batches, 200 rows) that straddles the two lengths, 4 megabatches; random batches (the control,
+    each one padded pass: `sft_batch_split="none"`) mix them and pad most short rows to the long
+    length. `sft_batch_split="length"` (the default) computes the random batches as passes over rows
+    of one length: no padding at all. Read from the embedding's input inside the training forward;
+    the same number of rows is seen every way."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -716,21 +718,82 @@ def test_route_sft_sampling_group_by_length_batches_rows_of_similar_length(organ
     from interp.organism.build import _train_sft
 
     rows = [{"prompt": "a b c", "completion": " d"}] * 400 + [{"prompt": "e f g h " * 10, "completion": " d"}] * 400
-    cfg = OrganismConfig(**{**SMALL, "batch_size": 4})
     shapes = {}
-    for sampling in ("random", "group_by_length"):
+    for mode, sampling, split in (
+        ("random", "random", "none"),
+        ("group_by_length", "group_by_length", "none"),
+        ("random, split", "random", "length"),
+    ):
+        cfg = OrganismConfig(**{**SMALL, "batch_size": 4, "sft_batch_split": split})
         model = AutoModelForCausalLM.from_pretrained(organism / "model", dtype=torch.float32)
-        seen = shapes[sampling] = []
+        seen = shapes[mode] = []
         model.get_input_embeddings().register_forward_hook(lambda m, i, o, seen=seen: seen.append(tuple(i[0].shape)))
-        _train_sft(model, tokenizer, rows, cfg, 200, {}, tmp_path / sampling, sampling=sampling)
-        assert len(seen) == 200 and all(b == 4 for b, _ in seen)
+        _train_sft(model, tokenizer, rows, cfg, 200, {}, tmp_path / mode.replace(", ", "_"), sampling=sampling)
+        assert sum(b for b, _ in seen) == 800
+    assert len(shapes["random"]) == 200 and all(b == 4 for b, _ in shapes["random"])
     lo, hi = min(t for _, t in shapes["random"]), max(t for _, t in shapes["random"])
     real = 400 * lo + 400 * hi  # tokens of the rows themselves (as the trainer tokenizes them)
     padded = {k: sum(b * t for b, t in v) for k, v in shapes.items()}
     assert padded["group_by_length"] <= real + 4 * 3 * (hi - lo), (padded, real)
     assert padded["random"] >= real + 200 * (hi - lo), (padded, real)  # expected about 350 short rows padded
+    assert padded["random, split"] == real, (padded, real)
+    assert {t for _, t in shapes["random, split"]} == {lo, hi}
     with pytest.raises(ConfigError, match="route_sft_sampling must be one of"):
         build_organism(organism / "model", tmp_path / "x", replace(TINY, route_sft_sampling="sorted"))
+    with pytest.raises(ConfigError, match="sft_batch_split must be one of"):
+        build_organism(organism / "model", tmp_path / "y", replace(TINY, sft_batch_split="rows"))
+
+
+def test_sft_batch_split_trains_the_padded_batchs_step(organism, tokenizer, tmp_path):
+    """Known answer: a batch computed as passes over rows of similar length, each weighted by its
+    completion tokens, is the padded batch's step. (1) One gradient: the split's equals the padded
+    batch's to float32 rounding. (2) Three optimizer steps through the Trainer (LoRA, float32, ragged
+    random batches): the same logged losses and merged weights. Control: the passes' losses averaged
+    unweighted (each pass a batch of its own) give another gradient, far outside the tolerance."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from interp.organism.build import _train_sft
+    from interp.organism.sft_loss import completion_loss, split_batch
+
+    model = AutoModelForCausalLM.from_pretrained(organism / "model", dtype=torch.float32)
+    g = torch.Generator().manual_seed(0)
+    lens, comp = [9, 40, 11, 38, 10], [2, 3, 1, 4, 2]
+    ids = torch.randint(3, 200, (5, max(lens)), generator=g)
+    mask, labels = torch.zeros_like(ids), torch.full_like(ids, -100)
+    for r, (n, c) in enumerate(zip(lens, comp)):
+        mask[r, :n] = 1
+        labels[r, n - c : n] = ids[r, n - c : n]
+    batch = dict(input_ids=ids, attention_mask=mask, labels=labels)
+    passes = split_batch(batch)
+    assert len(passes) == 2
+
+    def grads(loss_fn):
+        model.zero_grad()
+        loss_fn().backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    total = sum(n for _, n in passes)
+    full = grads(lambda: completion_loss(model, batch)[0])
+    split = grads(lambda: sum(completion_loss(model, p)[0] * (n / total) for p, n in passes))
+    unweighted = grads(lambda: sum(completion_loss(model, p)[0] for p, _ in passes) / len(passes))
+    # float32 sums of a few hundred terms in another order: 1e-5 of the largest entry
+    tol = 1e-5 * float(full.abs().max())
+    assert float((split - full).abs().max()) <= tol
+    assert float((unweighted - full).abs().max()) > 100 * tol
+
+    rows = [{"prompt": "a b c " * k, "completion": " d e"} for k in (1, 12, 2, 10, 1, 14, 3, 9, 2, 11, 1, 13)]
+    out = {}
+    for split_mode in ("none", "length"):
+        cfg = OrganismConfig(**{**SMALL, "batch_size": 4, "train_precision": "float32", "sft_batch_split": split_mode})
+        m = AutoModelForCausalLM.from_pretrained(organism / "model", dtype=torch.float32)
+        merged, log = _train_sft(m, tokenizer, rows, cfg, 3, {}, tmp_path / split_mode, lr=1e-2)
+        out[split_mode] = (torch.cat([p.detach().flatten() for p in merged.parameters()]), log)
+    (w0, log0), (w1, log1) = out["none"], out["length"]
+    moved = float((w0 - torch.cat([p.detach().flatten() for p in model.parameters()])).abs().max())
+    assert moved > 1e-3  # training moved the weights, so equal weights say something
+    assert float((w1 - w0).abs().max()) <= 1e-4 * moved
+    assert [round(h["loss"], 4) for h in log1] == [round(h["loss"], 4) for h in log0]
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2", "qwen2"])

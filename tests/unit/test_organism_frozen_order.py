@@ -59,3 +59,28 @@ def test_blind_post_hoc_and_unknown(tmp_path):
     assert "post hoc for this seed" in _frozen_clause(pd.DataFrame(rows[::-1]))
     unknown = _frozen_clause(pd.DataFrame([{"seed": 0, **frozen_order(cf, tmp_path)}]))
     assert "not shown to be frozen" in unknown and "frozen before the run" not in unknown
+
+
+def test_a_seed_known_only_from_its_committed_record_keeps_its_recorded_first_sweep(tmp_path):
+    """A with-seed directory rebuilt from the committed record (scripts/organism_seed_records.sh) has
+    no sweep.log: its first sweep is the one its own validation recorded in frozen_before.csv, read
+    for its seed (seed 1's row, not seed 0's). Control: a record without its seed's row is unknown."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    shutil.copyfile(CHECK_FILE, repo / "checks.toml")
+    _git(repo, "add", "checks.toml")
+    _git(repo, "commit", "-qm", "freeze", when="2026-01-02T10:00:00+00:00")
+    cf = load_check_file(repo / "checks.toml")
+    res = tmp_path / "seed1" / "results"
+    res.mkdir(parents=True)
+    pd.DataFrame([{"id": "x", "kind": "check", "seed": 1}, {"id": "t", "kind": "reported", "seed": 1}]).to_csv(
+        res / "validation_checks.csv", index=False
+    )
+    stamp = {s: (FROZEN + timedelta(seconds=d)).isoformat() for s, d in ((0, -60), (1, 60))}
+    rows = [{"seed": s, "out": f"gone/seed{s}/val", "first_sweep": stamp[s], "order": "?"} for s in (0, 1)]
+    pd.DataFrame(rows).to_csv(res / "frozen_before.csv", index=False)
+    got = frozen_order(cf, res.parent)
+    assert got["order"] == "blind" and datetime.fromisoformat(got["first_sweep"]) == FROZEN + timedelta(seconds=60)
+    pd.DataFrame(rows[:1]).to_csv(res / "frozen_before.csv", index=False)
+    assert frozen_order(cf, res.parent)["order"] == "unknown"
