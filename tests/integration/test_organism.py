@@ -709,7 +709,8 @@ def test_route_sft_sampling_group_by_length_batches_rows_of_similar_length(organ
     50 batches, 200 rows) that straddles the two lengths, 4 megabatches; random batches (the control,
     each one padded pass: `sft_batch_split="none"`) mix them and pad most short rows to the long
     length. `sft_batch_split="length"` (the default) computes the random batches as passes over rows
-    of one length: no padding at all. Read from the embedding's input inside the training forward;
+    of one length, no padding at all: the long rows are longer than the short ones by more than a
+    pass's fixed cost (sft_loss.SPLIT_OVERHEAD_TOKENS), so every mixed batch is cut. Read from the embedding's input inside the training forward;
     the same number of rows is seen every way."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -717,7 +718,7 @@ def test_route_sft_sampling_group_by_length_batches_rows_of_similar_length(organ
     from interp.core.errors import ConfigError
     from interp.organism.build import _train_sft
 
-    rows = [{"prompt": "a b c", "completion": " d"}] * 400 + [{"prompt": "e f g h " * 10, "completion": " d"}] * 400
+    rows = [{"prompt": "a b c", "completion": " d"}] * 400 + [{"prompt": "e f g h " * 30, "completion": " d"}] * 400
     shapes = {}
     for mode, sampling, split in (
         ("random", "random", "none"),
