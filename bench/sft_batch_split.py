@@ -19,9 +19,7 @@ bench/results/sft_batch_split.json (BENCHMARKS.md).
 from __future__ import annotations
 
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 from bench import common
 
@@ -73,10 +71,9 @@ def main() -> None:
     start_load = common.loadavg()
 
     import torch
-    from transformers import AutoModelForCausalLM, TrainerCallback
+    from transformers import AutoModelForCausalLM
 
-    import interp.organism.build as B
-    from bench.training_step_precision import route_rows
+    from bench.training_step_precision import route_rows, timed_train_sft
     from interp.model.loading import load_tokenizer
     from interp.organism.config import OrganismConfig
 
@@ -84,33 +81,16 @@ def main() -> None:
     tok = load_tokenizer(path)
     rows = route_rows(tok, "a", **SETTINGS)
 
-    def fresh():
-        return AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
-
     def run(mode: str) -> dict:
-        stamps: list[float] = []
-
-        class Stamp(TrainerCallback):
-            def on_step_end(self, *a, **k):
-                stamps.append(time.perf_counter())
-
-        class Saver:  # _train_sft's checkpoint saver, replaced by the step clock
-            def __init__(self, at):
-                self.callback = Stamp()
-
         cfg = OrganismConfig(**SETTINGS, train_precision="mixed-bf16", sft_batch_split=mode)
-        saver, B._Saver = B._Saver, Saver
-        try:
-            with tempfile.TemporaryDirectory() as tmp:
-                _, log = B._train_sft(fresh(), tok, rows, cfg, args.steps, {}, Path(tmp), lr=cfg.lr_route)
-        finally:
-            B._Saver = saver
-        steps = [b - a for a, b in zip(stamps, stamps[1:])]
+        steps, log = timed_train_sft(path, tok, rows, cfg, args.steps, lr=cfg.lr_route)
         # the mean, not the median: a batch holding a long classify row takes 2-3x the others (fewer
         # than half of them), and training time is the sum of the steps
         return {"s_per_step": statistics.fmean(steps), "steps": steps, "first_loss": log[0]["loss"]}
 
-    overhead = pass_overhead(fresh(), tok, args.repeats)
+    overhead = pass_overhead(
+        AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32), tok, args.repeats
+    )
     run("length")  # warm-up
     runs: dict[str, list[dict]] = {k: [] for k in MODES}
     for r in range(args.repeats):  # interleaved, the first rotating

@@ -13,9 +13,6 @@ quantity in both (same weights, same batch). Writes bench/results/sft_loss.json 
 from __future__ import annotations
 
 import statistics
-import tempfile
-import time
-from pathlib import Path
 
 from bench import common
 
@@ -30,12 +27,9 @@ def main() -> None:
     common.setup(args.threads)
     start_load = common.loadavg()
 
-    import torch
-    from transformers import AutoModelForCausalLM, TrainerCallback
     from trl import SFTTrainer
 
-    import interp.organism.build as B
-    from bench.training_step_precision import route_a_rows
+    from bench.training_step_precision import route_a_rows, timed_train_sft
     from interp.model.loading import load_tokenizer
     from interp.organism import sft_loss
     from interp.organism.config import OrganismConfig
@@ -47,28 +41,15 @@ def main() -> None:
     ours = sft_loss.completion_sft_trainer
 
     def run(loss: str) -> dict:
-        stamps: list[float] = []
-
-        class Stamp(TrainerCallback):
-            def on_step_end(self, *a, **k):
-                stamps.append(time.perf_counter())
-
-        class Saver:  # _train_sft's checkpoint saver, replaced by the step clock
-            def __init__(self, at):
-                self.callback = Stamp()
-
-        sft_loss.completion_sft_trainer = ours if loss == "interp" else (lambda **kw: SFTTrainer(**kw))
-        saver, B._Saver = B._Saver, Saver
+        sft_loss.completion_sft_trainer = ours if loss == "interp" else (lambda split=True, **kw: SFTTrainer(**kw))
         try:
-            model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
-            with tempfile.TemporaryDirectory() as tmp:
-                _, log = B._train_sft(model, tok, rows, cfg, args.steps, {}, Path(tmp))
+            steps, log = timed_train_sft(path, tok, rows, cfg, args.steps)
         finally:
-            B._Saver, sft_loss.completion_sft_trainer = saver, ours
-        steps = [b - a for a, b in zip(stamps, stamps[1:])]
+            sft_loss.completion_sft_trainer = ours
         return {"s_per_step": statistics.median(steps), "steps": steps, "first_loss": log[0]["loss"]}
 
-    cfg = OrganismConfig(**{**cfg.to_dict(), "train_precision": "mixed-bf16"})
+    # the loss alone: one padded pass per batch, as when this was measured (bench sft_batch_split: the split)
+    cfg = OrganismConfig(**{**cfg.to_dict(), "train_precision": "mixed-bf16", "sft_batch_split": "none"})
     run("interp")  # warm-up
     runs: dict[str, list[dict]] = {k: [] for k in LOSSES}
     for r in range(args.repeats):  # interleaved, the first rotating

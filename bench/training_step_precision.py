@@ -64,6 +64,39 @@ def route_batches(tok, n_batches: int, batch_size: int):
     return batches
 
 
+def timed_train_sft(path, tok, rows: list[dict], cfg, steps: int, lr: float | None = None) -> tuple[list[float], list]:
+    """`interp.organism.build._train_sft` from a fresh float32 copy of the model at `path`, with the
+    checkpoint saver replaced by a step clock: the seconds of every optimizer step after the first
+    (which holds the trainer's set-up) and the logged losses."""
+    import tempfile
+    import time
+    from pathlib import Path
+
+    import torch
+    from transformers import AutoModelForCausalLM, TrainerCallback
+
+    import interp.organism.build as B
+
+    stamps: list[float] = []
+
+    class Stamp(TrainerCallback):
+        def on_step_end(self, *a, **k):
+            stamps.append(time.perf_counter())
+
+    class Saver:  # _train_sft's checkpoint saver, replaced by the step clock
+        def __init__(self, at):
+            self.callback = Stamp()
+
+    saver, B._Saver = B._Saver, Saver
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+        with tempfile.TemporaryDirectory() as tmp:
+            _, log = B._train_sft(model, tok, rows, cfg, steps, {}, Path(tmp), lr=lr)
+    finally:
+        B._Saver = saver
+    return [b - a for a, b in zip(stamps, stamps[1:])], log
+
+
 def main() -> None:
     p = common.parser(__doc__, repeats=3)
     p.add_argument("--model", default="smollm2")
