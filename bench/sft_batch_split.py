@@ -121,7 +121,9 @@ def main() -> None:
         f"{args.threads} threads; seconds per step: the mean of a run's steps (a Trainer callback, step 1 excluded), "
         "median (min-max) over the runs. `length` computes each "
         "batch as passes over rows of similar length, weighted by completion tokens (the same step). The first "
-        "logged loss is the mean over the first logging window: equal up to float rounding. A pass costs "
+        "logged loss (the mean of the first steps' losses) differs by the bf16 rounding of the passes' other "
+        "shapes, compounded over those steps; in float32 the split's weights and losses equal the padded "
+        "batch's (tests/integration/test_organism.py). A pass costs "
         f"{overhead['overhead_tokens']:.0f} tokens' time beyond its tokens (single rows of 32-512 tokens, "
         "a line fitted to seconds).",
         "rerun": f"python -m bench sft_batch_split --threads {args.threads} --repeats {args.repeats} --steps {args.steps}",

@@ -99,7 +99,7 @@ def compact_fused_head():
 # A forward and backward pass's fixed cost, in tokens of one row: the work that does not grow with
 # length (some 30 layers of module calls, each Linear with its LoRA adapter). It decides how far a
 # batch is cut: rows within a few dozen tokens of each other share a pass. SmolLM2-135M, 2 threads,
-# bf16 autocast: 0.40 s for 64 tokens, 1.88 s for 512, a line's intercept over its slope 73 tokens
+# bf16 autocast: 0.41 s for 64 tokens, 1.69 s for 512; a line's intercept over its slope, 73 and 79 tokens in two runs
 # (python -m bench sft_batch_split, BENCHMARKS.md).
 SPLIT_OVERHEAD_TOKENS = 73
 
