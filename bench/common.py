@@ -159,6 +159,17 @@ def time_interleaved(
     return {k: {**summarize(v), "cpu": summarize(cpu[k])} for k, v in runs.items()}, outs
 
 
+def run_interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, list[Any]]:
+    """Call each of `fns` `repeats` times round-robin, the first rotating (as `time_interleaved`),
+    for callables that time themselves: every return value, in order, per name."""
+    outs: dict[str, list[Any]] = {k: [] for k in fns}
+    names = list(fns)
+    for r in range(repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            outs[name].append(fns[name]())
+    return outs
+
+
 def ratio(num: dict, den: dict) -> dict[str, float]:
     """num / den: of medians, of mins, and the extremes of the range."""
     return {

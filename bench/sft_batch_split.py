@@ -92,10 +92,7 @@ def main() -> None:
         AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32), tok, args.repeats
     )
     run("length")  # warm-up
-    runs: dict[str, list[dict]] = {k: [] for k in MODES}
-    for r in range(args.repeats):  # interleaved, the first rotating
-        for k in MODES[r % 2 :] + MODES[: r % 2]:
-            runs[k].append(run(k))
+    runs = common.run_interleaved({k: (lambda k=k: run(k)) for k in MODES}, args.repeats)
     per_step = {k: common.summarize([x["s_per_step"] for x in v]) for k, v in runs.items()}
     sp = common.ratio(per_step["none"], per_step["length"])
     first = {k: v[0]["first_loss"] for k, v in runs.items()}

@@ -51,10 +51,7 @@ def main() -> None:
     # the loss alone: one padded pass per batch, as when this was measured (bench sft_batch_split: the split)
     cfg = OrganismConfig(**{**cfg.to_dict(), "train_precision": "mixed-bf16", "sft_batch_split": "none"})
     run("interp")  # warm-up
-    runs: dict[str, list[dict]] = {k: [] for k in LOSSES}
-    for r in range(args.repeats):  # interleaved, the first rotating
-        for k in LOSSES[r % 2 :] + LOSSES[: r % 2]:
-            runs[k].append(run(k))
+    runs = common.run_interleaved({k: (lambda k=k: run(k)) for k in LOSSES}, args.repeats)
     per_step = {k: common.summarize([x["s_per_step"] for x in v]) for k, v in runs.items()}
     sp = common.ratio(per_step["trl"], per_step["interp"])
     first = {k: v[0]["first_loss"] for k, v in runs.items()}
