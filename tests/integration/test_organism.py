@@ -794,7 +794,9 @@ def test_sft_batch_split_trains_the_padded_batchs_step(organism, tokenizer, tmp_
     moved = float((w0 - torch.cat([p.detach().flatten() for p in model.parameters()])).abs().max())
     assert moved > 1e-3  # training moved the weights, so equal weights say something
     assert float((w1 - w0).abs().max()) <= 1e-4 * moved
-    assert [round(h["loss"], 4) for h in log1] == [round(h["loss"], 4) for h in log0]
+    # the logged losses: float32 sums in another order, 1e-4 relative (as loose as the weights' bound)
+    assert len(log1) == len(log0)
+    assert all(abs(a["loss"] - b["loss"]) <= 1e-4 * max(1.0, abs(b["loss"])) for a, b in zip(log1, log0))
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2", "qwen2"])
