@@ -24,6 +24,8 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
+from interp.core.partition import cheapest_runs
+
 
 @contextmanager
 def float32_head(model):
@@ -109,19 +111,11 @@ def length_groups(lengths: list[int], overhead: int = SPLIT_OVERHEAD_TOKENS) -> 
     the partition of the rows sorted by length into runs that minimises padded tokens plus
     `overhead` per pass (exact, by dynamic programming over the sorted rows)."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    n = len(order)
-    best = [0.0] + [float("inf")] * n
-    cut = [0] * (n + 1)
-    for j in range(1, n + 1):
-        for i in range(j):  # run order[i:j], padded to its longest, lengths[order[j - 1]]
-            cost = best[i] + lengths[order[j - 1]] * (j - i) + overhead
-            if cost < best[j]:
-                best[j], cut[j] = cost, i
-    groups, j = [], n
-    while j > 0:
-        groups.append(order[cut[j] : j])
-        j = cut[j]
-    return groups[::-1]
+
+    def runs(end: int):  # order[start:end], padded to its longest, lengths[order[end - 1]]
+        return ((start, lengths[order[end - 1]] * (end - start) + overhead) for start in range(end))
+
+    return [order[a:b] for a, b in cheapest_runs(len(order), runs)]
 
 
 def split_batch(inputs: dict, overhead: int = SPLIT_OVERHEAD_TOKENS) -> list[tuple[dict, int]]:

@@ -42,6 +42,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers.cache_utils import DynamicLayer
 
+from interp.core.partition import cheapest_runs
 from interp.runner import packed
 from interp.runner.backends import Backend
 from interp.runner.steering import read_positions
@@ -404,9 +405,8 @@ class Engine:
         lens = [it[0].end - it[0].start for it in items]
         pad_cost = PACKED_PAD_COST if self._use_packed() else 1.0
         cum = np.cumsum([0] + lens).tolist()
-        best = [0.0] + [float("inf")] * n
-        cut = [0] * (n + 1)
-        for i in range(1, n + 1):  # the batch items[j:i]; sorted, so its width is lens[i - 1]
+
+        def runs(i: int):  # the batch items[j:i]; sorted, so its width is lens[i - 1]
             w = lens[i - 1]
             past = reads = 0
             for j in range(i - 1, max(-1, i - 1 - self.cfg.batch_size), -1):
@@ -418,16 +418,11 @@ class Engine:
                     or rows * fp.row_bytes(past, w, max(1, reads)) > budget
                     or not self._fits(past, w)
                 ):
-                    break  # more rows only make it bigger
+                    return  # more rows only make it bigger
                 real = cum[i] - cum[j]
-                c = best[j] + t0 + real + pad_cost * (rows * w - real)
-                if c < best[i]:
-                    best[i], cut[i] = c, j
-        out, i = [], n
-        while i > 0:
-            out.append(items[cut[i] : i])
-            i = cut[i]
-        return out[::-1]
+                yield j, t0 + real + pad_cost * (rows * w - real)
+
+        return [items[a:b] for a, b in cheapest_runs(n, runs)]
 
     def _fits(self, past: int, width: int) -> bool:
         return self.window is None or past + width <= self.window

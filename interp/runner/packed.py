@@ -32,6 +32,8 @@ import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from interp.core.partition import cheapest_runs
+
 PACKED_ATTENTION = "interp_packed"  # the name registered with transformers' attention interfaces
 INNER_ATTR = "_interp_inner_attention"  # on each attention module: the function packing wraps
 # the attention functions packing can wrap: they take any [B, 1, L, S] boolean mask
@@ -115,20 +117,14 @@ def attention_groups(lens: list[int], past: int) -> tuple[tuple[int, int, int], 
     """Cut the rows (in their order) into runs whose attention runs as one call over the run's
     widest row, at least cost: a call costs ATTENTION_CALL_PAIRS plus rows x width x (past +
     width) query-key pairs (the engine's rows come sorted by length, so runs are tight)."""
-    n = len(lens)
-    best, cut = [0.0] + [float("inf")] * n, [0] * (n + 1)
-    for i in range(1, n + 1):
+
+    def runs(end: int):
         w = 0
-        for j in range(i - 1, -1, -1):
-            w = max(w, lens[j])
-            c = best[j] + ATTENTION_CALL_PAIRS + (i - j) * w * (past + w)
-            if c < best[i]:
-                best[i], cut[i] = c, j
-    out, i = [], n
-    while i > 0:
-        out.append((cut[i], i, max(lens[cut[i] : i])))
-        i = cut[i]
-    return tuple(out[::-1])
+        for start in range(end - 1, -1, -1):
+            w = max(w, lens[start])
+            yield start, ATTENTION_CALL_PAIRS + (end - start) * w * (past + w)
+
+    return tuple((a, b, max(lens[a:b])) for a, b in cheapest_runs(len(lens), runs))
 
 
 def scatter_heads(x: torch.Tensor, p: Packing) -> torch.Tensor:
