@@ -4,6 +4,8 @@
 # finished validations beside it (the seeds table), its CSVs, figure and build files into
 # docs/organism/, each other seed's validation_checks.csv as docs/organism/seed<N>_validation_checks.csv,
 # and validation.md as VALIDATION.md (paths rewritten to docs/organism/, nothing else changed).
+# Only the first seed is rechecked, so it needs its WORK's sweeps; the others may be records rebuilt
+# by scripts/organism_seed_records.sh.
 # SEEDS="0 1 2" lists the seeds whose WORK=organism_run/seed<N> exist (the first is the record's);
 # ROOT=DIR looks for them as DIR/seed<N> instead (links to one design's WORKs, e.g. organism_run/v19).
 # A record under another check file: CHECK_FILE=FILE (passed to the recheck), each seed's validation in
@@ -30,6 +32,18 @@ W="$ROOT/seed$first"
 # seeds): copy it as it is instead of deciding every check once more
 [ "${RECHECK:-1}" = 0 ] || .venv/bin/interp validate "$W/tree" --out "$W/$VAL" --no-run --quiet --history docs/organism/tries.csv \
   "${check[@]}" "${with[@]}"
+# a record whose seed changes (a newer seed with its sweeps first): the files of the seed it held until
+# now that no other file keeps (its build, controls, timing, mutation run, predictions) stay, renamed
+# seed<N>_*, as the other seeds' do; its checks are already seed<N>_validation_checks.csv (above)
+if [ -f "$D/organism.json" ]; then
+  old=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["seed"])' "$D/organism.json")
+  if [ "$old" != "$first" ]; then
+    for f in organism.json build.json control_location_build.json control_amount_build.json run_timing.json \
+      mutations.csv organism_predictive.csv lineages.csv; do
+      [ -f "$D/$f" ] && mv "$D/$f" "$D/seed${old}_$f"
+    done
+  fi
+fi
 for f in validation_checks organism_predictive lineages validation_groups validation_headline validation_settings validation_misses seeds mutations frozen_before; do
   [ -f "$W/$VAL/results/$f.csv" ] && cp "$W/$VAL/results/$f.csv" "$D/$f.csv"
 done
