@@ -62,6 +62,7 @@ def test_cheapest_runs_control_a_greedy_cut_is_caught():
 
 def test_cheapest_runs_ties_go_to_the_first_yielded_run():
     """Equal costs: the caller's order decides (largest start first gives the shortest last run)."""
+
     def by_length(order):  # every cut of 2 elements costs 2: a tie
         return lambda end: ((s, float(end - s)) for s in order(end))
 
