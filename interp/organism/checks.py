@@ -729,6 +729,143 @@ def mediation_rows(out: Path, known: dict, st: Settings, *, spike: str = "fertil
     ]
 
 
+# ---------------------------------------------------------------- scale spike-ins (check file version 3)
+
+
+def _min_group_mean_ci(share: pd.Series, groups: pd.Series, st: Settings) -> tuple[float, float, float]:
+    """The smallest group mean of `share` and its CI, resampling the rows within each group."""
+    parts = [g.to_numpy(dtype=float) for _, g in share.groupby(groups.to_numpy())]
+    rng = np.random.default_rng(st.seed)
+    reps = [min(float(v[rng.integers(0, len(v), len(v))].mean()) for v in parts) for _ in range(st.n_boot)]
+    a = (1 - st.ci) / 2
+    lo, hi = np.quantile(reps, [a, 1 - a])
+    return min(float(v.mean()) for v in parts), float(lo), float(hi)
+
+
+def cloze_scale_rows(out: Path, known: dict, st: Settings, *, spike: str = "total") -> list[dict]:
+    """Spike-in known answer for the cloze loss scale (`analyses.cloze_metrics.add_delta`, "an equal
+    preference spread over 1 vs 12 tokens"): route A final's real cloze scores with every prompt's
+    stereotype completion made `spike_nats` more likely in total (its summed NLL lowered by that
+    much), whatever its token count (1 to 43 tokens over the six languages and scripts). Under the
+    summed loss every prompt's delta rises by exactly spike_nats. The check: the smallest language's
+    mean recovered share (delta change / spike_nats; prompt bootstrap within each language) reaches
+    `min_spike_share`; a per-token loss recovers spike_nats / n_tokens (about 0.04 in Tamil). Its
+    control (`spike="per_token"`) plants one rate per token, set so that the language of the most
+    tokens gains spike_nats on average: a language written in fewer than half as many tokens gains
+    less than half of it (English about 0.06 of Tamil's on v19), and the check fails, as it must."""
+    from analyses import cloze_metrics as cm
+
+    c = known["cloze"]
+    path = out / "aux" / "results" / "cloze_scores.csv"
+    if math.isnan(st.spike_nats) or not c.get("route") or not path.is_file():
+        return []
+    final = short(known["routes"][c["route"]][-1])
+    sc = pd.read_csv(path)
+    sc = sc[sc["checkpoint"] == final].reset_index(drop=True)
+    if sc.empty:
+        return []
+    n = sc["n_tokens_stereo"].astype(float)
+    plant = st.spike_nats if spike == "total" else st.spike_nats * n / n.groupby(sc["language"]).mean().max()
+    loss = str(sc["loss"].iloc[0]) if "loss" in sc else "sum"
+    change = cm.add_delta(sc.assign(nll_stereo_sum=sc["nll_stereo_sum"] - plant), loss=loss)["delta"]
+    share = (change - cm.add_delta(sc, loss=loss)["delta"]) / st.spike_nats
+    est, lo, hi = _min_group_mean_ci(share, sc["language"], st)
+    by = share.groupby(sc["language"]).mean()
+    return [
+        row(
+            "cloze delta recovers an equal total preference in every language",
+            c["route"],
+            "smallest language's recovered share",
+            est,
+            lo,
+            hi,
+            f"{final}, {len(sc)} prompts, {loss} loss, {st.spike_nats:g} nats planted "
+            + (
+                "per prompt"
+                if spike == "total"
+                else "at one rate per token (per prompt in the language of most tokens)"
+            )
+            + "; by language "
+            + ", ".join(f"{k} {v:.3f}" for k, v in by.items()),
+            S.rises(est, lo, hi, st.min_spike_share),
+            note="spike-in: the same total on every completion"
+            if spike == "total"
+            else "control: spike-in at one rate per token",
+            id="cloze_scale_spike",
+            kind="check",
+            threshold=st.min_spike_share,
+            route=c["route"],
+        )
+    ]
+
+
+def map_scale_rows(out: Path, known: dict, st: Settings, *, spike: str = "pressured") -> list[dict]:
+    """Spike-in known answer for the item map's scale (`analyses.pressure_metrics.item_maps`): at
+    route A final, every evaluated item's trials under an opposing opinion made to yield
+    `spike_nats` on the log-odds scale (the log-odds of the clipped P(planted verdict) lowered by
+    that much). Each item's opinion map then falls by exactly spike_nats, less only where the
+    lowered log-odds reach the clip (items that already yield fully). The check: the median over
+    items of the recovered share (map change / -spike_nats; item bootstrap) reaches
+    `min_spike_share`. On probabilities, an item held at P near 1 (most items) moves by almost
+    nothing. Its control (`spike="both"`) shifts the neutral filler's trials by as much: no
+    contrast is planted, the map stays, the check fails."""
+    from analyses import pressure_metrics as pm
+
+    if math.isnan(st.spike_nats):
+        return []
+    final = known["routes"][route_name(known, "a")][-1]
+    t = pd.read_csv(out / "results" / "pressure_trials.csv")
+    t = t[(t["checkpoint"] == final) & (t["readout"] == "slot")].reset_index(drop=True)
+    if t.empty:
+        return []
+    eps = 1e-6  # item_maps' own clip
+    p = t["p_planted"].astype(float).clip(eps, 1 - eps)
+    lowered = 1.0 / (1.0 + np.exp(-(np.log(p / (1 - p)) - st.spike_nats)))
+    hit = (t["turn_kind"] == "opinion") & (t["turn_side"] == "oppose")
+    if spike == "both":
+        hit |= t["turn_kind"] == "neutral"
+    spiked = t.assign(p_planted=np.where(hit, lowered, t["p_planted"]))
+
+    def opinion_map(trials: pd.DataFrame) -> pd.Series:
+        m = pm.item_maps(trials)
+        return m[m["turn_kind"] == "opinion"].set_index("item_id")["map_value"]
+
+    a, b = opinion_map(spiked).align(opinion_map(t), join="inner")
+    share = (b - a) / st.spike_nats
+    rng = np.random.default_rng(st.seed)
+    v = share.to_numpy(dtype=float)
+    reps = [float(np.median(v[rng.integers(0, len(v), len(v))])) for _ in range(st.n_boot)]
+    lo, hi = np.quantile(reps, [(1 - st.ci) / 2, (1 + st.ci) / 2])
+    est = float(np.median(v))
+    return [
+        row(
+            "the item map recovers an equal log-odds yield on every item",
+            route_name(known, "a"),
+            "median recovered share",
+            est,
+            lo,
+            hi,
+            f"{short(final)}, {len(v)} items, {st.spike_nats:g} nats of log-odds under the opposing opinion; "
+            f"share below 0.5 on {int((v < 0.5).sum())} items",
+            S.rises(est, lo, hi, st.min_spike_share),
+            note="spike-in: opposing-opinion trials"
+            if spike == "pressured"
+            else "control: spike-in on the opposing-opinion and the neutral filler's trials",
+            id="map_scale_spike",
+            kind="check",
+            threshold=st.min_spike_share,
+            route=route_name(known, "a"),
+        )
+    ]
+
+
+def scale_spike_rows(out: Path, known: dict, st: Settings, *, control: bool = False) -> list[dict]:
+    """Both scale spike-ins on one lineage's results (none without `spike_nats`: check files 1, 2)."""
+    return cloze_scale_rows(out, known, st, spike="per_token" if control else "total") + map_scale_rows(
+        out, known, st, spike="both" if control else "pressured"
+    )
+
+
 def lineage_rows(
     out: Path,
     known: dict,
@@ -744,4 +881,6 @@ def lineage_rows(
     pred_rows, predictive = predictive_rows(out, known, st, organism_out)
     rows += pred_rows + cloze_rows(out, known, st, reference_out) + classify_rows(out, known, st)
     rows += mediation_rows(out, known, st)
+    if organism_out is None:  # the spike-ins read the organism's own scores only
+        rows += scale_spike_rows(out, known, st)
     return rows, predictive

@@ -4,9 +4,10 @@ rules and thresholds, read once per validation; its sha256 goes into the record.
 from __future__ import annotations
 
 import hashlib
+import math
 import subprocess
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -44,6 +45,9 @@ class Settings:
     spike_beta: float
     min_mediated: float
     margin: float
+    # version 3's scale spike-ins (`checks.scale_spike_rows`); absent from older files (NaN: not computed)
+    spike_nats: float = math.nan  # nats planted per prompt (cloze) or per item (item map)
+    min_spike_share: float = math.nan  # share of the planted nats the metric must recover
     seed: int = 0
 
 
@@ -80,8 +84,9 @@ def load_check_file(path: str | Path = CHECK_FILE) -> CheckFile:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the check file ({exc})") from None
     names = {f.name for f in fields(Settings)} - {"seed"}
+    required = {f.name for f in fields(Settings) if f.default is MISSING}
     given = data.get("settings", {})
-    missing, unknown = sorted(names - set(given)), sorted(set(given) - names)
+    missing, unknown = sorted(required - set(given)), sorted(set(given) - names)
     if missing or unknown:
         raise ConfigError(f"{path}: [settings] missing {missing or 'nothing'}, unknown {unknown or 'nothing'}")
     checks = []
@@ -92,6 +97,8 @@ def load_check_file(path: str | Path = CHECK_FILE) -> CheckFile:
             raise ConfigError(f"{path}: check {i + 1} lacks field {exc.args[0]}") from None
         if spec.rule not in RULES or spec.control not in CONTROLS:
             raise ConfigError(f"{path}: check {spec.id}: rule must be one of {RULES}, control one of {CONTROLS}")
+        if spec.threshold in names and spec.threshold not in given:
+            raise ConfigError(f"{path}: check {spec.id}: its threshold {spec.threshold} is not in [settings]")
         checks.append(spec)
     ids = [c.id for c in checks]
     if len(set(ids)) != len(ids):

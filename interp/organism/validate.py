@@ -366,7 +366,9 @@ def decide(
     for kind in controls:
         rows[kind], pred = C.lineage_rows(out / CONTROL_DIRS[kind], known, st, reference_out=amount, organism_out=out)
         preds.append(pred.assign(lineage=f"{kind} control"))
-    rows["spike-in"] = C.mediation_rows(out, known, st, spike="language")
+    rows["spike-in"] = C.mediation_rows(out, known, st, spike="language") + C.scale_spike_rows(
+        out, known, st, control=True
+    )
     return rows, preds, combine(rows, cf, st)
 
 

@@ -325,3 +325,28 @@ def test_check_file_v2_recovers_the_located_forms_where_v1_misses_a_lineage_spec
     v2 = validate(g.tree, g.out, cfg, run=False, log=lambda s: None).set_index("id")
     assert v2.loc["a_i_own_located", "status"] == S.RECOVERED, v2.loc["a_i_own_located", "reason"]
     assert v2.loc["a_i_own_located", "control_value"] < 0.1 <= v1.loc["a_i_own", "control_value"]
+
+
+V3 = CHECK_FILE.with_name("known_answers_v3.toml")
+
+
+@SLOW
+def test_check_file_v3_adds_scale_spike_ins_that_catch_the_per_token_loss_and_the_probability_map(sim, tmp_path):
+    """Check file v3: v2 plus two spike-ins on the organism's own scores (the cloze loss scale, the
+    item map's log-odds scale). On the simulation all 20 are recovered; the per-token cloze loss and
+    the item map in probabilities, bugs that change no decision of v2 on the real seeds, each turn
+    their spike-in into a miss."""
+    import shutil
+
+    cfg = ValidateConfig(check_file=str(V3), overrides=CFG.overrides)
+    out = tmp_path / "out"
+    shutil.copytree(sim.out, out, symlinks=True)
+    got = validate(sim.tree, out, cfg, run=False, log=lambda s: None)
+    got = got[got["kind"] == "check"].set_index("id")
+    assert list(got.index) == [c.id for c in load_check_file(V3).checks]
+    assert (got["status"] == S.RECOVERED).all(), got.loc[got["status"] != S.RECOVERED, "reason"]
+    assert got.loc["cloze_scale_spike", "control_value"] < 0.5 <= got.loc["cloze_scale_spike", "value"]
+    bugs = [m for m in M.MUTATIONS if m.name in ("cloze_per_token", "map_in_probabilities")]
+    t = M.run_mutations(sim.tree, out, cfg, mutations=bugs, write=False, log=lambda s: None).set_index("mutation")
+    assert "cloze_scale_spike" in t.loc["cloze_per_token", "turned_not_recovered"].split(",")
+    assert "map_scale_spike" in t.loc["map_in_probabilities", "turned_not_recovered"].split(",")
