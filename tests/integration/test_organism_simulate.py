@@ -331,7 +331,9 @@ V3 = CHECK_FILE.with_name("known_answers_v3.toml")
 
 
 @SLOW
-def test_check_file_v3_adds_scale_spike_ins_that_catch_the_per_token_loss_and_the_probability_map(sim, tmp_path):
+def test_check_file_v3_adds_scale_spike_ins_that_catch_the_per_token_loss_and_the_probability_map(
+    sim, checks, tmp_path
+):
     """Check file v3: v2 plus two spike-ins on the organism's own scores (the cloze loss scale, the
     item map's log-odds scale). On the simulation all 20 are recovered; the per-token cloze loss and
     the item map in probabilities, bugs that change no decision of v2 on the real seeds, each turn
@@ -346,6 +348,10 @@ def test_check_file_v3_adds_scale_spike_ins_that_catch_the_per_token_loss_and_th
     assert list(got.index) == [c.id for c in load_check_file(V3).checks]
     assert (got["status"] == S.RECOVERED).all(), got.loc[got["status"] != S.RECOVERED, "reason"]
     assert got.loc["cloze_scale_spike", "control_value"] < 0.5 <= got.loc["cloze_scale_spike", "value"]
+    # the record lists the settings its check file has: v3's spike-in sizes, none of them under v1
+    assert pd.read_csv(out / "results" / "validation_settings.csv")["spike_nats"].item() == 5.0
+    assert "spike_nats" not in pd.read_csv(sim.out / "results" / "validation_settings.csv").columns
+    assert "cloze_scale_spike" not in checks.index
     bugs = [m for m in M.MUTATIONS if m.name in ("cloze_per_token", "map_in_probabilities")]
     t = M.run_mutations(sim.tree, out, cfg, mutations=bugs, write=False, log=lambda s: None).set_index("mutation")
     assert "cloze_scale_spike" in t.loc["cloze_per_token", "turned_not_recovered"].split(",")
