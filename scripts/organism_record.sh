@@ -10,6 +10,8 @@
 # ROOT=DIR looks for them as DIR/seed<N> instead (links to one design's WORKs, e.g. organism_run/v19).
 # A record under another check file: CHECK_FILE=FILE (passed to the recheck), each seed's validation in
 # WORK/$VAL (VAL=val_v2), written to D=docs/organism/v2 with its page as MD=docs/organism/v2/validation.md.
+# Version 3 (seed 3 only; its first validation made with --mutations into WORK/val_v3): SEEDS=3 VAL=val_v3
+# CHECK_FILE=interp/organism/known_answers_v3.toml D=docs/organism/v3 MD=docs/organism/v3/validation.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-"0 1 2"}
