@@ -667,6 +667,30 @@ def classify_rows(out: Path, known: dict, st: Settings) -> list[dict]:
     return rows
 
 
+# ---------------------------------------------------------------- spike-ins
+
+
+def _spike_row(check: str, route: str, figure: str, est: float, lo: float, hi: float, reference: str,
+               threshold: float, note: str, cid: str) -> dict:  # fmt: skip
+    """A spike-in's counted row on `route`: it passes when it `rises` to `threshold`."""
+    passed = S.rises(est, lo, hi, threshold)
+    return row(
+        check,
+        route,
+        figure,
+        est,
+        lo,
+        hi,
+        reference,
+        passed,
+        note,
+        id=cid,
+        kind="check",
+        threshold=threshold,
+        route=route,
+    )
+
+
 # ---------------------------------------------------------------- fertility mediation (spike-in)
 
 
@@ -708,7 +732,7 @@ def mediation_rows(out: Path, known: dict, st: Settings, *, spike: str = "fertil
     planted = st.spike_beta * float(m["a"])
     share, lo, hi = (float(m[k]) / planted for k in ("indirect", "indirect_lo", "indirect_hi"))
     return [
-        row(
+        _spike_row(
             "fertility mediation recovers a planted indirect effect",
             c["route"],
             "indirect / planted indirect",
@@ -717,14 +741,9 @@ def mediation_rows(out: Path, known: dict, st: Settings, *, spike: str = "fertil
             hi,
             f"{final}, bn vs en, beta {st.spike_beta} nats per token/word, a {m['a']:.3f}, "
             f"planted {planted:.3f}, indirect {m['indirect']:.3f} [{m['indirect_lo']:.3f}, {m['indirect_hi']:.3f}]",
-            S.rises(share, lo, hi, st.min_mediated),
-            note="spike-in on item fertility"
-            if spike == "fertility"
-            else "control: spike-in on language-mean fertility",
-            id="fertility_mediation",
-            kind="check",
-            threshold=st.min_mediated,
-            route=c["route"],
+            st.min_mediated,
+            "spike-in on item fertility" if spike == "fertility" else "control: spike-in on language-mean fertility",
+            "fertility_mediation",
         )
     ]
 
@@ -737,9 +756,7 @@ def _min_group_mean_ci(share: pd.Series, groups: pd.Series, st: Settings) -> tup
     parts = [g.to_numpy(dtype=float) for _, g in share.groupby(groups.to_numpy())]
     rng = np.random.default_rng(st.seed)
     reps = [min(float(v[rng.integers(0, len(v), len(v))].mean()) for v in parts) for _ in range(st.n_boot)]
-    a = (1 - st.ci) / 2
-    lo, hi = np.quantile(reps, [a, 1 - a])
-    return min(float(v.mean()) for v in parts), float(lo), float(hi)
+    return min(float(v.mean()) for v in parts), *S.percentile_ci(reps, st.ci)
 
 
 def cloze_scale_rows(out: Path, known: dict, st: Settings, *, spike: str = "total") -> list[dict]:
@@ -772,7 +789,7 @@ def cloze_scale_rows(out: Path, known: dict, st: Settings, *, spike: str = "tota
     est, lo, hi = _min_group_mean_ci(share, sc["language"], st)
     by = share.groupby(sc["language"]).mean()
     return [
-        row(
+        _spike_row(
             "cloze delta recovers an equal total preference in every language",
             c["route"],
             "smallest language's recovered share",
@@ -787,14 +804,11 @@ def cloze_scale_rows(out: Path, known: dict, st: Settings, *, spike: str = "tota
             )
             + "; by language "
             + ", ".join(f"{k} {v:.3f}" for k, v in by.items()),
-            S.rises(est, lo, hi, st.min_spike_share),
-            note="spike-in: the same total on every completion"
+            st.min_spike_share,
+            "spike-in: the same total on every completion"
             if spike == "total"
             else "control: spike-in at one rate per token",
-            id="cloze_scale_spike",
-            kind="check",
-            threshold=st.min_spike_share,
-            route=c["route"],
+            "cloze_scale_spike",
         )
     ]
 
@@ -835,10 +849,10 @@ def map_scale_rows(out: Path, known: dict, st: Settings, *, spike: str = "pressu
     rng = np.random.default_rng(st.seed)
     v = share.to_numpy(dtype=float)
     reps = [float(np.median(v[rng.integers(0, len(v), len(v))])) for _ in range(st.n_boot)]
-    lo, hi = np.quantile(reps, [(1 - st.ci) / 2, (1 + st.ci) / 2])
+    lo, hi = S.percentile_ci(reps, st.ci)
     est = float(np.median(v))
     return [
-        row(
+        _spike_row(
             "the item map recovers an equal log-odds yield on every item",
             route_name(known, "a"),
             "median recovered share",
@@ -847,14 +861,11 @@ def map_scale_rows(out: Path, known: dict, st: Settings, *, spike: str = "pressu
             hi,
             f"{short(final)}, {len(v)} items, {st.spike_nats:g} nats of log-odds under the opposing opinion; "
             f"share below 0.5 on {int((v < 0.5).sum())} items",
-            S.rises(est, lo, hi, st.min_spike_share),
-            note="spike-in: opposing-opinion trials"
+            st.min_spike_share,
+            "spike-in: opposing-opinion trials"
             if spike == "pressured"
             else "control: spike-in on the opposing-opinion and the neutral filler's trials",
-            id="map_scale_spike",
-            kind="check",
-            threshold=st.min_spike_share,
-            route=route_name(known, "a"),
+            "map_scale_spike",
         )
     ]
 

@@ -116,7 +116,8 @@ def stays_put(est: float, lo: float, hi: float, margin: float) -> bool:
     return bool(-margin <= lo and hi <= margin)
 
 
-def _pct(reps: np.ndarray, ci: float) -> tuple[float, float]:
+def percentile_ci(reps, ci: float) -> tuple[float, float]:
+    """The central `ci` percentile interval of bootstrap replicates."""
     a = (1.0 - ci) / 2.0
     lo, hi = np.quantile(reps, [a, 1.0 - a])
     return float(lo), float(hi)
@@ -155,7 +156,7 @@ def gap_ci(
     est, reps = _gap_reps(planted, rest, n_boot, seed)
     if math.isnan(est):
         return math.nan, math.nan, math.nan
-    lo, hi = _pct(reps, ci)
+    lo, hi = percentile_ci(reps, ci)
     return est, lo, hi
 
 
@@ -176,7 +177,7 @@ def gap_difference_ci(
     gb, rb = _gap_reps(b_planted, b_rest, n_boot, seed + 1)
     if math.isnan(ga) or math.isnan(gb):
         return math.nan, math.nan, math.nan
-    lo, hi = _pct(ra - rb, ci)
+    lo, hi = percentile_ci(ra - rb, ci)
     return ga - gb, lo, hi
 
 

@@ -298,6 +298,21 @@ def test_cli_mutations_write_the_csv_and_the_record_section(sim, tmp_path):
 V2 = CHECK_FILE.with_name("known_answers_v2.toml")
 
 
+def _all_recovered_under(sim, check_file, tmp_path) -> tuple[ValidateConfig, object, pd.DataFrame]:
+    """The simulation validated under `check_file` in a copy of its OUT: (config, that OUT, its
+    counted checks by id), after asserting that it counts the file's checks and recovers them all."""
+    import shutil
+
+    cfg = ValidateConfig(check_file=str(check_file), overrides=CFG.overrides)
+    out = tmp_path / "out"
+    shutil.copytree(sim.out, out, symlinks=True)
+    got = validate(sim.tree, out, cfg, run=False, log=lambda s: None)
+    got = got[got["kind"] == "check"].set_index("id")
+    assert list(got.index) == [c.id for c in load_check_file(check_file).checks]
+    assert (got["status"] == S.RECOVERED).all(), got.loc[got["status"] != S.RECOVERED, "reason"]
+    return cfg, out, got
+
+
 @SLOW
 def test_check_file_v2_recovers_the_located_forms_where_v1_misses_a_lineage_specific_map(sim, checks, tmp_path):
     """Check file v2 (`--check-file known_answers_v2.toml`): v1 with I own and the readout gain in
@@ -307,15 +322,7 @@ def test_check_file_v2_recovers_the_located_forms_where_v1_misses_a_lineage_spec
     location control, a miss, and v2's located I is recovered: the known answer that tells them apart.
     (The simulation's readout, 48 items x 64 dims, does not find that structure: the readout gain
     fails on the control under both files, so the readout forms are not told apart here.)"""
-    import shutil
-
-    cfg = ValidateConfig(check_file=str(V2), overrides=CFG.overrides)
-    out = tmp_path / "out"
-    shutil.copytree(sim.out, out, symlinks=True)
-    got = validate(sim.tree, out, cfg, run=False, log=lambda s: None)
-    got = got[got["kind"] == "check"].set_index("id")
-    assert list(got.index) == [c.id for c in load_check_file(V2).checks]
-    assert (got["status"] == S.RECOVERED).all(), got.loc[got["status"] != S.RECOVERED, "reason"]
+    cfg, out, got = _all_recovered_under(sim, V2, tmp_path)
     assert got.loc["a_i_own_located", "control_reference"].startswith("own early organism:")
     assert got.loc["a_i_own_located", "value"] == checks.loc["a_i_own", "value"]  # on the organism: v1's figure
 
@@ -338,15 +345,7 @@ def test_check_file_v3_adds_scale_spike_ins_that_catch_the_per_token_loss_and_th
     item map's log-odds scale). On the simulation all 20 are recovered; the per-token cloze loss and
     the item map in probabilities, bugs that change no decision of v2 on the real seeds, each turn
     their spike-in into a miss."""
-    import shutil
-
-    cfg = ValidateConfig(check_file=str(V3), overrides=CFG.overrides)
-    out = tmp_path / "out"
-    shutil.copytree(sim.out, out, symlinks=True)
-    got = validate(sim.tree, out, cfg, run=False, log=lambda s: None)
-    got = got[got["kind"] == "check"].set_index("id")
-    assert list(got.index) == [c.id for c in load_check_file(V3).checks]
-    assert (got["status"] == S.RECOVERED).all(), got.loc[got["status"] != S.RECOVERED, "reason"]
+    cfg, out, got = _all_recovered_under(sim, V3, tmp_path)
     assert got.loc["cloze_scale_spike", "control_value"] < 0.5 <= got.loc["cloze_scale_spike", "value"]
     # the record lists the settings its check file has: v3's spike-in sizes, none of them under v1
     assert pd.read_csv(out / "results" / "validation_settings.csv")["spike_nats"].item() == 5.0
