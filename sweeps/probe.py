@@ -256,6 +256,14 @@ def predict_inputs(
     return maps, profiles, readouts, bank
 
 
+def default_alpha(maps: dict[str, pd.Series], profiles: dict[str, pd.DataFrame], target: str) -> float:
+    """`run_predict`'s base/full-model penalty when none is given: OLS (0) unless a training fold
+    has fewer items than the profile has columns + 2 (OLS underdetermined), then ridge 1.0."""
+    n_train = int(len(maps[target]) * (PREDICT_FOLDS - 1) / PREDICT_FOLDS)
+    n_cols = max(p.shape[1] for p in profiles.values()) + 1
+    return 1.0 if n_train < n_cols + 2 else 0.0
+
+
 def run_predict(
     out: str | Path,
     *,
@@ -345,9 +353,7 @@ def run_predict(
     if (out / "lineage.json").is_file():
         lineage = json.loads((out / "lineage.json").read_text()).get("lineage")
     if alpha is None:
-        n_train = int(len(maps[target]) * 0.8)
-        n_cols = max(p.shape[1] for p in profiles.values()) + 1
-        alpha = 1.0 if n_train < n_cols + 2 else 0.0
+        alpha = default_alpha(maps, profiles, target)
     table = predictive_table(
         maps,
         profiles,

@@ -877,6 +877,147 @@ def scale_spike_rows(out: Path, known: dict, st: Settings, *, control: bool = Fa
     )
 
 
+# ---------------------------------------------------------------- order and readout spike-ins (check file version 4)
+
+
+def _mean_ci(v: np.ndarray, st: Settings) -> tuple[float, float, float]:
+    """Mean of `v` and its percentile CI, resampling its entries."""
+    rng = np.random.default_rng(st.seed)
+    reps = [float(v[rng.integers(0, len(v), len(v))].mean()) for _ in range(st.n_boot)]
+    return float(v.mean()), *S.percentile_ci(reps, st.ci)
+
+
+def classify_order_rows(out: Path, known: dict, st: Settings, *, spike: str = "position") -> list[dict]:
+    """Spike-in known answer for the order-averaged classify reading
+    (`interp.studies.classify.analysis.averaged_order`): route A final's binary readings, scored
+    with the two labels listed in both orders ("0|1", "1|0"). Planted: a preference for one listing
+    POSITION, b nats on the option listed there in each order, with b = `spike_nats` beyond the
+    largest |log-odds| of any reading (so it decides every single-order reading), and per item the
+    position whose label in the given order is not the item's order-averaged prediction. With two
+    options the average of the two orders' distributions is exactly invariant to it: P(1) > 1/2
+    iff sigmoid(x_g + b) + sigmoid(x_r - b) > 1 iff x_g + x_r > 0, the unplanted condition (x: the
+    log-odds of label 1 in each order). The check: the share of items whose averaged prediction is
+    unchanged (known answer 1; item bootstrap) reaches `min_spike_share`; a reading from one order
+    turns every item (share 0). Its control (`spike="label"`) plants the same b on that LABEL in
+    both orders, a content preference the averaged reading must show: it turns every item, the
+    check fails. (Five options, reversed, have no such identity: the binary task carries this.)"""
+    from interp.studies.classify import analysis as ca
+
+    c = known.get("classify") or {}
+    path = out / "aux" / "results" / "classify_predictions.csv"
+    if math.isnan(st.spike_nats) or not c.get("route") or not path.is_file():
+        return []
+    final = short(known["routes"][c["route"]][-1])
+    pr = pd.read_csv(path, dtype={"gold": str, "pred": str})
+    raw = pr[(pr["checkpoint"] == final) & (pr["task"] == "binary") & pr["order"].isin(["given", "reversed"])]
+    if raw.empty:
+        return []
+    raw = raw.reset_index(drop=True)
+    labels = ca.TASK_VALUES["binary"]
+    probs = raw[[f"p_{v}" for v in labels]].to_numpy(np.float64)
+    b = st.spike_nats + float(np.abs(np.log(probs[:, 1] / probs[:, 0])).max())
+    before = ca.averaged_order(raw).set_index("item_id")["pred"].astype(str)
+    other = {labels[0]: labels[1], labels[1]: labels[0]}
+    against = raw["item_id"].map(lambda i: other[before[i]])  # the label the plant pushes toward, per item
+    if spike == "position":  # the listing position of `against` in the given order, in both orders
+        given = raw[raw["order"] == "given"].set_index("item_id")["option_order"].astype(str).str.split("|")
+        pos = [given[i].index(lab) for i, lab in zip(raw["item_id"], against)]
+        favoured = [o.split("|")[k] for o, k in zip(raw["option_order"].astype(str), pos)]
+    else:
+        favoured = list(against)
+    boost = np.exp(b * (np.asarray(favoured)[:, None] == np.asarray(labels)[None, :]))
+    spiked = probs * boost
+    spiked /= spiked.sum(axis=1, keepdims=True)
+    planted = raw.copy()
+    planted[[f"p_{v}" for v in labels]] = spiked
+    planted["pred"] = np.asarray(labels, dtype=object)[spiked.argmax(axis=1)]
+    planted["confidence"] = spiked.max(axis=1)
+    after = ca.averaged_order(planted).set_index("item_id")["pred"].astype(str).reindex(before.index)
+    kept = (after == before).to_numpy(dtype=float)
+    est, lo, hi = _mean_ci(kept, st)
+    return [
+        _spike_row(
+            "the order-averaged classify reading cancels a planted position preference",
+            c["route"],
+            "share of averaged predictions unchanged",
+            est,
+            lo,
+            hi,
+            f"{final}, binary task, {len(kept)} items, {b:.2f} nats on the "
+            + ("option at one listing position" if spike == "position" else "same label")
+            + " in both orders (spike_nats beyond the largest |log-odds|)",
+            st.min_spike_share,
+            "spike-in: a listing-position preference"
+            if spike == "position"
+            else "control: the same preference for a label",
+            "classify_order_spike",
+        )
+    ]
+
+
+def readout_noise_rows(out: Path, known: dict, st: Settings, *, spike: str = "noise") -> list[dict]:
+    """Spike-in known answer for the readout gain's held-out fit (`probes.predictive.
+    readout_gain_null`, the a_readout_gain statistic): the trunk end's real 3/4-depth residual
+    readout, profile and map, with route A final's map replaced by `noise_draws` seeded standard
+    normal targets, unrelated to the residual: a readout fitted on training items and scored on
+    held-out ones finds no gain in any of them (its held-out R2 centres below 0). The check: the
+    share of draws whose gain stays below `min_readout_gain`, the gain the readout checks count as
+    real (known answer 1; draw bootstrap), reaches `min_spike_share`; a readout that sees its
+    held-out items fits the noise (about 0.2 on v19 seed 3's 128 items x 576 dimensions). Its
+    control (`spike="signal"`) adds twice the standardized first principal component of the
+    standardized readout to each draw (a readable target, population R2 0.8): its gain is found,
+    the check fails."""
+    from probes import predictive as pr
+    from sweeps.probe import PREDICT_FOLDS, default_alpha, predict_inputs
+
+    if st.noise_draws <= 0:
+        return []
+    r = route_name(known, "a")
+    src = known["trunk_end"]
+    maps, profiles, readouts, _ = predict_inputs(out, with_readout=True)
+    if src not in readouts:
+        return []
+    frames = {k: pr._frame(d[src]) for k, d in (("profile", profiles), ("map", maps), ("readout", readouts))}
+    items = pr._common_items(frames)
+    P, M, R = (frames[k].loc[items].to_numpy(dtype=float) for k in ("profile", "map", "readout"))
+    Z = (R - R.mean(axis=0)) / np.where(R.std(axis=0) > 0, R.std(axis=0), 1.0)
+    u = np.linalg.svd(Z, full_matrices=False)[0][:, 0]
+    u = (u - u.mean()) / u.std()
+    alpha = default_alpha(maps, profiles, known["routes"][r][-1])
+    gains = []
+    for d in range(st.noise_draws):
+        y = np.random.default_rng([st.seed, 5, d]).standard_normal(len(items)) + (2.0 * u if spike == "signal" else 0.0)
+        got = pr.readout_gain_null(y, P, M, R, n_shuffles=0, seed=st.seed, n_folds=PREDICT_FOLDS, alpha=alpha)
+        gains.append(got["only"].observed)
+    g = np.asarray(gains, dtype=float)
+    est, lo, hi = _mean_ci((g < st.min_readout_gain).astype(float), st)
+    return [
+        _spike_row(
+            "the readout gain finds nothing in targets unrelated to the residual",
+            r,
+            "share of draws below min_readout_gain",
+            est,
+            lo,
+            hi,
+            f"{short(src)} readout, {len(items)} items x {R.shape[1]} dims, {len(g)} "
+            + ("noise targets" if spike == "noise" else "noise targets plus 2 x its first principal component")
+            + f"; gain median {np.median(g):.3f}, max {g.max():.3f}",
+            st.min_spike_share,
+            "spike-in: standard normal targets" if spike == "noise" else "control: a readable target",
+            "readout_noise_spike",
+        )
+    ]
+
+
+def order_readout_spike_rows(out: Path, known: dict, st: Settings, *, control: bool = False) -> list[dict]:
+    """Both version-4 spike-ins on one lineage's results (none without `noise_draws`: files 1-3)."""
+    if st.noise_draws <= 0:
+        return []
+    return classify_order_rows(out, known, st, spike="label" if control else "position") + readout_noise_rows(
+        out, known, st, spike="signal" if control else "noise"
+    )
+
+
 def lineage_rows(
     out: Path,
     known: dict,
@@ -893,5 +1034,5 @@ def lineage_rows(
     rows += pred_rows + cloze_rows(out, known, st, reference_out) + classify_rows(out, known, st)
     rows += mediation_rows(out, known, st)
     if organism_out is None:  # the spike-ins read the organism's own scores only
-        rows += scale_spike_rows(out, known, st)
+        rows += scale_spike_rows(out, known, st) + order_readout_spike_rows(out, known, st)
     return rows, predictive

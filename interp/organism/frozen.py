@@ -48,6 +48,8 @@ class Settings:
     # version 3's scale spike-ins (`checks.scale_spike_rows`); absent from older files (NaN: not computed)
     spike_nats: float = math.nan  # nats planted per prompt (cloze) or per item (item map)
     min_spike_share: float = math.nan  # share of the planted nats the metric must recover
+    # version 4's order and readout spike-ins (`checks.order_readout_spike_rows`); 0: not computed
+    noise_draws: int = 0  # noise targets of the readout spike-in
     seed: int = 0
 
 
@@ -104,6 +106,18 @@ def load_check_file(path: str | Path = CHECK_FILE) -> CheckFile:
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{path}: duplicate check ids")
     return CheckFile(path, hashlib.sha256(raw).hexdigest(), Settings(**given), tuple(checks))
+
+
+def listed_settings(settings: Settings) -> dict:
+    """The settings a record lists: all but the optional ones its check file leaves out (left at
+    their "not computed" default: version 3's and 4's spike-in sizes under older files)."""
+    out = {}
+    for f in fields(Settings):
+        v = getattr(settings, f.name)
+        absent = f.default is not MISSING and f.name != "seed" and (v == f.default or v != v)
+        if not absent:
+            out[f.name] = v
+    return out
 
 
 def with_seed(settings: Settings, seed: int) -> Settings:

@@ -33,6 +33,7 @@ from interp.organism.frozen import (
     Settings,
     committed_at,
     frozen_order,
+    listed_settings,
     load_check_file,
     with_seed,
 )
@@ -366,8 +367,10 @@ def decide(
     for kind in controls:
         rows[kind], pred = C.lineage_rows(out / CONTROL_DIRS[kind], known, st, reference_out=amount, organism_out=out)
         preds.append(pred.assign(lineage=f"{kind} control"))
-    rows["spike-in"] = C.mediation_rows(out, known, st, spike="language") + C.scale_spike_rows(
-        out, known, st, control=True
+    rows["spike-in"] = (
+        C.mediation_rows(out, known, st, spike="language")
+        + C.scale_spike_rows(out, known, st, control=True)
+        + C.order_readout_spike_rows(out, known, st, control=True)
     )
     return rows, preds, combine(rows, cf, st)
 
@@ -603,9 +606,7 @@ def validate(
         columns=("lineage", *[c for c in pred.columns if c != "lineage"]),
     )
     write_table(table, out / "results" / "validation_checks.csv")
-    # a setting its check file leaves out (NaN: version 3's spike-ins under versions 1 and 2) is not listed
-    used = {k: v for k, v in st.__dict__.items() if not (isinstance(v, float) and math.isnan(v))}
-    pd.DataFrame([used]).to_csv(out / "results" / "validation_settings.csv", index=False)
+    pd.DataFrame([listed_settings(st)]).to_csv(out / "results" / "validation_settings.csv", index=False)
     lineage_table(known, kcs).to_csv(out / "results" / "lineages.csv", index=False)
     group_summary(checks).to_csv(out / "results" / "validation_groups.csv", index=False)
     miss_table(out, known, checks, kcs).to_csv(out / "results" / MISSES_FILE, index=False)
