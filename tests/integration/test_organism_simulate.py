@@ -355,3 +355,25 @@ def test_check_file_v3_adds_scale_spike_ins_that_catch_the_per_token_loss_and_th
     t = M.run_mutations(sim.tree, out, cfg, mutations=bugs, write=False, log=lambda s: None).set_index("mutation")
     assert "cloze_scale_spike" in t.loc["cloze_per_token", "turned_not_recovered"].split(",")
     assert "map_scale_spike" in t.loc["map_in_probabilities", "turned_not_recovered"].split(",")
+
+
+V4 = CHECK_FILE.with_name("known_answers_v4.toml")
+
+
+@SLOW
+def test_check_file_v4_adds_spike_ins_that_catch_one_option_order_and_a_readout_that_sees_its_test_items(
+    sim, checks, tmp_path
+):
+    """Check file v4: v3 plus two spike-ins (a listing-position preference the order-averaged
+    classify reading cancels; noise targets in which a held-out readout finds no gain). On the
+    simulation all 22 are recovered; reading one option order and fitting the readout on its
+    held-out items, bugs that change no decision of v3 on v19 seed 3 nor of v1 here, turn them
+    into misses."""
+    cfg, out, got = _all_recovered_under(sim, V4, tmp_path)
+    assert got.loc["classify_order_spike", "value"] == 1.0 and got.loc["classify_order_spike", "control_value"] == 0.0
+    assert got.loc["readout_noise_spike", "control_value"] < 0.5 <= got.loc["readout_noise_spike", "value"]
+    assert pd.read_csv(out / "results" / "validation_settings.csv")["noise_draws"].item() == 20
+    bugs = [m for m in M.MUTATIONS if m.name in ("classify_one_order", "readout_ungrouped")]
+    t = M.run_mutations(sim.tree, out, cfg, mutations=bugs, write=False, log=lambda s: None).set_index("mutation")
+    assert "classify_order_spike" in t.loc["classify_one_order", "turned_not_recovered"].split(",")
+    assert "readout_noise_spike" in t.loc["readout_ungrouped", "turned_not_recovered"].split(",")
