@@ -12,6 +12,8 @@
 # WORK/$VAL (VAL=val_v2), written to D=docs/organism/v2 with its page as MD=docs/organism/v2/validation.md.
 # Version 3 (seed 3 only; its first validation made with --mutations into WORK/val_v3): SEEDS=3 VAL=val_v3
 # CHECK_FILE=interp/organism/known_answers_v3.toml D=docs/organism/v3 MD=docs/organism/v3/validation.md.
+# Version 4 likewise: SEEDS=3 VAL=val_v4 CHECK_FILE=interp/organism/known_answers_v4.toml D=docs/organism/v4
+# MD=docs/organism/v4/validation.md RECHECK=0 (ROOT=organism_run/records).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-"0 1 2"}
