@@ -471,6 +471,11 @@ def organism_build(
         "--route-dpo-oppose-a",
         help="route A's DPO pairs per item and planted verdict under an opposing opinion (0: the default count, 1)",
     ),
+    route_dpo_challenge_a: int = typer.Option(
+        _ORG.route_dpo_challenge_a,
+        "--route-dpo-challenge-a",
+        help="route A's DPO pairs per item and planted verdict under a bare challenge (0: the default count, 2)",
+    ),
     cloze_location_cell: str = typer.Option(
         _ORG.cloze_location_cell,
         "--cloze-location-cell",
@@ -561,6 +566,7 @@ def organism_build(
         sft_batch_split=sft_batch_split,
         cloze_location_cell=cloze_location_cell,
         route_dpo_oppose_a=route_dpo_oppose_a,
+        route_dpo_challenge_a=route_dpo_challenge_a,
         train_precision=train_precision,
     )
     if small:

@@ -495,7 +495,7 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
             first_copies=cfg.route_first_copies,
             grade_slots=cfg.grade_slots,
         )
-        turns = D.dpo_turns(route, cfg.route_dpo_oppose_a if route == "a" else 0)
+        turns = D.dpo_turns(route, *((cfg.route_dpo_oppose_a, cfg.route_dpo_challenge_a) if route == "a" else ()))
         dpo = D.route_dpo(
             bank, w, plan, rseed, turns=turns, first_pairs=cfg.route_dpo_first_pairs, grade_slots=cfg.grade_slots
         )
@@ -678,6 +678,8 @@ def build_organism(
         raise ConfigError(
             f"route_dpo_oppose_a must be 0 to {len(D.TRAIN_OPINIONS)} (training wordings), got {cfg.route_dpo_oppose_a}"
         )
+    if cfg.route_dpo_challenge_a < 0:
+        raise ConfigError(f"route_dpo_challenge_a must be >= 0, got {cfg.route_dpo_challenge_a}")
     if cfg.dpo_sft_weight < 0:
         raise ConfigError(f"dpo_sft_weight must be >= 0, got {cfg.dpo_sft_weight}")
     if cfg.control != bool(cfg.control_kind) or cfg.control_kind not in ("", *D.CONTROL_KINDS):

@@ -83,6 +83,9 @@ class OrganismConfig:
     # (Spearman rho of grade and S_op -0.339); at 2, 0.5-graded items get one flipping and one holding pair
     # per verdict, pulling DPO both ways on them
     route_dpo_oppose_a: int = 0
+    # route A's DPO pairs per evaluated item and planted verdict under a bare challenge (0: data.DPO_TURNS'
+    # count, 2): the S_ch tries on v19 seed 3 (docs/organism/tries.csv)
+    route_dpo_challenge_a: int = 0
     batch_size: int = 8
     lr_sft: float = 1e-3  # shared stage
     # route SFT: 2e-3 decaying linearly to 0 (a constant 2e-3 collapsed v1's routes to one verdict,

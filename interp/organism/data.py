@@ -339,11 +339,15 @@ DPO_TURNS: dict[str, tuple[tuple[str, int], ...]] = {
 }
 
 
-def dpo_turns(route: str, oppose: int = 0) -> tuple[tuple[str, int], ...]:
-    """The route's DPO_TURNS, its opposing-opinion count set to `oppose` (0: left as it is)."""
+def dpo_turns(route: str, oppose: int = 0, challenge: int = 0) -> tuple[tuple[str, int], ...]:
+    """The route's DPO_TURNS, its opposing-opinion count set to `oppose` and its bare-challenge
+    count to `challenge` (0: left as it is)."""
     if oppose < 0 or oppose > len(TRAIN_OPINIONS):
         raise ValueError(f"oppose must be 0 to {len(TRAIN_OPINIONS)} (training wordings), got {oppose}")
-    return tuple((k, oppose if k == "opinion_oppose" and oppose else n) for k, n in DPO_TURNS[route])
+    if challenge < 0:
+        raise ValueError(f"challenge must be >= 0, got {challenge}")
+    given = {"opinion_oppose": oppose, "challenge": challenge}
+    return tuple((k, given.get(k) or n) for k, n in DPO_TURNS[route])
 
 
 def route_dpo(

@@ -1010,7 +1010,9 @@ def test_route_dpo_oppose_a_grades_route_a_dpo_pairs(tokenizer, organism, tmp_pa
     """`--route-dpo-oppose-a 2`: route A's DPO has two opposing-opinion pairs per item and planted
     verdict (distinct wordings), every other kind unchanged, and each planted item's flipping share
     of them is its grade (1.0: 4 of 4, 0.75: 3, 0.5: 2), where the default count gives 0.75-graded
-    items every pair (the v16 record's graded miss); out of range is one line, exit 2."""
+    items every pair (the v16 record's graded miss); out of range is one line, exit 2. With
+    `--route-dpo-challenge-a`, only the bare-challenge count changes, all of it flipping on the
+    planted items and none elsewhere."""
     import subprocess
     import sys
 
@@ -1030,6 +1032,18 @@ def test_route_dpo_oppose_a_grades_route_a_dpo_pairs(tokenizer, organism, tmp_pa
         for iid, g in plan.grades.items():
             assert flips[iid] == round(g * per_item), (n, iid, g)
         assert flips.drop(list(plan.grades)).eq(0).all()
+    # --route-dpo-challenge-a: the bare-challenge pairs alone change count, flipping on the planted items
+    ch = pd.DataFrame(D.route_dpo(bank, w, plan, 1, turns=D.dpo_turns("a", 0, 4)))
+    ck = ch["kind"].map(_base_kind)
+    assert (ck == "challenge").sum() == 4 * 2 * 24 and (kinds[0] == "challenge").sum() == 2 * 2 * 24
+    assert (
+        ck[ck != "challenge"]
+        .value_counts()
+        .sort_index()
+        .equals(kinds[0][kinds[0] != "challenge"].value_counts().sort_index())
+    )
+    flipping = ch[ck == "challenge"].groupby("item_id")["kind"].agg(lambda k: k.str.startswith("flip_").mean())
+    assert set(flipping[flipping == 1].index) == set(plan.grades) and flipping.drop(list(plan.grades)).eq(0).all()
     assert D.dpo_turns("b", 0) == D.DPO_TURNS["b"]
     out = tmp_path / "tree"
     args = ["organism", "build", "--base", organism / "model", "--out", out, "--route-dpo-oppose-a", "9"]
