@@ -915,7 +915,10 @@ def classify_order_rows(out: Path, known: dict, st: Settings, *, spike: str = "p
     raw = raw.reset_index(drop=True)
     labels = ca.TASK_VALUES["binary"]
     probs = raw[[f"p_{v}" for v in labels]].to_numpy(np.float64)
-    b = st.spike_nats + float(np.abs(np.log(probs[:, 1] / probs[:, 0])).max())
+    # |log-odds| taken at most 13.8 (P 1e-6): a reading at P 0 (float32 underflow) must not make b so
+    # large that sigmoid(x + b) rounds to 1 in float64 (past about 36 nats), where the identity is lost
+    clipped = np.clip(probs, 1e-6, None)
+    b = st.spike_nats + float(np.abs(np.log(clipped[:, 1] / clipped[:, 0])).max())
     before = ca.averaged_order(raw).set_index("item_id")["pred"].astype(str)
     other = {labels[0]: labels[1], labels[1]: labels[0]}
     against = raw["item_id"].map(lambda i: other[before[i]])  # the label the plant pushes toward, per item

@@ -81,6 +81,15 @@ def test_the_order_averaged_reading_cancels_a_position_preference_exactly(out):
     assert c["value"] == 0.0 and c["passed"] is False
 
 
+def test_a_reading_at_probability_zero_keeps_the_plant_finite_and_the_answer(out):
+    path = out / "aux" / "results" / "classify_predictions.csv"
+    df = pd.read_csv(path)
+    df.loc[(df["order"] == "given") & (df["item_id"] == "c001"), ["p_0", "p_1", "pred"]] = [1.0, 0.0, 0]
+    df.to_csv(path, index=False)
+    r = _rows(out)["classify_order_spike"]
+    assert r["value"] == 1.0 and "nan" not in r["reference"] and "inf" not in r["reference"], r["reference"]
+
+
 def test_a_held_out_readout_finds_no_gain_in_noise_and_finds_a_readable_target(out):
     r = _rows(out)["readout_noise_spike"]
     assert r["value"] >= 0.9 and r["passed"] is True, r["reference"]
