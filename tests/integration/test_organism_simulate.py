@@ -334,46 +334,35 @@ def test_check_file_v2_recovers_the_located_forms_where_v1_misses_a_lineage_spec
     assert v2.loc["a_i_own_located", "control_value"] < 0.1 <= v1.loc["a_i_own", "control_value"]
 
 
-V3 = CHECK_FILE.with_name("known_answers_v3.toml")
-
-
-@SLOW
-def test_check_file_v3_adds_scale_spike_ins_that_catch_the_per_token_loss_and_the_probability_map(
-    sim, checks, tmp_path
-):
-    """Check file v3: v2 plus two spike-ins on the organism's own scores (the cloze loss scale, the
-    item map's log-odds scale). On the simulation all 20 are recovered; the per-token cloze loss and
-    the item map in probabilities, bugs that change no decision of v2 on the real seeds, each turn
-    their spike-in into a miss."""
-    cfg, out, got = _all_recovered_under(sim, V3, tmp_path)
-    assert got.loc["cloze_scale_spike", "control_value"] < 0.5 <= got.loc["cloze_scale_spike", "value"]
-    # the record lists the settings its check file has: v3's spike-in sizes, none of them under v1
-    assert pd.read_csv(out / "results" / "validation_settings.csv")["spike_nats"].item() == 5.0
-    assert "spike_nats" not in pd.read_csv(sim.out / "results" / "validation_settings.csv").columns
-    assert "cloze_scale_spike" not in checks.index
-    bugs = [m for m in M.MUTATIONS if m.name in ("cloze_per_token", "map_in_probabilities")]
-    t = M.run_mutations(sim.tree, out, cfg, mutations=bugs, write=False, log=lambda s: None).set_index("mutation")
-    assert "cloze_scale_spike" in t.loc["cloze_per_token", "turned_not_recovered"].split(",")
-    assert "map_scale_spike" in t.loc["map_in_probabilities", "turned_not_recovered"].split(",")
-
-
 V4 = CHECK_FILE.with_name("known_answers_v4.toml")
+# the spike-in each bug must turn into a miss under check files v3 (the first two) and v4
+SPIKE_INS = {
+    "cloze_per_token": "cloze_scale_spike",
+    "map_in_probabilities": "map_scale_spike",
+    "classify_one_order": "classify_order_spike",
+    "readout_ungrouped": "readout_noise_spike",
+}
 
 
 @SLOW
-def test_check_file_v4_adds_spike_ins_that_catch_one_option_order_and_a_readout_that_sees_its_test_items(
-    sim, checks, tmp_path
-):
-    """Check file v4: v3 plus two spike-ins (a listing-position preference the order-averaged
-    classify reading cancels; noise targets in which a held-out readout finds no gain). On the
-    simulation all 22 are recovered; reading one option order and fitting the readout on its
-    held-out items, bugs that change no decision of v3 on v19 seed 3 nor of v1 here, turn them
-    into misses."""
+def test_check_files_v3_and_v4_add_spike_ins_that_catch_the_bugs_v2_lets_pass(sim, checks, tmp_path):
+    """Check file v3: v2 plus two spike-ins on the organism's own scores (the cloze loss scale, the
+    item map's log-odds scale); v4: v3 plus two more (a listing-position preference the
+    order-averaged classify reading cancels; noise targets in which a held-out readout finds no
+    gain). v4 holds v3's checks and settings unchanged (tests/unit/test_organism_order_readout_spikes.py),
+    so one validation under v4 decides both: all 22 recovered on the simulation. The per-token cloze
+    loss, the item map in probabilities, one option order and a readout fitted on its held-out items,
+    bugs that change no decision of v2 (or v3) on the real seeds, each turn their spike-in into a miss."""
     cfg, out, got = _all_recovered_under(sim, V4, tmp_path)
+    assert got.loc["cloze_scale_spike", "control_value"] < 0.5 <= got.loc["cloze_scale_spike", "value"]
     assert got.loc["classify_order_spike", "value"] == 1.0 and got.loc["classify_order_spike", "control_value"] == 0.0
     assert got.loc["readout_noise_spike", "control_value"] < 0.5 <= got.loc["readout_noise_spike", "value"]
-    assert pd.read_csv(out / "results" / "validation_settings.csv")["noise_draws"].item() == 20
-    bugs = [m for m in M.MUTATIONS if m.name in ("classify_one_order", "readout_ungrouped")]
+    # the record lists the settings its check file has: the spike-in sizes, none of them under v1
+    settings = pd.read_csv(out / "results" / "validation_settings.csv")
+    assert settings["spike_nats"].item() == 5.0 and settings["noise_draws"].item() == 20
+    assert not {"spike_nats", "noise_draws"} & set(pd.read_csv(sim.out / "results" / "validation_settings.csv"))
+    assert not set(SPIKE_INS.values()) & set(checks.index)
+    bugs = [m for m in M.MUTATIONS if m.name in SPIKE_INS]
     t = M.run_mutations(sim.tree, out, cfg, mutations=bugs, write=False, log=lambda s: None).set_index("mutation")
-    assert "classify_order_spike" in t.loc["classify_one_order", "turned_not_recovered"].split(",")
-    assert "readout_noise_spike" in t.loc["readout_ungrouped", "turned_not_recovered"].split(",")
+    for bug, spike in SPIKE_INS.items():
+        assert spike in t.loc[bug, "turned_not_recovered"].split(","), bug
