@@ -880,13 +880,6 @@ def scale_spike_rows(out: Path, known: dict, st: Settings, *, control: bool = Fa
 # ---------------------------------------------------------------- order and readout spike-ins (check file version 4)
 
 
-def _mean_ci(v: np.ndarray, st: Settings) -> tuple[float, float, float]:
-    """Mean of `v` and its percentile CI, resampling its entries."""
-    rng = np.random.default_rng(st.seed)
-    reps = [float(v[rng.integers(0, len(v), len(v))].mean()) for _ in range(st.n_boot)]
-    return float(v.mean()), *S.percentile_ci(reps, st.ci)
-
-
 def classify_order_rows(out: Path, known: dict, st: Settings, *, spike: str = "position") -> list[dict]:
     """Spike-in known answer for the order-averaged classify reading
     (`interp.studies.classify.analysis.averaged_order`): route A final's binary readings, scored
@@ -937,7 +930,7 @@ def classify_order_rows(out: Path, known: dict, st: Settings, *, spike: str = "p
     planted["confidence"] = spiked.max(axis=1)
     after = ca.averaged_order(planted).set_index("item_id")["pred"].astype(str).reindex(before.index)
     kept = (after == before).to_numpy(dtype=float)
-    est, lo, hi = _mean_ci(kept, st)
+    est, lo, hi = _min_group_mean_ci(pd.Series(kept), pd.Series(np.zeros(len(kept))), st)  # one group
     return [
         _spike_row(
             "the order-averaged classify reading cancels a planted position preference",
@@ -993,7 +986,8 @@ def readout_noise_rows(out: Path, known: dict, st: Settings, *, spike: str = "no
         got = pr.readout_gain_null(y, P, M, R, n_shuffles=0, seed=st.seed, n_folds=PREDICT_FOLDS, alpha=alpha)
         gains.append(got["only"].observed)
     g = np.asarray(gains, dtype=float)
-    est, lo, hi = _mean_ci((g < st.min_readout_gain).astype(float), st)
+    below = pd.Series((g < st.min_readout_gain).astype(float))
+    est, lo, hi = _min_group_mean_ci(below, pd.Series(np.zeros(len(g))), st)  # one group
     return [
         _spike_row(
             "the readout gain finds nothing in targets unrelated to the residual",
