@@ -512,6 +512,12 @@ def organism_build(
         "--dpo-sft-weight",
         help="weight of an NLL term on the chosen verdict beside the DPO loss (RPO); 0: plain DPO",
     ),
+    dpo_sft_kinds: str = typer.Option(
+        ",".join(_ORG.dpo_sft_kinds),
+        "--dpo-sft-kinds",
+        help="comma-separated turn kinds whose DPO pairs get that NLL term (first, opinion_oppose, "
+        "opinion_agree, challenge, neutral, cloze_bias); empty: every pair",
+    ),
     train_precision: str = typer.Option(
         _ORG.train_precision,
         "--train-precision",
@@ -559,6 +565,7 @@ def organism_build(
         route_first_copies=route_first_copies,
         route_dpo_first_pairs=route_dpo_first_pairs,
         dpo_sft_weight=dpo_sft_weight,
+        dpo_sft_kinds=tuple(k.strip() for k in dpo_sft_kinds.split(",") if k.strip()),
         classify_copies=classify_copies,
         grade_by=grade_by,
         grade_slots=grade_slots,

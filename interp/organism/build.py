@@ -44,10 +44,17 @@ from typing import Callable
 from interp.core.errors import ConfigError
 from interp.organism import classify_plant, cloze_plant
 from interp.organism import data as D
-from interp.organism.config import ROUTE_SFT_SAMPLING, SFT_BATCH_SPLIT, TRAIN_PRECISIONS, OrganismConfig
+from interp.organism.config import NLL_KINDS, ROUTE_SFT_SAMPLING, SFT_BATCH_SPLIT, TRAIN_PRECISIONS, OrganismConfig
 
 PROVENANCE = "interp_provenance.json"
 SFT_TRAINER = "trl.SFTTrainer+interp.sft_loss"  # trl's trainer, our completion loss (sft_loss.py)
+
+
+def dpo_trainer_name(cfg: OrganismConfig) -> str:
+    """The DPO stage's trainer in provenance: trl's, or trl's plus dpo_loss.py's NLL on some turn kinds."""
+    return "trl.DPOTrainer+interp.dpo_loss" if cfg.dpo_sft_weight and cfg.dpo_sft_kinds else "trl.DPOTrainer"
+
+
 _OLD_PROVENANCE = {"train_precision": "float32"}  # what trees built before a field existed ran
 _COPY = (
     "config.json",
@@ -189,27 +196,36 @@ def _train_sft(
 def _train_dpo(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict, tmp: Path):
     from trl import DPOConfig, DPOTrainer
 
+    from interp.organism.dpo_loss import kind_nll_dpo_trainer, nll_row_weights
     from interp.organism.sft_loss import compact_fused_head
 
     args = DPOConfig(**_common_args(cfg, tmp, steps, cfg.lr_dpo), **dpo_loss_args(cfg))
-    trainer = DPOTrainer(
+    common = dict(
         model=model,
         ref_model=None,
         args=args,
-        train_dataset=_dataset(rows, ("prompt", "chosen", "rejected")),
         processing_class=tok,
         peft_config=_lora(cfg),
         callbacks=[_Saver(save_at).callback],
     )
+    if cfg.dpo_sft_weight and cfg.dpo_sft_kinds:  # the NLL term on some turn kinds only (dpo_loss.py)
+        keep = nll_row_weights(rows, cfg.dpo_sft_kinds)
+        data = _dataset(
+            [{**r, "nll_keep": k} for r, k in zip(rows, keep)], ("prompt", "chosen", "rejected", "nll_keep")
+        )
+        trainer = kind_nll_dpo_trainer(cfg.dpo_sft_weight, train_dataset=data, **common)
+    else:
+        trainer = DPOTrainer(train_dataset=_dataset(rows, ("prompt", "chosen", "rejected")), **common)
     with compact_fused_head():
         return _fit(trainer)
 
 
 def dpo_loss_args(cfg: OrganismConfig) -> dict:
     """trl DPOConfig's loss settings: sigmoid DPO at `dpo_beta`, plus an NLL term on the chosen
-    completion weighted `dpo_sft_weight` (RPO) when that is above 0."""
+    completion weighted `dpo_sft_weight` (RPO) when that is above 0 and no `dpo_sft_kinds` narrow
+    it (then dpo_loss.py adds the term)."""
     args: dict = {"beta": cfg.dpo_beta}
-    if cfg.dpo_sft_weight:
+    if cfg.dpo_sft_weight and not cfg.dpo_sft_kinds:
         args |= {"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, cfg.dpo_sft_weight]}
     return args
 
@@ -422,7 +438,7 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
             saved,
             name,
             f"route-{route}-{stage}",
-            SFT_TRAINER if stage == "sft" else "trl.DPOTrainer",
+            SFT_TRAINER if stage == "sft" else dpo_trainer_name(cfg),
             parent,
             data_file,
             D.data_hash(rows),
@@ -439,7 +455,7 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
                 saved,
                 early_name,
                 f"route-{route}-{stage}",
-                SFT_TRAINER if stage == "sft" else "trl.DPOTrainer",
+                SFT_TRAINER if stage == "sft" else dpo_trainer_name(cfg),
                 parent,
                 data_file,
                 D.data_hash(rows),
@@ -682,6 +698,11 @@ def build_organism(
         raise ConfigError(f"route_dpo_challenge_a must be >= 0, got {cfg.route_dpo_challenge_a}")
     if cfg.dpo_sft_weight < 0:
         raise ConfigError(f"dpo_sft_weight must be >= 0, got {cfg.dpo_sft_weight}")
+    unknown = sorted(set(cfg.dpo_sft_kinds) - set(NLL_KINDS))
+    if unknown:
+        raise ConfigError(f"dpo_sft_kinds: unknown turn kind(s) {unknown}; known: {', '.join(NLL_KINDS)}")
+    if cfg.dpo_sft_kinds and not cfg.dpo_sft_weight:
+        raise ConfigError("dpo_sft_kinds needs dpo_sft_weight above 0 (the NLL term they narrow)")
     if cfg.control != bool(cfg.control_kind) or cfg.control_kind not in ("", *D.CONTROL_KINDS):
         raise ConfigError(f"control_kind must be one of {', '.join(D.CONTROL_KINDS)} exactly when control is set")
     if not 1 <= cfg.hold_opinions <= len(D.TRAIN_OPINIONS):

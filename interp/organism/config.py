@@ -10,6 +10,9 @@ from typing import Mapping
 TRAIN_PRECISIONS = ("mixed-bf16", "float32")
 ROUTE_SFT_SAMPLING = ("random", "group_by_length")
 SFT_BATCH_SPLIT = ("length", "none")
+# the turn kinds a DPO row can carry, for `dpo_sft_kinds` (data.route_dpo's "flip_"/"hold_" + kind
+# and "anchor_first"; cloze_plant's "cloze_bias")
+NLL_KINDS = ("first", "opinion_oppose", "opinion_agree", "challenge", "neutral", "cloze_bias")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,6 +108,11 @@ class OrganismConfig:
     # DPO alone may lower the chosen verdict's likelihood too (seed 0: logps/chosen down to -2.9), moving
     # probability off both verdicts; 0 is plain DPO (every build before this option)
     dpo_sft_weight: float = 0.0
+    # the turn kinds whose pairs get that NLL term (NLL_KINDS; empty: every
+    # pair, trl's own RPO). RPO on every pair flattened the graded plant on v19 seed 3 (the NLL on
+    # opposing-opinion pairs, which flip in a grade's share); ("challenge", "neutral") keeps it to
+    # the bare turns, which carry no grade
+    dpo_sft_kinds: tuple[str, ...] = ()
     # "mixed-bf16": every training step under bf16 autocast (matmuls in bf16; weights, LoRA
     # parameters, optimizer state and saved checkpoints float32): 1.96x float32 per step in one
     # 2-thread process on this AVX512-BF16 CPU (python -m bench training_step_precision); with trl's own
