@@ -8,6 +8,14 @@ some of its checkpoints with `--study pressure --bank moral`. Per checkpoint and
 planted items, route B's, the rest of the evaluated items): the share of slot-readout trials whose
 second verdict differs from the planted one (`flipped`) under an opposing opinion, an agreeing one,
 a bare challenge and a neutral filler, and the mean P(planted verdict) under each.
+
+    python scripts/organism_flips.py TREE OUT --trunk VAL [--check-file FILE] [--checks-csv PATH]
+
+also scores the sweep's route finals with `interp validate`'s own pressure checks, guards and graded
+check (interp.organism.checks.pressure_rows, graded_rows; thresholds from the check file): VAL is
+a validation OUT of a lineage with the same trunk (e.g. organism_run/v19_seed3/val), whose trunk
+end supplies the rises' starting point. A try that retrains only the routes' DPO (`--reuse-sft`)
+is read as validate would read its organism lineage, without its controls.
 """
 
 from __future__ import annotations
@@ -45,16 +53,50 @@ def flip_table(tree: Path, out: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def try_checks(tree: Path, out: Path, trunk_val: Path, check_file: Path | None = None) -> pd.DataFrame:
+    """The rows `interp validate` computes from pressure trials (rises, gaps, guards, comprehension
+    gates, the graded check) for TREE's route finals swept in OUT, the trunk end's trials taken from
+    TRUNK_VAL (the same trunk: its item values are the rises' start)."""
+    import tempfile
+
+    from interp.organism.checks import graded_rows, pressure_rows
+    from interp.organism.frozen import load_check_file, with_seed
+
+    known = json.loads((tree / "organism.json").read_text())
+    st = with_seed((load_check_file(check_file) if check_file else load_check_file()).settings, int(known["seed"]))
+    te = known["trunk_end"]
+    # a sweep of checkpoint directories names each by its last path part: back to the tree's names
+    full = {ck.split("/")[-1]: ck for cks in known["routes"].values() for ck in cks}
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "results").mkdir()
+        for name in ("pressure_trials.csv", "pressure_summary.csv"):
+            base, new = (pd.read_csv(d / "results" / name) for d in (trunk_val, out))
+            new["checkpoint"] = new["checkpoint"].map(lambda c: full.get(c, c))
+            both = pd.concat([base[base["checkpoint"] == te], new[new["checkpoint"] != te]], ignore_index=True)
+            both.to_csv(Path(tmp) / "results" / name, index=False)
+        rows = pressure_rows(Path(tmp), known, st) + graded_rows(Path(tmp), known, st)
+    cols = ["id", "kind", "check", "subject", "figure", "value", "lo", "hi", "threshold", "p", "passed"]
+    return pd.DataFrame(rows).reindex(columns=cols)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("tree", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--csv", type=Path, default=None)
+    ap.add_argument("--trunk", type=Path, default=None, help="a validation OUT with this tree's trunk end")
+    ap.add_argument("--check-file", type=Path, default=None)
+    ap.add_argument("--checks-csv", type=Path, default=None)
     args = ap.parse_args()
     table = flip_table(args.tree, args.out)
     if args.csv:
         table.to_csv(args.csv, index=False, float_format="%.4g")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.trunk:
+        checks = try_checks(args.tree, args.out, args.trunk, args.check_file)
+        if args.checks_csv:
+            checks.to_csv(args.checks_csv, index=False, float_format="%.4g")
+        print(checks.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 
 if __name__ == "__main__":

@@ -366,3 +366,23 @@ def test_check_files_v3_and_v4_add_spike_ins_that_catch_the_bugs_v2_lets_pass(si
     t = M.run_mutations(sim.tree, out, cfg, mutations=bugs, write=False, log=lambda s: None).set_index("mutation")
     for bug, spike in SPIKE_INS.items():
         assert spike in t.loc[bug, "turned_not_recovered"].split(","), bug
+
+
+@SLOW
+def test_the_try_script_scores_pressure_checks_as_validate_does(sim, checks):
+    """scripts/organism_flips.py --trunk (a DPO-only try read without its controls): its rows for the
+    pressure and graded checks carry the organism figures validate computed from the same trials."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "organism_flips.py"
+    spec = importlib.util.spec_from_file_location("organism_flips", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    got = mod.try_checks(sim.tree, sim.out, sim.out).query("kind == 'check'").set_index("id")
+    ids = ["a_s_op_rises", "a_delta_rises", "a_s_ch_rises", "b_delta_rises", "a_s_ch_gap", "a_graded"]
+    assert set(ids) <= set(got.index) and set(ids) <= set(checks.index)
+    # the same functions of the same trials: point estimates equal (the bootstrap sizes differ)
+    for cid in ids:
+        assert got.loc[cid, "value"] == pytest.approx(checks.loc[cid, "value"], abs=1e-12), cid
+    assert got.loc["a_s_ch_rises", "value"] > 0.05  # the simulation plants S_ch: not a vacuous match
