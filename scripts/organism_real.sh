@@ -10,6 +10,8 @@
 # STAGE=build or STAGE=validate runs one half (the build's seconds wait in WORK/timing_build.json).
 # BUILD_ARGS="..." adds `interp organism build` options (a design try, e.g. "--grade-by group
 # --route-early-steps 332"); they are recorded in each lineage's organism.json.
+# VALIDATE_ARGS="..." adds `interp validate` options (e.g. "--check-file interp/organism/known_answers_v4.toml
+# --history docs/organism/tries.csv").
 # RESUME=1 passes --resume: the lineages an earlier run into WORK finished are kept, and an unfinished
 # one keeps its route SFT if both routes finished it (its timing then covers only what this run
 # built, and says so: "resumed": true).
@@ -47,7 +49,8 @@ read -r t0 t1 load0 build_commit resumed < <(python3 -c 'import json,sys; d=json
 print(d["t0"], d["t1"], d["load0"].replace(" ", "_"), d["commit"], str(d.get("resumed", False)).lower())' \
   "$WORK/timing_build.json")
 tv=$(date +%s)
-.venv/bin/interp validate "$WORK/tree" --out "$WORK/val" --threads "$THREADS" --quiet
+read -r -a vargs <<< "${VALIDATE_ARGS:-}"
+.venv/bin/interp validate "$WORK/tree" --out "$WORK/val" --threads "$THREADS" --quiet "${vargs[@]}"
 t2=$(date +%s)
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 cat > "$WORK/timing.json" <<JSON
