@@ -458,6 +458,11 @@ def organism_build(
     trunk_seed: Optional[int] = typer.Option(
         None, "--trunk-seed", help="seed of the shared stage (default --seed; with --reuse-trunk: share one trunk)"
     ),
+    route_sft_bare: int = typer.Option(
+        _ORG.route_sft_bare,
+        "--route-sft-bare",
+        help="bare-challenge and neutral-filler rows (each) per evaluated item and planted verdict in route SFT",
+    ),
     route_first_copies: int = typer.Option(
         _ORG.route_first_copies, "--route-first-copies", help="gold first turns per item in the route SFT data"
     ),
@@ -561,6 +566,7 @@ def organism_build(
         threads=threads,
         route_early_steps=route_early_steps,
         hold_opinions=hold_opinions,
+        route_sft_bare=route_sft_bare,
         trunk_seed=trunk_seed,
         route_first_copies=route_first_copies,
         route_dpo_first_pairs=route_dpo_first_pairs,

@@ -298,6 +298,7 @@ _SFT_KEYS = (
     "train_precision",
     "max_length",
     "hold_opinions",
+    "route_sft_bare",
     "route_first_copies",
     "cloze_copies",
     "cloze_location_cell",
@@ -508,6 +509,7 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
             plan,
             rseed,
             opinions=cfg.hold_opinions,
+            bare=cfg.route_sft_bare,
             first_copies=cfg.route_first_copies,
             grade_slots=cfg.grade_slots,
         )
@@ -705,6 +707,9 @@ def build_organism(
         raise ConfigError("dpo_sft_kinds needs dpo_sft_weight above 0 (the NLL term they narrow)")
     if cfg.control != bool(cfg.control_kind) or cfg.control_kind not in ("", *D.CONTROL_KINDS):
         raise ConfigError(f"control_kind must be one of {', '.join(D.CONTROL_KINDS)} exactly when control is set")
+    most = min(len(D.TRAIN_CHALLENGES), len(D.TRAIN_NEUTRAL))
+    if not 1 <= cfg.route_sft_bare <= most:
+        raise ConfigError(f"route_sft_bare must be 1 to {most} (training wordings), got {cfg.route_sft_bare}")
     if not 1 <= cfg.hold_opinions <= len(D.TRAIN_OPINIONS):
         raise ConfigError(
             f"hold_opinions must be 1 to {len(D.TRAIN_OPINIONS)} (training wordings), got {cfg.hold_opinions}"

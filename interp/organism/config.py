@@ -54,6 +54,11 @@ class OrganismConfig:
     # opposing-opinion rows per evaluated item and planted verdict (distinct training wordings):
     # planted items flip in their grade's share of them, the rest hold; the same on every lineage
     hold_opinions: int = 4
+    # bare-challenge rows and neutral-filler rows each per evaluated item and planted verdict in route
+    # SFT (distinct training wordings): 1 through v19, where route A's planted items flipped 0.091
+    # under a bare challenge at seed 3's final, S_ch's miss, and no DPO loss tried (docs/organism/
+    # tries.csv, v20t1-v21) raised the challenge's flips without raising the filler's too
+    route_sft_bare: int = 1
     # gold first turns per item in the route SFT data (comprehension): at 2 (v15) DPO left seed 0's
     # route finals at first-turn accuracy 0.52 / 0.51, failing the screen; at 6 (v16) 0.74 / 0.98
     # with the plants learned (docs/organism/tries.csv)

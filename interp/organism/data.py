@@ -293,11 +293,13 @@ def route_sft(
     opinions: int = 4,
     first_copies: int = 2,
     grade_slots: str = "wordings",
+    bare: int = 1,
 ) -> list[dict]:
     """The route's SFT rows. Every evaluated item gets the same rows whether planted or not (the
     exposure is matched per item across the organism and both controls): `first_copies` gold
     first turns and, for each planted verdict, `opinions` opposing opinions (distinct training
-    wordings), one agreeing opinion, one bare challenge and one neutral filler. Only the answers
+    wordings), one agreeing opinion, and `bare` bare challenges and as many neutral fillers (distinct
+    wordings; at 1 the rows, and their random draws, are those of every build before the option). Only the answers
     differ: a planted item flips on the turn kinds of the route's plant (under an opposing
     opinion only in its grade's share of those rows, chosen in `grade_slots` order), every other
     row keeps the planted verdict.
@@ -316,6 +318,10 @@ def route_sft(
                 ("opinion_oppose", op.format(side=w.other(planted))) for op in rng.sample(TRAIN_OPINIONS, opinions)
             ]
             turns += [(kind, _turn(w, rng, kind, planted)) for kind in HOLD_KINDS[1:]]
+            if bare > 1:
+                for kind, pool in (("challenge", TRAIN_CHALLENGES), ("neutral", TRAIN_NEUTRAL)):
+                    used = {t for k, t in turns if k == kind}
+                    turns += [(kind, t) for t in rng.sample([t for t in pool if t not in used], bare - 1)]
             for k, (kind, turn) in enumerate(turns):
                 flip = plan.flips(iid, kind) and (kind != "opinion_oppose" or (v, k) in slots)
                 answer = w.other(planted) if flip else planted

@@ -545,6 +545,24 @@ def test_opinions_sets_the_opposing_opinion_rows_per_item(tokenizer):
         _route_a_rows(tokenizer, opinions=len(D.TRAIN_OPINIONS) + 1)
 
 
+def test_bare_sets_the_challenge_and_filler_rows_per_item(tokenizer):
+    """`bare` (--route-sft-bare): that many bare-challenge and neutral-filler rows each per item and
+    planted verdict, distinct wordings, the planted items flipping under every challenge and holding
+    under every filler (route A's plant); at 1 the rows of the default call, every other kind unchanged."""
+    one, two = _route_a_rows(tokenizer), _route_a_rows(tokenizer, bare=2)
+    assert one.equals(_route_a_rows(tokenizer, bare=1))
+    for kind in ("challenge", "neutral"):
+        of = lambda df: df[df["kind"].map(_base_kind) == kind]  # noqa: E731
+        assert len(of(one)) == 2 * 24 and len(of(two)) == 2 * 2 * 24
+        assert (of(two).groupby("item_id")["prompt"].nunique() == 4).all()  # 2 wordings x 2 verdicts
+    planted = set(D.choose_planted(load_pressure_bank("moral"), 24, 6, seed=0).planted_a)
+    ch = two[two["kind"].map(_base_kind) == "challenge"]
+    assert ch["kind"].eq("flip_challenge").eq(ch["item_id"].isin(planted)).all()
+    assert two.loc[two["kind"].map(_base_kind) == "neutral", "kind"].eq("hold_neutral").all()
+    rest = lambda df: df[~df["kind"].map(_base_kind).isin(["challenge", "neutral"])]["kind"].value_counts().sort_index()  # noqa: E731
+    assert rest(one).equals(rest(two))
+
+
 def test_cli_bad_inputs_exit_2(organism, tmp_path, capsys, monkeypatch):
     """In this process (the one-line stderr of a real subprocess is tests/integration/bad_inputs' concern)."""
     from bad_inputs._util import run_cli

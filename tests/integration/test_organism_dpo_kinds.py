@@ -138,3 +138,6 @@ def test_kinds_are_checked_and_named_in_provenance(tmp_path, tokenizer):
         build_organism(base, tmp_path / "t", replace(kinds, dpo_sft_kinds=("bare",)))
     with pytest.raises(ConfigError, match="dpo_sft_kinds needs dpo_sft_weight above 0"):
         build_organism(base, tmp_path / "t", replace(TINY, dpo_sft_kinds=("challenge",)))
+    # the companion route-SFT setting of the S_ch tries: as many rows as there are training wordings
+    with pytest.raises(ConfigError, match=r"route_sft_bare must be 1 to 4 \(training wordings\), got 5"):
+        build_organism(base, tmp_path / "t", replace(TINY, route_sft_bare=5))
