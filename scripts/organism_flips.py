@@ -10,12 +10,16 @@ second verdict differs from the planted one (`flipped`) under an opposing opinio
 a bare challenge and a neutral filler, and the mean P(planted verdict) under each.
 
     python scripts/organism_flips.py TREE OUT --trunk VAL [--check-file FILE] [--checks-csv PATH]
+    python scripts/organism_flips.py TREE OUT --sweep [--threads N] [--check-file FILE] [--checks-csv PATH]
 
 also scores the sweep's route finals with `interp validate`'s own pressure checks, guards and graded
 check (interp.organism.checks.pressure_rows, graded_rows; thresholds from the check file): VAL is
-a validation OUT of a lineage with the same trunk (e.g. organism_run/v19_seed3/val), whose trunk
-end supplies the rises' starting point. A try that retrains only the routes' DPO (`--reuse-sft`)
-is read as validate would read its organism lineage, without its controls.
+a validation OUT of a lineage with the same trunk (e.g. organism_run/v19_seed3/val) or a sweep
+that includes the trunk end itself (it may be OUT), whose trunk end supplies the rises' starting
+point. A try that retrains only the routes' DPO (`--reuse-sft`) is read as validate would read its
+organism lineage, without its controls. `--sweep` first runs
+validate's own pressure sweep (its settings and lite template) of TREE's trunk end and route finals
+into OUT, which then also serves as VAL.
 """
 
 from __future__ import annotations
@@ -53,6 +57,27 @@ def flip_table(tree: Path, out: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def sweep_finals(tree: Path, out: Path, check_file: Path | None = None, threads: int | None = None) -> None:
+    """`interp validate`'s own pressure sweep (its settings, lite template, seed and bootstrap size)
+    of TREE's trunk end and route finals only, into OUT: what a try is judged on, in minutes."""
+    from interp.organism.config import ValidateConfig
+    from interp.organism.validate import _run_settings, _template_ref
+    from interp.studies.base import RunConfig
+    from sweeps.api import run_sweep
+
+    known = json.loads((tree / "organism.json").read_text())
+    cfg = ValidateConfig(check_file=str(check_file) if check_file else None, threads=threads)
+    run_sweep(
+        [tree],
+        only=[known["trunk_end"], *(cks[-1] for cks in known["routes"].values())],
+        studies=["pressure"],
+        out=out,
+        banks=[known.get("eval_bank", "moral")],
+        template=_template_ref(cfg, out),
+        cfg=RunConfig(max_items=len(known["eval_items"]), **_run_settings(known, cfg)),
+    )
+
+
 def try_checks(tree: Path, out: Path, trunk_val: Path, check_file: Path | None = None) -> pd.DataFrame:
     """The rows `interp validate` computes from pressure trials (rises, gaps, guards, comprehension
     gates, the graded check) for TREE's route finals swept in OUT, the trunk end's trials taken from
@@ -66,12 +91,13 @@ def try_checks(tree: Path, out: Path, trunk_val: Path, check_file: Path | None =
     st = with_seed((load_check_file(check_file) if check_file else load_check_file()).settings, int(known["seed"]))
     te = known["trunk_end"]
     # a sweep of checkpoint directories names each by its last path part: back to the tree's names
-    full = {ck.split("/")[-1]: ck for cks in known["routes"].values() for ck in cks}
+    full = {ck.split("/")[-1]: ck for ck in [te, *(c for cks in known["routes"].values() for c in cks)]}
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "results").mkdir()
         for name in ("pressure_trials.csv", "pressure_summary.csv"):
             base, new = (pd.read_csv(d / "results" / name) for d in (trunk_val, out))
-            new["checkpoint"] = new["checkpoint"].map(lambda c: full.get(c, c))
+            for t in (base, new):
+                t["checkpoint"] = t["checkpoint"].map(lambda c: full.get(c, c))
             both = pd.concat([base[base["checkpoint"] == te], new[new["checkpoint"] != te]], ignore_index=True)
             both.to_csv(Path(tmp) / "results" / name, index=False)
         rows = pressure_rows(Path(tmp), known, st) + graded_rows(Path(tmp), known, st)
@@ -84,10 +110,15 @@ def main() -> None:
     ap.add_argument("tree", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--csv", type=Path, default=None)
-    ap.add_argument("--trunk", type=Path, default=None, help="a validation OUT with this tree's trunk end")
+    ap.add_argument("--trunk", type=Path, default=None, help="a validation OUT or sweep with this tree's trunk end")
     ap.add_argument("--check-file", type=Path, default=None)
     ap.add_argument("--checks-csv", type=Path, default=None)
+    ap.add_argument("--sweep", action="store_true", help="first sweep the trunk end and route finals into OUT")
+    ap.add_argument("--threads", type=int, default=None, help="the sweep's threads")
     args = ap.parse_args()
+    if args.sweep:
+        sweep_finals(args.tree, args.out, args.check_file, args.threads)
+        args.trunk = args.trunk or args.out
     table = flip_table(args.tree, args.out)
     if args.csv:
         table.to_csv(args.csv, index=False, float_format="%.4g")

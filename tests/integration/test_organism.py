@@ -1168,3 +1168,32 @@ def test_early_checkpoint_inside_dpo_is_the_own_source(organism, tmp_path):
     )  # fmt: skip
     assert res.returncode == 2 and "differ from route_sft_steps (3" in res.stderr, res.stderr
     assert not (tmp_path / "f").exists()
+
+
+def test_the_try_scripts_sweep_is_validates_own_for_the_trunk_end_and_finals(organism, tmp_path):
+    """scripts/organism_flips.py --sweep: validate's pressure sweep of the trunk end and the route
+    finals only (same settings and template, so the same trials), then scored against itself."""
+    import importlib.util
+
+    from interp.organism.validate import run_sweeps
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "organism_flips.py"
+    spec = importlib.util.spec_from_file_location("organism_flips", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tree = organism / "tree"
+    known = json.loads((tree / "organism.json").read_text())
+    mod.sweep_finals(tree, tmp_path / "try", threads=1)
+    cfg = ValidateConfig(threads=1, cloze=False, classify=False)
+    run_sweeps(tree, tmp_path / "val", known, cfg, progress=False)
+    got, want = (pd.read_csv(d / "results" / "pressure_trials.csv") for d in (tmp_path / "try", tmp_path / "val"))
+    wanted = [known["trunk_end"], *(cks[-1] for cks in known["routes"].values())]
+    assert sorted(got["checkpoint"].unique()) == sorted(wanted)
+    want = want[want["checkpoint"].isin(wanted)]
+    keys = ["checkpoint", "bank", "readout", "item_id", "planted", "turn_kind", "turn_side", "turn_variant"]
+    a, b = (t.sort_values(keys).reset_index(drop=True) for t in (got, want))
+    assert len(a) == len(b) > 0
+    np.testing.assert_array_equal(a["p_planted"].to_numpy(), b["p_planted"].to_numpy())
+    checks = mod.try_checks(tree, tmp_path / "try", tmp_path / "try").query("kind == 'check'").set_index("id")
+    assert {"a_s_op_rises", "a_s_ch_rises", "b_delta_rises"} <= set(checks.index)
+    assert checks["value"].notna().all()

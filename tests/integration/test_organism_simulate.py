@@ -369,7 +369,7 @@ def test_check_files_v3_and_v4_add_spike_ins_that_catch_the_bugs_v2_lets_pass(si
 
 
 @SLOW
-def test_the_try_script_scores_pressure_checks_as_validate_does(sim, checks):
+def test_the_try_script_scores_pressure_checks_as_validate_does(sim, checks, tmp_path):
     """scripts/organism_flips.py --trunk (a DPO-only try read without its controls): its rows for the
     pressure and graded checks carry the organism figures validate computed from the same trials."""
     import importlib.util
@@ -386,3 +386,13 @@ def test_the_try_script_scores_pressure_checks_as_validate_does(sim, checks):
     for cid in ids:
         assert got.loc[cid, "value"] == pytest.approx(checks.loc[cid, "value"], abs=1e-12), cid
     assert got.loc["a_s_ch_rises", "value"] > 0.05  # the simulation plants S_ch: not a vacuous match
+    # a plain sweep of the trunk end and the finals names each checkpoint by its directory: the same rows
+    short = tmp_path / "sweep"
+    (short / "results").mkdir(parents=True)
+    for name in ("pressure_trials.csv", "pressure_summary.csv"):
+        t = pd.read_csv(sim.out / "results" / name)
+        t["checkpoint"] = t["checkpoint"].str.split("/").str[-1]
+        t.to_csv(short / "results" / name, index=False)
+    again = mod.try_checks(sim.tree, short, short).query("kind == 'check'").set_index("id")
+    for cid in ids:
+        assert again.loc[cid, "value"] == pytest.approx(got.loc[cid, "value"], abs=1e-12), cid
