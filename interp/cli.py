@@ -616,7 +616,7 @@ def validate(
     check_file: Optional[Path] = typer.Option(
         None,
         "--check-file",
-        help="the frozen checks (default: interp/organism/known_answers.toml, version 1; version 2: known_answers_v2.toml; version 3, v2 plus two scale spike-ins: known_answers_v3.toml; version 4, v3 plus an option-order and a readout spike-in: known_answers_v4.toml)",
+        help="the frozen checks (default: interp/organism/known_answers.toml, version 1; version 2: known_answers_v2.toml; version 3, v2 plus two scale spike-ins: known_answers_v3.toml; version 4, v3 plus an option-order and a readout spike-in: known_answers_v4.toml; version 5, v4 plus a family-wise (Holm) spike-in: known_answers_v5.toml)",
     ),
     with_seed: list[Path] = typer.Option(
         [], "--with-seed", help="another seed's finished validation OUT, for the seeds table (repeatable)"

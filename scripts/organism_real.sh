@@ -10,7 +10,7 @@
 # STAGE=build or STAGE=validate runs one half (the build's seconds wait in WORK/timing_build.json).
 # BUILD_ARGS="..." adds `interp organism build` options (a design try, e.g. "--grade-by group
 # --route-early-steps 332"); they are recorded in each lineage's organism.json.
-# VALIDATE_ARGS="..." adds `interp validate` options (e.g. "--check-file interp/organism/known_answers_v4.toml
+# VALIDATE_ARGS="..." adds `interp validate` options (e.g. "--check-file interp/organism/known_answers_v5.toml
 # --history docs/organism/tries.csv").
 # RESUME=1 passes --resume: the lineages an earlier run into WORK finished are kept, and an unfinished
 # one keeps its route SFT if both routes finished it (its timing then covers only what this run

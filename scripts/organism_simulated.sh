@@ -4,8 +4,8 @@
 # --no-run --mutations` decides the frozen checks on them and applies every named metric bug.
 # The CSVs it wrote and its validation.md go to docs/organism/simulated/ (the numbers quoted in
 # docs/known-answers.md). SHUFFLES/BOOT: the CI's sizes by default (the tests' settings).
-# CHECK_FILE=interp/organism/known_answers_v2.toml D=docs/organism/simulated_v2 (or _v4.toml, simulated_v4):
-# the same under check file version 2 (4).
+# CHECK_FILE=interp/organism/known_answers_v2.toml D=docs/organism/simulated_v2 (or _v4.toml, simulated_v4;
+# _v5.toml, simulated_v5): the same under check file version 2 (4, 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=${ROOT:-organism_sim}

@@ -1015,6 +1015,52 @@ def order_readout_spike_rows(out: Path, known: dict, st: Settings, *, control: b
     )
 
 
+# ---------------------------------------------------------------- the family-wise level (check file version 5)
+
+
+def counted_p_family(org: dict[str, dict], specs) -> tuple[list[str], list[S.PValue]]:
+    """The organism's counted p-values that Holm's correction adjusts together: every check of
+    rule "p" the check file lists whose p the organism's rows computed."""
+    ids = [c.id for c in specs if c.rule == "p" and c.id in org and org[c.id]["p"] == org[c.id]["p"]]
+    return ids, [S.PValue(org[i]["p"], org[i]["p_lo"], org[i]["p_hi"], int(org[i]["n_shuffles"])) for i in ids]
+
+
+def holm_spike_rows(org: dict[str, dict], specs, st: Settings, *, control: bool = False) -> list[dict]:
+    """Spike-in known answer for the family-wise correction (`stats.holm_decisions`, the step that
+    decides every counted p): `holm_spike_k` exact p-values of alpha / 2 each, added to the
+    organism's counted family (`counted_p_family`; M p-values in all). Each is below alpha, none
+    below the family-wise level: with K >= 3 of them, wherever the step-down reaches the first one
+    at least K p-values remain, so its level is at most alpha / 3 and none is rejected (known answer
+    1). The check: the share of the planted p-values Holm holds back reaches `min_spike_share`;
+    comparing each p with alpha itself rejects them all (share 0). Its control (`control=True`)
+    plants alpha / (2 M) instead, below every level of the step-down: all rejected, the check fails.
+    None without `holm_spike_k` (check files 1-4)."""
+    k = int(st.holm_spike_k)
+    if k <= 0:
+        return []
+    _, family = counted_p_family(org, specs)
+    m = len(family) + k
+    planted = st.alpha / (2 * m) if control else st.alpha / 2
+    decisions = S.holm_decisions([*family, *[S.exact_pvalue(planted)] * k], st.alpha)
+    held = sum(d is False for d in decisions[len(family) :]) / k
+    return [
+        _spike_row(
+            "share of planted p-values Holm holds back",
+            "family",
+            "held share",
+            held,
+            held,
+            held,
+            f"{k} p-values of {planted:.4g} added to the organism's {len(family)} counted ones, Holm at alpha {st.alpha:g}",
+            st.min_spike_share,
+            "spike-in: each p below alpha, none below the family-wise level"
+            if not control
+            else "control: each p below every level of the step-down",
+            "holm_level_spike",
+        )
+    ]
+
+
 def lineage_rows(
     out: Path,
     known: dict,

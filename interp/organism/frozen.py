@@ -50,6 +50,8 @@ class Settings:
     min_spike_share: float = math.nan  # share of the planted nats the metric must recover
     # version 4's order and readout spike-ins (`checks.order_readout_spike_rows`); 0: not computed
     noise_draws: int = 0  # noise targets of the readout spike-in
+    # version 5's family-wise spike-in (`checks.holm_spike_rows`); 0: not computed
+    holm_spike_k: int = 0  # planted p-values of alpha / 2 added to the counted family
     seed: int = 0
 
 

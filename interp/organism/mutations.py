@@ -8,10 +8,11 @@ the bug active (each study's own analysis, `interp.organism.replay`, then the ch
 baseline. A mutation is **caught** when at least one counted check recovered on the baseline is
 not recovered with the bug. Score = caught / applied (OUT/results/mutations.csv, validation.md).
 
-A bug that can only make checks pass more easily (skipping Holm's correction) can never turn a
-recovered answer into a miss; it shows where the baseline has an answer that the family-wise
-correction withholds. Such a change is recorded (`turned_recovered`) beside the catches and does
-not count as one.
+A bug that can only make checks pass more easily (skipping Holm's correction) cannot turn a
+recovered answer of a plant into a miss; it shows where the baseline has an answer that the
+family-wise correction withholds. Such a change is recorded (`turned_recovered`) beside the catches
+and does not count as one. Check file version 5 catches it through a spike-in whose known answer is
+a withheld one: p-values below alpha but not below the family-wise level (`holm_level_spike`).
 """
 
 from __future__ import annotations

@@ -312,8 +312,7 @@ def combine(rows: dict[str, list[dict]], cf: CheckFile, st: Settings) -> pd.Data
     by = {lin: {r["id"]: r for r in rs if r.get("id")} for lin, rs in rows.items()}
     org = by["organism"]
     specs = cf.checks
-    p_ids = [c.id for c in specs if c.rule == "p" and c.id in org and org[c.id]["p"] == org[c.id]["p"]]
-    pvals = [S.PValue(org[i]["p"], org[i]["p_lo"], org[i]["p_hi"], int(org[i]["n_shuffles"])) for i in p_ids]
+    p_ids, pvals = C.counted_p_family(org, specs)
     holm_p = dict(zip(p_ids, S.holm([p.p for p in pvals])))
     holm_d = dict(zip(p_ids, S.holm_decisions(pvals, st.alpha)))
     gates = {r["subject"]: r for r in rows["organism"] if r["kind"] == "gate"}
@@ -372,6 +371,10 @@ def decide(
         + C.scale_spike_rows(out, known, st, control=True)
         + C.order_readout_spike_rows(out, known, st, control=True)
     )
+    # the family-wise spike-in reads the organism's counted p-values, so it comes after them
+    org = {r["id"]: r for r in rows["organism"] if r.get("id")}
+    rows["organism"] += C.holm_spike_rows(org, cf.checks, st)
+    rows["spike-in"] += C.holm_spike_rows(org, cf.checks, st, control=True)
     return rows, preds, combine(rows, cf, st)
 
 

@@ -334,33 +334,41 @@ def test_check_file_v2_recovers_the_located_forms_where_v1_misses_a_lineage_spec
     assert v2.loc["a_i_own_located", "control_value"] < 0.1 <= v1.loc["a_i_own", "control_value"]
 
 
-V4 = CHECK_FILE.with_name("known_answers_v4.toml")
-# the spike-in each bug must turn into a miss under check files v3 (the first two) and v4
+V5 = CHECK_FILE.with_name("known_answers_v5.toml")
+# the spike-in each bug must turn into a miss under check files v3 (the first two), v4 (the next
+# two) and v5 (the last)
 SPIKE_INS = {
     "cloze_per_token": "cloze_scale_spike",
     "map_in_probabilities": "map_scale_spike",
     "classify_one_order": "classify_order_spike",
     "readout_ungrouped": "readout_noise_spike",
+    "holm_skipped": "holm_level_spike",
 }
 
 
 @SLOW
-def test_check_files_v3_and_v4_add_spike_ins_that_catch_the_bugs_v2_lets_pass(sim, checks, tmp_path):
+def test_check_files_v3_to_v5_add_spike_ins_that_catch_the_bugs_v2_lets_pass(sim, checks, tmp_path):
     """Check file v3: v2 plus two spike-ins on the organism's own scores (the cloze loss scale, the
     item map's log-odds scale); v4: v3 plus two more (a listing-position preference the
     order-averaged classify reading cancels; noise targets in which a held-out readout finds no
-    gain). v4 holds v3's checks and settings unchanged (tests/unit/test_organism_order_readout_spikes.py),
-    so one validation under v4 decides both: all 22 recovered on the simulation. The per-token cloze
-    loss, the item map in probabilities, one option order and a readout fitted on its held-out items,
-    bugs that change no decision of v2 (or v3) on the real seeds, each turn their spike-in into a miss."""
-    cfg, out, got = _all_recovered_under(sim, V4, tmp_path)
+    gain); v5: v4 plus p-values planted into the counted family that Holm holds back. Each holds
+    its predecessor's checks and settings unchanged (tests/unit/test_organism_order_readout_spikes.py,
+    test_organism_holm_spike.py), so one validation under v5 decides all three: all 23 recovered on
+    the simulation. The per-token cloze loss, the item map in probabilities, one option order, a
+    readout fitted on its held-out items and a skipped Holm step, bugs that change no decision of v2
+    (or v3, v4) on the real seeds, each turn their spike-in into a miss."""
+    cfg, out, got = _all_recovered_under(sim, V5, tmp_path)
+    assert got.loc["holm_level_spike", "value"] == 1.0 and got.loc["holm_level_spike", "control_value"] == 0.0
     assert got.loc["cloze_scale_spike", "control_value"] < 0.5 <= got.loc["cloze_scale_spike", "value"]
     assert got.loc["classify_order_spike", "value"] == 1.0 and got.loc["classify_order_spike", "control_value"] == 0.0
     assert got.loc["readout_noise_spike", "control_value"] < 0.5 <= got.loc["readout_noise_spike", "value"]
     # the record lists the settings its check file has: the spike-in sizes, none of them under v1
     settings = pd.read_csv(out / "results" / "validation_settings.csv")
     assert settings["spike_nats"].item() == 5.0 and settings["noise_draws"].item() == 20
-    assert not {"spike_nats", "noise_draws"} & set(pd.read_csv(sim.out / "results" / "validation_settings.csv"))
+    assert settings["holm_spike_k"].item() == 5
+    assert not {"spike_nats", "noise_draws", "holm_spike_k"} & set(
+        pd.read_csv(sim.out / "results" / "validation_settings.csv")
+    )
     assert not set(SPIKE_INS.values()) & set(checks.index)
     bugs = [m for m in M.MUTATIONS if m.name in SPIKE_INS]
     t = M.run_mutations(sim.tree, out, cfg, mutations=bugs, write=False, log=lambda s: None).set_index("mutation")
