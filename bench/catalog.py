@@ -146,7 +146,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "training_step_precision",
         "the organism's training step, float32 vs bf16 autocast",
-        ("train_precision",),
+        ("train_precision", "train_precision_no_bf16_kernels"),  # one of them, by the CPU's bf16 kernels
         (_a("--threads {threads} --repeats 3 --steps 4"),),
         (_a("--threads {threads} --repeats 1 --steps 2"),),
     ),

@@ -6,7 +6,10 @@ interleaved in one process: seconds per optimizer step and what autocast changes
 The steps are the real route-A SFT data of the default organism (SmolLM2-135M-Instruct, LoRA r 16
 on every Linear, batches of 8, loss on the completion only), run the way trl's SFTTrainer runs
 them (right-padded batch, AdamW on the LoRA parameters); each timed run starts from the same
-adapter state. Writes bench/results/train_precision.json (a section of BENCHMARKS.md).
+adapter state. Writes bench/results/train_precision.json (a section of BENCHMARKS.md), or
+train_precision_no_bf16_kernels.json on a CPU without bf16 matrix kernels (AVX-512 BF16 or AMX;
+`interp.organism.build.bf16_matmul_fast`), where autocast falls back to torch's reference gemm:
+the two kinds of machine get a section each.
 """
 
 from __future__ import annotations
@@ -167,9 +170,14 @@ def main() -> None:
         ]
         for k in PRECISIONS
     ]
+    from interp.organism.build import bf16_matmul_fast
+
+    fast = bf16_matmul_fast()
+    res["bf16_matmul_fast"] = fast
     res["report"] = {
         "order": 2,
-        "title": "Organism training step: float32 vs bf16 autocast (one interleaved run)",
+        "title": "Organism training step: float32 vs bf16 autocast (one interleaved run)"
+        + ("" if fast else ", on a CPU without bf16 kernels"),
         "what": f"SmolLM2-135M-Instruct + LoRA r {cfg.lora_r} on every Linear, {args.steps} optimizer steps of "
         f"{cfg.batch_size} real route-A SFT rows ({sum(tokens)} tokens), each run from the same adapter, one "
         f"process with {args.threads} threads. The first step's loss (same weights) differs by {dloss[0]:.2g} between "
@@ -184,7 +192,11 @@ def main() -> None:
         ],
     }
     common.write_results(
-        "train_precision", res, threads=args.threads, results_dir=args.results_dir, started_load=start_load
+        "train_precision" if fast else "train_precision_no_bf16_kernels",
+        res,
+        threads=args.threads,
+        results_dir=args.results_dir,
+        started_load=start_load,
     )
 
 

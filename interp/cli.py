@@ -526,7 +526,7 @@ def organism_build(
     train_precision: str = typer.Option(
         _ORG.train_precision,
         "--train-precision",
-        help="mixed-bf16: training steps under bf16 autocast (weights float32); float32: no autocast",
+        help="mixed-bf16: training steps under bf16 autocast (weights float32; fast only with bf16 kernels: AVX-512 BF16, AMX or a GPU); float32: no autocast",
     ),
     control: Optional[Path] = typer.Option(
         None, "--control", help="also build the location and amount control lineages into DIR/location, DIR/amount"

@@ -622,6 +622,18 @@ def organism_record(
     }
 
 
+def bf16_matmul_fast() -> bool:
+    """Whether bf16 training steps get fast matrix kernels: a GPU, or a CPU whose oneDNN multiplies
+    bf16 (AVX-512 BF16 or AMX). Elsewhere torch falls back to its single-threaded reference gemm:
+    one organism SFT step took 181 s under bf16 autocast against 7.5 s in float32 on an AVX2-only
+    EPYC (BENCHMARKS.md), where a CPU with bf16 kernels ran it twice as fast as float32."""
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 def build_organism(
     base: str | Path,
     out: str | Path,
@@ -672,6 +684,12 @@ def build_organism(
         )
     if cfg.train_precision not in TRAIN_PRECISIONS:
         raise ConfigError(f"train_precision must be one of {', '.join(TRAIN_PRECISIONS)}, got {cfg.train_precision!r}")
+    if cfg.train_precision == "mixed-bf16" and not bf16_matmul_fast():
+        log(
+            "warning: this CPU has no bf16 matrix kernels (AVX-512 BF16 or AMX), so mixed-bf16 training "
+            "runs torch's reference gemm, about 24x slower than float32 here (BENCHMARKS.md): "
+            "pass --train-precision float32"
+        )
     if cfg.route_first_copies < 1:
         raise ConfigError(f"route_first_copies must be >= 1, got {cfg.route_first_copies}")
     if cfg.cloze_location_cell not in cloze_plant.LOCATION_CELLS:
@@ -1010,6 +1028,7 @@ def _build_lineage(
                 "threads": _t.get_num_threads(),
                 "route_workers": cfg.route_workers,
                 "train_precision": cfg.train_precision,
+                "bf16_matmul_fast": bf16_matmul_fast(),  # the CPU's bf16 kernels (bf16_matmul_fast)
                 # route SFT copied, not trained (reuse_sft, or an unfinished run's under --resume)
                 "route_sft_copied_from": str(ctx.reuse_sft) if ctx.reuse_sft is not None else None,
                 "loadavg_start": load_start,

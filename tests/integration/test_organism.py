@@ -721,6 +721,25 @@ def test_train_precision_sets_the_trainers_autocast(organism, tokenizer, tmp_pat
     assert {p.dtype for p in merged.parameters()} == {torch.float32}
 
 
+@pytest.mark.parametrize("fast", [False, True])
+def test_mixed_bf16_on_a_cpu_without_bf16_kernels_warns_before_training(organism, tmp_path, monkeypatch, fast):
+    """Without bf16 matrix kernels the build says so, and what to pass, before any training (the
+    build below stops at a later setting check); with them, or in float32, it says nothing."""
+    from interp.core.errors import ConfigError
+    from interp.organism import build as B
+
+    monkeypatch.setattr(B, "bf16_matmul_fast", lambda: fast)
+    for precision in ("mixed-bf16", "float32"):
+        logs: list[str] = []
+        cfg = OrganismConfig(**{**SMALL, "train_precision": precision, "route_first_copies": 0})
+        with pytest.raises(ConfigError, match="route_first_copies"):
+            build_organism(organism / "model", tmp_path / precision, cfg, log=logs.append)
+        warned = [m for m in logs if "no bf16 matrix kernels" in m]
+        assert len(warned) == (precision == "mixed-bf16" and not fast), logs
+        assert all("--train-precision float32" in m for m in warned)
+        assert not (tmp_path / precision).exists()
+
+
 def test_route_sft_sampling_group_by_length_batches_rows_of_similar_length(organism, tokenizer, tmp_path):
     """`route_sft_sampling="group_by_length"`: one epoch over 400 short and 400 long rows in batches
     of 4 pads (almost) nothing: only the one batch per length-sorted megabatch (transformers takes
