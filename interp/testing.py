@@ -70,7 +70,10 @@ def build_tiny_model(
     )
 
     tok = tokenizer or build_tokenizer()
-    if chat_template:
+    if chat_template:  # on a copy: the caller's tokenizer (often a shared test fixture) keeps its own
+        import copy
+
+        tok = copy.deepcopy(tok)
         tok.chat_template = chat_template
     vocab = len(tok)
     eos = tok.eos_token_id

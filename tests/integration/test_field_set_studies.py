@@ -238,3 +238,18 @@ def test_sweep_report_figures_probes(tiny_models, sets, tmp_path):
     for study, target in (("ab_sycophancy", "logodds"), ("sycophancy_eval", "logodds")):
         table = run_probe(out, study=study, target=target, n_shuffles=5)
         assert (table["study"] == study).any()  # probes.csv gathers every study probed in OUT
+
+
+def test_a_tiny_chat_model_leaves_the_shared_tokenizer_without_a_template(tmp_path, tokenizer):
+    """build_tiny_model(chat_template=...) writes the template into the checkpoint only: the session
+    tokenizer other tests format plain-text prompts with keeps none (a test order once depended on it)."""
+    from transformers import AutoTokenizer
+
+    from interp.testing import build_tiny_model
+
+    before = tokenizer.chat_template
+    path = build_tiny_model(
+        tmp_path / "chat", "llama", n_layers=1, d_model=32, tokenizer=tokenizer, chat_template="{{ x }}"
+    )
+    assert tokenizer.chat_template == before
+    assert AutoTokenizer.from_pretrained(path).chat_template == "{{ x }}"
