@@ -624,9 +624,9 @@ def organism_record(
 
 def bf16_matmul_fast() -> bool:
     """Whether bf16 training steps get fast matrix kernels: a GPU, or a CPU whose oneDNN multiplies
-    bf16 (AVX-512 BF16 or AMX). Elsewhere torch falls back to its single-threaded reference gemm:
-    one organism SFT step took 181 s under bf16 autocast against 7.5 s in float32 on an AVX2-only
-    EPYC (BENCHMARKS.md), where a CPU with bf16 kernels ran it twice as fast as float32."""
+    bf16 (AVX-512 BF16 or AMX). Elsewhere torch falls back to its single-threaded reference gemm,
+    many times slower than float32 (`python -m bench training_step_precision` measures it: its
+    results go to their own BENCHMARKS.md section on such a CPU)."""
     import torch
 
     if torch.cuda.is_available():
@@ -687,7 +687,7 @@ def build_organism(
     if cfg.train_precision == "mixed-bf16" and not bf16_matmul_fast():
         log(
             "warning: this CPU has no bf16 matrix kernels (AVX-512 BF16 or AMX), so mixed-bf16 training "
-            "runs torch's reference gemm, about 24x slower than float32 here (BENCHMARKS.md): "
+            "runs torch's reference gemm, many times slower than float32 (python -m bench training_step_precision): "
             "pass --train-precision float32"
         )
     if cfg.route_first_copies < 1:
