@@ -7,7 +7,8 @@ TREE is an `interp organism build` tree (its organism.json names the planted set
 some of its checkpoints with `--study pressure --bank moral`. Per checkpoint and item set (route A's
 planted items, route B's, the rest of the evaluated items): the share of slot-readout trials whose
 second verdict differs from the planted one (`flipped`) under an opposing opinion, an agreeing one,
-a bare challenge and a neutral filler, and the mean P(planted verdict) under each.
+a bare challenge and a neutral filler, the mean P(planted verdict) under each, and the checkpoint's
+comprehension (first-turn accuracy over every evaluated item).
 
     python scripts/organism_flips.py TREE OUT --trunk VAL [--check-file FILE] [--checks-csv PATH]
     python scripts/organism_flips.py TREE OUT --sweep [--threads N] [--check-file FILE] [--checks-csv PATH]
@@ -20,6 +21,14 @@ point. A try that retrains only the routes' DPO (`--reuse-sft`) is read as valid
 organism lineage, without its controls. `--sweep` first runs
 validate's own pressure sweep (its settings and lite template) of TREE's trunk end and route finals
 into OUT, which then also serves as VAL.
+
+    python scripts/organism_flips.py TREE OUT --sweep --only CK [CK ...] [--wordings train]
+
+sweeps the named checkpoints instead (say a route's SFT end: did SFT or DPO learn it?).
+`--wordings train` swaps the lite template's bare challenge and neutral fillers for the build's own
+training wordings (interp.organism.data.TRAIN_CHALLENGES, TRAIN_NEUTRAL): a route that does not flip
+even on the wordings it was trained on has not learned the turn kind, whatever the evaluation's
+wordings. A diagnostic only: its trials are not validate's, so --trunk is not taken from it.
 """
 
 from __future__ import annotations
@@ -54,12 +63,39 @@ def flip_table(tree: Path, out: Path) -> pd.DataFrame:
                 row[f"flip_{cond}"] = sub["flipped"].astype(bool).mean()
                 row[f"p_{cond}"] = sub["p_planted"].mean()
             rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    # first-turn accuracy over every evaluated item (the comprehension screen), per checkpoint
+    summ = pd.read_csv(out / "results" / "pressure_summary.csv")
+    comp = summ[summ["readout"] == "slot"].groupby("checkpoint")["comprehension"].first()
+    return table.assign(comprehension=table["checkpoint"].map(comp))
 
 
-def sweep_finals(tree: Path, out: Path, check_file: Path | None = None, threads: int | None = None) -> None:
+def train_wordings_template(dest: Path) -> Path:
+    """Validate's lite template with the organism build's own training wordings in place of its
+    bare challenge and neutral fillers (every one of them; the opinions stay the evaluation's)."""
+    from interp.organism.data import TRAIN_CHALLENGES, TRAIN_NEUTRAL
+    from interp.organism.validate import lite_template
+
+    data = json.loads(lite_template(dest).read_text(encoding="utf-8"))
+    data["version"] = "pressure-v1-lite-train-wordings"
+    data["notes"] = "A diagnostic of scripts/organism_flips.py: the organism build's training challenges and fillers."
+    data["challenges"] = {f"train{i}": t for i, t in enumerate(TRAIN_CHALLENGES)}
+    data["neutral"] = {f"train{i}": t for i, t in enumerate(TRAIN_NEUTRAL)}
+    dest.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+    return dest
+
+
+def sweep_finals(
+    tree: Path,
+    out: Path,
+    check_file: Path | None = None,
+    threads: int | None = None,
+    only: list[str] | None = None,
+    wordings: str = "eval",
+) -> None:
     """`interp validate`'s own pressure sweep (its settings, lite template, seed and bootstrap size)
-    of TREE's trunk end and route finals only, into OUT: what a try is judged on, in minutes."""
+    of TREE's trunk end and route finals only (or the checkpoints `only` names), into OUT: what a
+    try is judged on, in minutes. `wordings="train"`: the template of `train_wordings_template`."""
     from interp.organism.config import ValidateConfig
     from interp.organism.validate import _run_settings, _template_ref
     from interp.studies.base import RunConfig
@@ -67,13 +103,16 @@ def sweep_finals(tree: Path, out: Path, check_file: Path | None = None, threads:
 
     known = json.loads((tree / "organism.json").read_text())
     cfg = ValidateConfig(check_file=str(check_file) if check_file else None, threads=threads)
+    if wordings not in ("eval", "train"):
+        raise ValueError(f"wordings must be eval or train, got {wordings!r}")
+    template = train_wordings_template(out / "pressure_train_wordings.json") if wordings == "train" else None
     run_sweep(
         [tree],
-        only=[known["trunk_end"], *(cks[-1] for cks in known["routes"].values())],
+        only=only or [known["trunk_end"], *(cks[-1] for cks in known["routes"].values())],
         studies=["pressure"],
         out=out,
         banks=[known.get("eval_bank", "moral")],
-        template=_template_ref(cfg, out),
+        template=str(template) if template else _template_ref(cfg, out),
         cfg=RunConfig(max_items=len(known["eval_items"]), **_run_settings(known, cfg)),
     )
 
@@ -115,10 +154,13 @@ def main() -> None:
     ap.add_argument("--checks-csv", type=Path, default=None)
     ap.add_argument("--sweep", action="store_true", help="first sweep the trunk end and route finals into OUT")
     ap.add_argument("--threads", type=int, default=None, help="the sweep's threads")
+    ap.add_argument("--only", nargs="+", default=None, help="the checkpoints to sweep (default: trunk end, finals)")
+    ap.add_argument("--wordings", choices=("eval", "train"), default="eval", help="train: the build's own wordings")
     args = ap.parse_args()
     if args.sweep:
-        sweep_finals(args.tree, args.out, args.check_file, args.threads)
-        args.trunk = args.trunk or args.out
+        sweep_finals(args.tree, args.out, args.check_file, args.threads, args.only, args.wordings)
+        if not args.only and args.wordings == "eval":
+            args.trunk = args.trunk or args.out
     table = flip_table(args.tree, args.out)
     if args.csv:
         table.to_csv(args.csv, index=False, float_format="%.4g")

@@ -1216,3 +1216,33 @@ def test_the_try_scripts_sweep_is_validates_own_for_the_trunk_end_and_finals(org
     checks = mod.try_checks(tree, tmp_path / "try", tmp_path / "try").query("kind == 'check'").set_index("id")
     assert {"a_s_op_rises", "a_s_ch_rises", "b_delta_rises"} <= set(checks.index)
     assert checks["value"].notna().all()
+
+
+def test_the_try_scripts_train_wordings_sweep_swaps_only_the_bare_turns(organism, tmp_path):
+    """scripts/organism_flips.py --only CK --wordings train: the named checkpoint alone, its bare
+    challenges and fillers the build's own training wordings, every other reading validate's."""
+    import importlib.util
+
+    from interp.organism.data import TRAIN_CHALLENGES, TRAIN_NEUTRAL
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "organism_flips.py"
+    spec = importlib.util.spec_from_file_location("organism_flips", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    tree = organism / "tree"
+    end = json.loads((tree / "organism.json").read_text())["routes"]["route-a"][-1]
+    for w in ("eval", "train"):
+        mod.sweep_finals(tree, tmp_path / w, threads=1, only=[end], wordings=w)
+    ev, tr = (pd.read_csv(tmp_path / w / "results" / "pressure_trials.csv") for w in ("eval", "train"))
+    assert set(tr["checkpoint"]) == {end}
+    tmpl = json.loads((tmp_path / "train" / "pressure_train_wordings.json").read_text())
+    assert list(tmpl["challenges"].values()) == list(TRAIN_CHALLENGES)
+    assert list(tmpl["neutral"].values()) == list(TRAIN_NEUTRAL)
+    for kind, n in (("challenge", len(TRAIN_CHALLENGES)), ("neutral", len(TRAIN_NEUTRAL))):
+        assert tr.loc[tr["turn_kind"] == kind, "turn_variant"].nunique() == n
+    keys = ["readout", "item_id", "planted", "turn_side", "turn_variant"]
+    a, b = (t[t["turn_kind"] == "opinion"].sort_values(keys).reset_index(drop=True) for t in (ev, tr))
+    assert len(a) == len(b) > 0
+    np.testing.assert_array_equal(a["p_planted"].to_numpy(), b["p_planted"].to_numpy())
+    with pytest.raises(ValueError, match="wordings"):
+        mod.sweep_finals(tree, tmp_path / "bad", only=[end], wordings="both")

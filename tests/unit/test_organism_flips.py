@@ -40,6 +40,9 @@ def _write(tmp: Path, planted_a: list[str], planted_b: list[str], items: list[st
                      "readout": readout, "flipped": flipped, "p_planted": 0.2 if flipped else 0.9}
                 )  # fmt: skip
     pd.DataFrame(rows).to_csv(out / "results" / "pressure_trials.csv", index=False)
+    summary = [{"checkpoint": "ck", "readout": "slot", "comprehension": 0.75},
+               {"checkpoint": "ck", "readout": "sampled", "comprehension": 0.25}]  # fmt: skip
+    pd.DataFrame(summary).to_csv(out / "results" / "pressure_summary.csv", index=False)
     return tree, out
 
 
@@ -53,6 +56,7 @@ def test_flip_rates_find_the_planted_set_and_turn(tmp_path):
     assert table.loc["planted_a", ["flip_agree", "flip_challenge", "flip_neutral"]].eq(0.0).all()
     assert table.loc[["planted_b", "rest"], "flip_oppose"].eq(0.0).all()
     assert table["n_items"].to_dict() == {"planted_a": 3, "planted_b": 2, "rest": 3}
+    assert table["comprehension"].eq(0.75).all()  # the slot readout's, on every set's row
     # negative control: the same trials read with route B's set named as route A's
     swapped, _ = _write(tmp_path / "swapped", items[3:5], items[:3], items)
     other = _module().flip_table(swapped, out).set_index("set")
