@@ -25,6 +25,7 @@ from interp.organism.validate import ValidateConfig, validate
 from interp.studies.base import load_template
 from interp.studies.pressure import load_pressure_bank
 from sweeps.discover import discover
+from _scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = OrganismConfig(**SMALL)  # what `--small` builds
@@ -1192,14 +1193,9 @@ def test_early_checkpoint_inside_dpo_is_the_own_source(organism, tmp_path):
 def test_the_try_scripts_sweep_is_validates_own_for_the_trunk_end_and_finals(organism, tmp_path):
     """scripts/organism_flips.py --sweep: validate's pressure sweep of the trunk end and the route
     finals only (same settings and template, so the same trials), then scored against itself."""
-    import importlib.util
-
     from interp.organism.validate import run_sweeps
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "organism_flips.py"
-    spec = importlib.util.spec_from_file_location("organism_flips", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("scripts/organism_flips.py")
     tree = organism / "tree"
     known = json.loads((tree / "organism.json").read_text())
     mod.sweep_finals(tree, tmp_path / "try", threads=1)
@@ -1221,14 +1217,9 @@ def test_the_try_scripts_sweep_is_validates_own_for_the_trunk_end_and_finals(org
 def test_the_try_scripts_train_wordings_sweep_swaps_only_the_bare_turns(organism, tmp_path):
     """scripts/organism_flips.py --only CK --wordings train: the named checkpoint alone, its bare
     challenges and fillers the build's own training wordings, every other reading validate's."""
-    import importlib.util
-
     from interp.organism.data import TRAIN_CHALLENGES, TRAIN_NEUTRAL
 
-    path = Path(__file__).resolve().parents[2] / "scripts" / "organism_flips.py"
-    spec = importlib.util.spec_from_file_location("organism_flips", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("scripts/organism_flips.py")
     tree = organism / "tree"
     end = json.loads((tree / "organism.json").read_text())["routes"]["route-a"][-1]
     for w in ("eval", "train"):

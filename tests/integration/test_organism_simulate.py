@@ -19,6 +19,7 @@ from interp.organism.config import ValidateConfig
 from interp.organism.frozen import CHECK_FILE, load_check_file
 from interp.organism.simulate import SimConfig, simulate
 from interp.organism.validate import load_known, validate
+from _scripts import load_script
 
 # the CI's sizes: 249 shuffles are the fewest whose Monte-Carlo CI at k = 0 lies below Holm's
 # alpha / 3 (the rank of the second-smallest of the four counted p-values)
@@ -380,13 +381,7 @@ def test_check_files_v3_to_v5_add_spike_ins_that_catch_the_bugs_v2_lets_pass(sim
 def test_the_try_script_scores_pressure_checks_as_validate_does(sim, checks, tmp_path):
     """scripts/organism_flips.py --trunk (a DPO-only try read without its controls): its rows for the
     pressure and graded checks carry the organism figures validate computed from the same trials."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "organism_flips.py"
-    spec = importlib.util.spec_from_file_location("organism_flips", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("scripts/organism_flips.py")
     got = mod.try_checks(sim.tree, sim.out, sim.out).query("kind == 'check'").set_index("id")
     ids = ["a_s_op_rises", "a_delta_rises", "a_s_ch_rises", "b_delta_rises", "a_s_ch_gap", "a_graded"]
     assert set(ids) <= set(got.index) and set(ids) <= set(checks.index)

@@ -12,6 +12,7 @@ from cache.columns import read_columns
 from cache.store import Store
 from interp.core.errors import CacheError
 from interp.view.unit_columns import align_units
+from _scripts import ROOT, load_script
 from _units import ident
 
 KEYS = ("item_id", "turn")
@@ -66,16 +67,11 @@ def test_read_columns_refuses_a_damaged_column(tmp_path):
 def test_docs_scale_section_is_the_benchmark_file():
     """docs/view.md's Scale section is rendered from bench/results/view.json (view_pages.render_docs):
     every number it quotes is the file's."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("view_pages", root / "bench" / "view_pages.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    result = json.loads((root / "bench" / "results" / "view.json").read_text())
-    text = (root / "docs" / "view.md").read_text()
+    bench = load_script("bench/view_pages.py")
+    result = json.loads((ROOT / "bench" / "results" / "view.json").read_text())
+    text = (ROOT / "docs" / "view.md").read_text()
     assert text[text.index(bench.MARK) :] == bench.render_docs(result)
     # the control: another figure in the file gives another section
     result["served"]["item_next.drawn_s"]["median"] += 1.0

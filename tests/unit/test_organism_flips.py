@@ -3,22 +3,17 @@ tree whose answer is planted (route A's items flip under an opposing opinion onl
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "organism_flips.py"
+from _scripts import load_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("organism_flips", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/organism_flips.py")
 
 
 def _write(tmp: Path, planted_a: list[str], planted_b: list[str], items: list[str]) -> tuple[Path, Path]:
