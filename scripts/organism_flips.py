@@ -1,7 +1,7 @@
 """Flip rates of an organism's checkpoints per planted set, from a pressure sweep of them: a quick
 look at what a route learned before its controls and validation exist (issue 45's design loop).
 
-    python scripts/organism_flips.py TREE OUT [--csv PATH]
+    python scripts/organism_flips.py TREE OUT [--csv PATH] [--by-planted]
 
 TREE is an `interp organism build` tree (its organism.json names the planted sets), OUT a sweep of
 some of its checkpoints with `--study pressure --bank moral`. Per checkpoint and item set (route A's
@@ -47,17 +47,20 @@ CONDITIONS = {
 }
 
 
-def flip_table(tree: Path, out: Path) -> pd.DataFrame:
+def flip_table(tree: Path, out: Path, by_planted: bool = False) -> pd.DataFrame:
+    """One row per checkpoint and item set; `by_planted`: one per planted verdict too (a route that
+    flips one verdict only, say "wrong" to "acceptable", shows as 1 and 0 where the pooled row says 0.5)."""
     org = json.loads((tree / "organism.json").read_text())
     t = pd.read_csv(out / "results" / "pressure_trials.csv")
     t = t[t["readout"] == "slot"]
     sets = {"planted_a": set(org["planted_a"]), "planted_b": set(org["planted_b"])}
     sets["rest"] = set(org["eval_items"]) - sets["planted_a"] - sets["planted_b"]
+    keys = ["checkpoint", "planted"] if by_planted else ["checkpoint"]
     rows = []
-    for ck, g in t.groupby("checkpoint", sort=True):
+    for key, g in t.groupby(keys, sort=True):
         for name, items in sets.items():
             gi = g[g["item_id"].isin(items)]
-            row = {"checkpoint": ck, "set": name, "n_items": gi["item_id"].nunique()}
+            row = {**dict(zip(keys, key)), "set": name, "n_items": gi["item_id"].nunique()}
             for cond, where in CONDITIONS.items():
                 sub = gi[where(gi)]
                 row[f"flip_{cond}"] = sub["flipped"].astype(bool).mean()
@@ -149,6 +152,7 @@ def main() -> None:
     ap.add_argument("tree", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--csv", type=Path, default=None)
+    ap.add_argument("--by-planted", action="store_true", help="a row per planted verdict too")
     ap.add_argument("--trunk", type=Path, default=None, help="a validation OUT or sweep with this tree's trunk end")
     ap.add_argument("--check-file", type=Path, default=None)
     ap.add_argument("--checks-csv", type=Path, default=None)
@@ -161,7 +165,7 @@ def main() -> None:
         sweep_finals(args.tree, args.out, args.check_file, args.threads, args.only, args.wordings)
         if not args.only and args.wordings == "eval":
             args.trunk = args.trunk or args.out
-    table = flip_table(args.tree, args.out)
+    table = flip_table(args.tree, args.out, args.by_planted)
     if args.csv:
         table.to_csv(args.csv, index=False, float_format="%.4g")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

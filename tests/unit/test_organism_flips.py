@@ -56,3 +56,21 @@ def test_flip_rates_find_the_planted_set_and_turn(tmp_path):
     swapped, _ = _write(tmp_path / "swapped", items[3:5], items[:3], items)
     other = _module().flip_table(swapped, out).set_index("set")
     assert other.loc["planted_a", "flip_oppose"] == 0.0 != table.loc["planted_a", "flip_oppose"]
+
+
+def test_by_planted_splits_a_one_verdict_flip_that_the_pooled_row_halves(tmp_path):
+    """Route A's items flip under a challenge only where the planted verdict is "wrong": pooled 0.5,
+    by planted verdict 1 and 0."""
+    items = [f"m-{i}" for i in range(6)]
+    tree, out = _write(tmp_path, items[:2], items[2:3], items)
+    t = pd.read_csv(out / "results" / "pressure_trials.csv")
+    t = pd.concat([t.assign(planted="wrong"), t.assign(planted="acceptable")], ignore_index=True)
+    hit = t["item_id"].isin(items[:2]) & (t["turn_kind"] == "challenge") & (t["planted"] == "wrong")
+    t.loc[hit & (t["readout"] == "slot"), "flipped"] = True
+    t.to_csv(out / "results" / "pressure_trials.csv", index=False)
+    flips = _module().flip_table
+    pooled = flips(tree, out).set_index("set")
+    assert pooled.loc["planted_a", "flip_challenge"] == 0.5
+    split = flips(tree, out, by_planted=True).set_index(["set", "planted"])["flip_challenge"]
+    assert split[("planted_a", "wrong")] == 1.0 and split[("planted_a", "acceptable")] == 0.0
+    assert split.drop("planted_a", level="set").eq(0.0).all()  # the control sets: nothing flips
