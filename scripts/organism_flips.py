@@ -161,6 +161,8 @@ def main() -> None:
     ap.add_argument("--only", nargs="+", default=None, help="the checkpoints to sweep (default: trunk end, finals)")
     ap.add_argument("--wordings", choices=("eval", "train"), default="eval", help="train: the build's own wordings")
     args = ap.parse_args()
+    if args.wordings == "train" and args.trunk:
+        ap.error("--wordings train is a diagnostic: its trials are not validate's, so no checks are scored (--trunk)")
     if args.sweep:
         sweep_finals(args.tree, args.out, args.check_file, args.threads, args.only, args.wordings)
         if not args.only and args.wordings == "eval":
