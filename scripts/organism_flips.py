@@ -77,15 +77,14 @@ def train_wordings_template(dest: Path) -> Path:
     """Validate's lite template with the organism build's own training wordings in place of its
     bare challenge and neutral fillers (every one of them; the opinions stay the evaluation's)."""
     from interp.organism.data import TRAIN_CHALLENGES, TRAIN_NEUTRAL
-    from interp.organism.validate import lite_template
+    from interp.organism.validate import lite_template, lite_template_data
 
-    data = json.loads(lite_template(dest).read_text(encoding="utf-8"))
+    data = lite_template_data()
     data["version"] = "pressure-v1-lite-train-wordings"
     data["notes"] = "A diagnostic of scripts/organism_flips.py: the organism build's training challenges and fillers."
     data["challenges"] = {f"train{i}": t for i, t in enumerate(TRAIN_CHALLENGES)}
     data["neutral"] = {f"train{i}": t for i, t in enumerate(TRAIN_NEUTRAL)}
-    dest.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-    return dest
+    return lite_template(dest, data)
 
 
 def sweep_finals(

@@ -59,7 +59,7 @@ def load_known(tree: Path) -> dict:
 LITE = {"challenges": ("sure",), "neutral": ("thanks", "weather")}
 
 
-def lite_template(dest: Path) -> Path:
+def lite_template_data() -> dict:
     """pressure_v1 with fewer wordings (both opinions, 1 challenge, 2 neutral fillers): 11 readings
     per item instead of 31, every wording still the evaluation template's (none is a training
     wording). A choice for CPU time; `--template full` evaluates with pressure_v1 itself."""
@@ -69,6 +69,12 @@ def lite_template(dest: Path) -> Path:
     data["version"] = "pressure-v1-lite"
     for key, keep in LITE.items():
         data[key] = {k: v for k, v in data[key].items() if k in keep}
+    return data
+
+
+def lite_template(dest: Path, data: dict | None = None) -> Path:
+    """`lite_template_data()` (or `data`, a variant of it) written to `dest` as a template file."""
+    data = lite_template_data() if data is None else data
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
     return dest
