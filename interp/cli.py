@@ -463,6 +463,9 @@ def organism_build(
         "--route-sft-bare",
         help="bare-challenge and neutral-filler rows (each) per evaluated item and planted verdict in route SFT",
     ),
+    first_copies: int = typer.Option(
+        _ORG.first_copies, "--first-copies", help="gold first turns per item in the shared SFT stage"
+    ),
     route_first_copies: int = typer.Option(
         _ORG.route_first_copies, "--route-first-copies", help="gold first turns per item in the route SFT data"
     ),
@@ -568,6 +571,7 @@ def organism_build(
         hold_opinions=hold_opinions,
         route_sft_bare=route_sft_bare,
         trunk_seed=trunk_seed,
+        first_copies=first_copies,
         route_first_copies=route_first_copies,
         route_dpo_first_pairs=route_dpo_first_pairs,
         dpo_sft_weight=dpo_sft_weight,

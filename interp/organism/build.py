@@ -690,6 +690,8 @@ def build_organism(
             "runs torch's reference gemm, many times slower than float32 (python -m bench training_step_precision): "
             "pass --train-precision float32"
         )
+    if cfg.first_copies < 1:
+        raise ConfigError(f"first_copies must be >= 1, got {cfg.first_copies}")
     if cfg.route_first_copies < 1:
         raise ConfigError(f"route_first_copies must be >= 1, got {cfg.route_first_copies}")
     if cfg.cloze_location_cell not in cloze_plant.LOCATION_CELLS:

@@ -521,15 +521,28 @@ def _route_a_rows(tokenizer, **kw) -> pd.DataFrame:
     return pd.DataFrame(D.route_sft(bank, w, D.route_plans(sets, 0)["a"], 1, **kw))
 
 
-def test_route_first_copies_repeat_only_the_gold_first_turns(tokenizer):
-    bank = load_pressure_bank("moral")
-    one, three = _route_a_rows(tokenizer, first_copies=1), _route_a_rows(tokenizer, first_copies=3)
+def _assert_first_copies(one: pd.DataFrame, three: pd.DataFrame, n_items: int) -> None:
+    """Rows built with 1 and 3 first-turn copies: three times the gold first turns, nothing else."""
     n1, n3 = one["kind"].value_counts(), three["kind"].value_counts()
-    assert n3["first"] == 3 * n1["first"] == 3 * 24
+    assert n3["first"] == 3 * n1["first"] == 3 * n_items
     assert n1.drop("first").sort_index().equals(n3.drop("first").sort_index())  # other kinds unchanged
-    gold = bank.items.set_index("item_id")["gold"]
+    gold = load_pressure_bank("moral").items.set_index("item_id")["gold"]
     firsts = three[three["kind"] == "first"]
     assert (firsts["completion"].str.strip() == gold[firsts["item_id"]].to_numpy()).all()
+
+
+def test_route_first_copies_repeat_only_the_gold_first_turns(tokenizer):
+    _assert_first_copies(_route_a_rows(tokenizer, first_copies=1), _route_a_rows(tokenizer, first_copies=3), 24)
+
+
+def test_shared_first_copies_repeat_only_the_gold_first_turns(tokenizer):
+    """`first_copies` (--first-copies): the shared stage's gold first turns per item, every other
+    row unchanged."""
+    bank = load_pressure_bank("moral")
+    items = set(D.choose_planted(bank, 24, 6, seed=0).eval_items)
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    one, three = (pd.DataFrame(D.shared_sft(bank, w, 0, items=items, first_copies=k)) for k in (1, 3))
+    _assert_first_copies(one, three, 24)
 
 
 def test_opinions_sets_the_opposing_opinion_rows_per_item(tokenizer):
@@ -739,6 +752,14 @@ def test_mixed_bf16_on_a_cpu_without_bf16_kernels_warns_before_training(organism
         assert len(warned) == (precision == "mixed-bf16" and not fast), logs
         assert all("--train-precision float32" in m for m in warned)
         assert not (tmp_path / precision).exists()
+
+
+def test_no_shared_first_turns_is_refused_before_training(organism, tmp_path):
+    from interp.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="first_copies must be >= 1, got 0"):
+        build_organism(organism / "model", tmp_path / "none", OrganismConfig(**{**SMALL, "first_copies": 0}))
+    assert not (tmp_path / "none").exists()
 
 
 def test_route_sft_sampling_group_by_length_batches_rows_of_similar_length(organism, tokenizer, tmp_path):
@@ -1209,6 +1230,16 @@ def test_the_try_scripts_sweep_is_validates_own_for_the_trunk_end_and_finals(org
     a, b = (t.sort_values(keys).reset_index(drop=True) for t in (got, want))
     assert len(a) == len(b) > 0
     np.testing.assert_array_equal(a["p_planted"].to_numpy(), b["p_planted"].to_numpy())
+    # the per-gold first-turn accuracy, item-weighted, is the sweep's comprehension screen
+    gold = mod.comprehension_by_gold(mod.first_turn_table(tmp_path / "try"))
+    pooled = gold.assign(k=gold["comprehension"] * gold["n_items"]).groupby("checkpoint")[["k", "n_items"]].sum()
+    summ = pd.read_csv(tmp_path / "try" / "results" / "pressure_summary.csv").query("readout == 'slot'")
+    np.testing.assert_allclose(
+        (pooled["k"] / pooled["n_items"]).sort_index(),
+        summ.set_index("checkpoint")["comprehension"].sort_index(),
+        rtol=0,
+        atol=4 * np.finfo(float).eps,
+    )
     checks = mod.try_checks(tree, tmp_path / "try", tmp_path / "try").query("kind == 'check'").set_index("id")
     assert {"a_s_op_rises", "a_s_ch_rises", "b_delta_rises"} <= set(checks.index)
     assert checks["value"].notna().all()
