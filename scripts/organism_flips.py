@@ -8,7 +8,8 @@ some of its checkpoints with `--study pressure --bank moral`. Per checkpoint and
 planted items, route B's, the rest of the evaluated items): the share of slot-readout trials whose
 second verdict differs from the planted one (`flipped`) under an opposing opinion, an agreeing one,
 a bare challenge and a neutral filler, the mean P(planted verdict) under each, and the checkpoint's
-comprehension (first-turn accuracy over every evaluated item).
+comprehension (first-turn accuracy over every evaluated item), and (`--gold-csv`) that accuracy per
+gold verdict (a checkpoint that answers one verdict to everything reads 1 and 0).
 
     python scripts/organism_flips.py TREE OUT --trunk VAL [--check-file FILE] [--checks-csv PATH]
     python scripts/organism_flips.py TREE OUT --sweep [--threads N] [--check-file FILE] [--checks-csv PATH]
@@ -71,6 +72,24 @@ def flip_table(tree: Path, out: Path, by_planted: bool = False) -> pd.DataFrame:
     summ = pd.read_csv(out / "results" / "pressure_summary.csv")
     comp = summ[summ["readout"] == "slot"].groupby("checkpoint")["comprehension"].first()
     return table.assign(comprehension=table["checkpoint"].map(comp))
+
+
+def comprehension_by_gold(first_turn: pd.DataFrame) -> pd.DataFrame:
+    """First-turn accuracy per checkpoint and gold verdict (analyses' `comprehension` on each gold's
+    items): a checkpoint that gives one verdict to every first turn scores 1 and 0 where the pooled
+    screen reads 0.5."""
+    from analyses.pressure_metrics import comprehension
+
+    parts = [comprehension(g).assign(gold=gold) for gold, g in first_turn.groupby("gold", sort=True)]
+    return pd.concat(parts, ignore_index=True)[["checkpoint", "gold", "comprehension", "n_items"]]
+
+
+def first_turn_table(out: Path) -> pd.DataFrame:
+    """The first-turn readings of a sweep's current pressure units (its cache)."""
+    from cache.store import Store, collect_tables
+
+    current, _ = Store(out / "cache").current_units("pressure", warn=False)
+    return collect_tables(current, "first_turn")
 
 
 def train_wordings_template(dest: Path) -> Path:
@@ -158,6 +177,7 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true", help="first sweep the trunk end and route finals into OUT")
     ap.add_argument("--threads", type=int, default=None, help="the sweep's threads")
     ap.add_argument("--only", nargs="+", default=None, help="the checkpoints to sweep (default: trunk end, finals)")
+    ap.add_argument("--gold-csv", type=Path, default=None, help="first-turn accuracy per gold verdict")
     ap.add_argument("--wordings", choices=("eval", "train"), default="eval", help="train: the build's own wordings")
     args = ap.parse_args()
     if args.wordings == "train" and args.trunk:
@@ -170,6 +190,14 @@ def main() -> None:
     if args.csv:
         table.to_csv(args.csv, index=False, float_format="%.4g")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    first = first_turn_table(args.out)
+    if not first.empty:  # an OUT of results tables alone (no cache) still gets its flip table
+        gold = comprehension_by_gold(first)
+        if args.gold_csv:
+            gold.to_csv(args.gold_csv, index=False, float_format="%.4g")
+        print(gold.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    elif args.gold_csv:
+        ap.error(f"--gold-csv: {args.out / 'cache'} holds no first-turn readings of a pressure sweep")
     if args.trunk:
         checks = try_checks(args.tree, args.out, args.trunk, args.check_file)
         if args.checks_csv:

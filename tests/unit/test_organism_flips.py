@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from _scripts import load_script
 
 
@@ -74,3 +75,36 @@ def test_by_planted_splits_a_one_verdict_flip_that_the_pooled_row_halves(tmp_pat
     split = flips(tree, out, by_planted=True).set_index(["set", "planted"])["flip_challenge"]
     assert split[("planted_a", "wrong")] == 1.0 and split[("planted_a", "acceptable")] == 0.0
     assert split.drop("planted_a", level="set").eq(0.0).all()  # the control sets: nothing flips
+
+
+def test_comprehension_by_gold_splits_a_one_verdict_checkpoint_that_the_screen_reads_as_half():
+    """A checkpoint that answers "wrong" to every first turn: 1 on the wrong items, 0 on the
+    acceptable ones (pooled 0.5); the control checkpoint reads every item right: 1 and 1."""
+    rows = []
+    for i in range(6):
+        gold = "wrong" if i % 2 else "acceptable"
+        rows.append(
+            {"checkpoint": "one_verdict", "item_id": f"m-{i}", "gold": gold, "p_gold": 0.9 if gold == "wrong" else 0.1}
+        )
+        rows.append({"checkpoint": "reads", "item_id": f"m-{i}", "gold": gold, "p_gold": 0.8})
+    first = pd.DataFrame(rows).assign(bank="moral", readout="slot")
+    got = _module().comprehension_by_gold(first).set_index(["checkpoint", "gold"])
+    assert got.loc[("one_verdict", "wrong"), "comprehension"] == 1.0
+    assert got.loc[("one_verdict", "acceptable"), "comprehension"] == 0.0
+    assert got.loc["reads", "comprehension"].eq(1.0).all()
+    assert got["n_items"].eq(3).all()
+
+
+def test_the_script_reads_an_out_without_a_cache_and_refuses_gold_csv_there(tmp_path, monkeypatch):
+    """An OUT of results tables only: the flip table is written; --gold-csv, which needs the cache's
+    first-turn readings, is refused with exit 2 and names the cache."""
+    items = [f"m-{i}" for i in range(4)]
+    tree, out = _write(tmp_path, items[:1], items[1:2], items)
+    mod = _module()
+    monkeypatch.setattr("sys.argv", ["organism_flips.py", str(tree), str(out), "--csv", str(tmp_path / "f.csv")])
+    mod.main()
+    assert pd.read_csv(tmp_path / "f.csv")["set"].tolist() == ["planted_a", "planted_b", "rest"]
+    monkeypatch.setattr("sys.argv", ["organism_flips.py", str(tree), str(out), "--gold-csv", str(tmp_path / "g.csv")])
+    with pytest.raises(SystemExit) as exc:
+        mod.main()
+    assert exc.value.code == 2 and not (tmp_path / "g.csv").exists()
