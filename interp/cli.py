@@ -458,6 +458,9 @@ def organism_build(
     trunk_seed: Optional[int] = typer.Option(
         None, "--trunk-seed", help="seed of the shared stage (default --seed; with --reuse-trunk: share one trunk)"
     ),
+    route_init_seed: Optional[int] = typer.Option(
+        None, "--route-init-seed", help="seed of the route LoRA adapters' init alone (default --seed; data as --seed's)"
+    ),
     route_sft_bare: int = typer.Option(
         _ORG.route_sft_bare,
         "--route-sft-bare",
@@ -571,6 +574,7 @@ def organism_build(
         hold_opinions=hold_opinions,
         route_sft_bare=route_sft_bare,
         trunk_seed=trunk_seed,
+        route_init_seed=route_init_seed,
         first_copies=first_copies,
         route_first_copies=route_first_copies,
         route_dpo_first_pairs=route_dpo_first_pairs,

@@ -130,7 +130,11 @@ class _Saver:
         self.callback = CB()
 
 
-def _common_args(cfg: OrganismConfig, tmp: Path, steps: int, lr: float, schedule: str = "constant") -> dict:
+def _common_args(
+    cfg: OrganismConfig, tmp: Path, steps: int, lr: float, seeds: tuple[int, int], schedule: str = "constant"
+) -> dict:
+    """The Trainer arguments of one stage. `seeds`: (the Trainer's seed, which trl also sets right
+    before it wraps the model in fresh LoRA adapters, so it fixes their init; the data order's)."""
     return dict(
         output_dir=str(tmp),
         max_steps=steps,
@@ -141,8 +145,8 @@ def _common_args(cfg: OrganismConfig, tmp: Path, steps: int, lr: float, schedule
         logging_steps=max(1, steps // 5),
         save_strategy="no",
         report_to=[],
-        seed=cfg.seed,
-        data_seed=cfg.seed,
+        seed=seeds[0],
+        data_seed=seeds[1],
         use_cpu=True,
         dataloader_num_workers=0,
         disable_tqdm=True,
@@ -167,6 +171,7 @@ def _train_sft(
     steps: int,
     save_at: dict,
     tmp: Path,
+    seeds: tuple[int, int],
     lr: float | None = None,
     schedule: str = "constant",
     sampling: str = "random",
@@ -176,7 +181,7 @@ def _train_sft(
     from interp.organism.sft_loss import completion_sft_trainer
 
     args = SFTConfig(
-        **_common_args(cfg, tmp, steps, lr or cfg.lr_sft, schedule),
+        **_common_args(cfg, tmp, steps, lr or cfg.lr_sft, seeds, schedule),
         completion_only_loss=True,
         packing=False,
         train_sampling_strategy=sampling,
@@ -193,13 +198,13 @@ def _train_sft(
     return _fit(trainer)
 
 
-def _train_dpo(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict, tmp: Path):
+def _train_dpo(model, tok, rows, cfg: OrganismConfig, steps: int, save_at: dict, tmp: Path, seeds: tuple[int, int]):
     from trl import DPOConfig, DPOTrainer
 
     from interp.organism.dpo_loss import kind_nll_dpo_trainer, nll_row_weights
     from interp.organism.sft_loss import compact_fused_head
 
-    args = DPOConfig(**_common_args(cfg, tmp, steps, cfg.lr_dpo), **dpo_loss_args(cfg))
+    args = DPOConfig(**_common_args(cfg, tmp, steps, cfg.lr_dpo, seeds), **dpo_loss_args(cfg))
     common = dict(
         model=model,
         ref_model=None,
@@ -287,6 +292,7 @@ def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base
 _SFT_KEYS = (
     "seed",
     "trunk_seed",
+    "route_init_seed",
     "control_kind",
     "route_sft_steps",
     "route_early_steps",
@@ -398,7 +404,8 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, threads: int | None) -> dict:
     """Route SFT then DPO from the trunk end's saved checkpoint. Runs in-process or in a worker
-    process (spawned): seeded here and read from disk, so both give the same weights."""
+    process (spawned): every seed is the Trainer's and the model is read from disk, so both give
+    the same weights."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -407,8 +414,8 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
     cfg = ctx.cfg
     if threads:
         torch.set_num_threads(threads)
-    rseed = cfg.seed + (1 if route == "a" else 2)
-    torch.manual_seed(rseed)
+    # the adapters' init follows route_init_seed (default: seed), the data order seed
+    seeds = (cfg.seed if cfg.route_init_seed is None else cfg.route_init_seed, cfg.seed)
     tok = load_tokenizer(ctx.base)
     datadir = ctx.out / ".organism"
     model = AutoModelForCausalLM.from_pretrained(ctx.out / trunk_end, local_files_only=True, dtype=torch.float32)
@@ -480,12 +487,13 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
                 steps,
                 save_at,
                 tmp,
+                seeds,
                 lr=cfg.lr_route,
                 schedule=cfg.lr_schedule_route,
                 sampling=cfg.route_sft_sampling,
             )
         else:
-            model, lg = _train_dpo(model, tok, rows, cfg, steps, save_at, tmp)
+            model, lg = _train_dpo(model, tok, rows, cfg, steps, save_at, tmp, seeds)
         seconds[f"route_{route}_{stage}"] = time.perf_counter() - t
         logs[f"route_{route}_{stage}"] = lg
     shutil.rmtree(tmp, ignore_errors=True)
@@ -948,7 +956,6 @@ def _build_lineage(
 
     # ---- shared stage on the evaluated items (the comprehension screen reads their first turns)
     tseed = cfg.seed if cfg.trunk_seed is None else cfg.trunk_seed
-    torch.manual_seed(tseed)
     rows = D.shared_sft(bank, w, tseed, items=set(sets.eval_items), first_copies=cfg.first_copies)
     D.write_jsonl(rows, datadir / "shared_sft.jsonl")
     h = D.data_hash(rows)
@@ -979,7 +986,9 @@ def _build_lineage(
             for s in cfg.shared_steps
         }
         t = time.perf_counter()
-        model, logs["shared_sft"] = _train_sft(model, tok, rows, cfg, last, save_at, datadir / "tmp")
+        # every seed of the shared stage is the trunk's (its rows, adapters and data order), so
+        # seeds built with --trunk-seed 0 train the trunk seed 0 trains
+        model, logs["shared_sft"] = _train_sft(model, tok, rows, cfg, last, save_at, datadir / "tmp", (tseed, tseed))
         del model
         result.seconds["shared_sft"] = time.perf_counter() - t
         result.checkpoints.update({n: out / n for n in saved})

@@ -20,9 +20,13 @@ class OrganismConfig:
     """Sizes of the organism (CLI > defaults). Steps are optimizer steps of `batch_size` examples."""
 
     seed: int = 0
-    # the shared stage's seed (None: `seed`): seeds 1 and 2 of a run reuse seed 0's trunk
-    # (`--reuse-trunk`, `--trunk-seed 0`); route data order, LoRA init and the controls' sets follow `seed`
+    # the shared stage's seed (None: `seed`): its rows, LoRA init and data order (before 2026-12-07 its
+    # LoRA init and data order followed `seed`). Seeds 1 and 2 of a run reuse seed 0's trunk
+    # (`--reuse-trunk`, `--trunk-seed 0`); route data, its order, LoRA init and the controls' sets follow `seed`
     trunk_seed: int | None = None
+    # the route LoRA adapters' init seed alone (None: `seed`): one route data set learned from other
+    # starting adapters (trl seeds the init with the Trainer's seed; the data order keeps `seed`)
+    route_init_seed: int | None = None
     # power (issue #22): >= 96 evaluated items, >= 24 planted per route (v1-v5 used 24 and 6)
     eval_items: int = 128  # the moral-bank subsample the validation sweep evaluates (128: all of it)
     # "setting": each route yields on the stories of one setting, a feature it can learn

@@ -628,6 +628,62 @@ def test_build_is_deterministic(organism, tmp_path):
         ), ck
 
 
+def test_the_trainer_seed_fixes_the_adapters_init_and_the_data_seed_leaves_it(organism, tokenizer, tmp_path):
+    """One step on one batch holding both rows: the same seeds give the same weights; another data
+    seed only reorders the batch (float32 rounding apart, torch's float32 tolerance); another
+    Trainer seed moves the weights by as much as the step itself (trl seeds the LoRA init with it:
+    what --route-init-seed moves)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from interp.organism.build import _train_sft
+
+    cfg = OrganismConfig(**{**SMALL, "train_precision": "float32", "batch_size": 2})
+    rows = [{"prompt": "a b c", "completion": " d"}, {"prompt": "e f", "completion": " g"}]
+
+    def weights(seeds):
+        model = AutoModelForCausalLM.from_pretrained(organism / "model", dtype=torch.float32)
+        merged, _ = _train_sft(model, tokenizer, rows, cfg, 1, {}, tmp_path / str(seeds), seeds, lr=1e-2)
+        return torch.cat([p.detach().flatten() for p in merged.parameters()])
+
+    ref = weights((0, 0))
+    assert torch.equal(weights((0, 0)), ref)
+    torch.testing.assert_close(weights((0, 5)), ref)
+    model = AutoModelForCausalLM.from_pretrained(organism / "model", dtype=torch.float32)
+    step = (ref - torch.cat([p.detach().flatten() for p in model.parameters()])).abs().max()
+    assert (weights((7, 0)) - ref).abs().max() > 0.5 * step > 0
+
+
+def test_trunk_seed_seeds_the_whole_shared_stage_and_route_init_seed_the_route_trainers(
+    organism, tmp_path, monkeypatch
+):
+    """Seed 1 with --trunk-seed 0 --route-init-seed 7: the shared stage trains with seed 0 alone
+    (its LoRA init and batch order followed --seed before), each route stage with Trainer seed 7
+    (the adapters' init) and data seed 1; the setting is in every route checkpoint's provenance."""
+    from dataclasses import replace
+
+    import interp.organism.build as B
+
+    seen = []
+    real_sft, real_dpo = B._train_sft, B._train_dpo
+
+    def sft(model, tok, rows, cfg, steps, save_at, tmp, seeds, **kw):
+        seen.append(seeds)
+        return real_sft(model, tok, rows, cfg, steps, save_at, tmp, seeds, **kw)
+
+    def dpo(model, tok, rows, cfg, steps, save_at, tmp, seeds):
+        seen.append(seeds)
+        return real_dpo(model, tok, rows, cfg, steps, save_at, tmp, seeds)
+
+    monkeypatch.setattr(B, "_train_sft", sft)
+    monkeypatch.setattr(B, "_train_dpo", dpo)
+    cfg = replace(TINY, seed=1, trunk_seed=0, route_init_seed=7)
+    build_organism(organism / "model", tmp_path / "t", cfg, log=lambda s: None)
+    assert seen == [(0, 0)] + [(7, 1)] * 4  # the shared stage, then SFT and DPO of both routes
+    prov = json.loads((tmp_path / "t" / "route-a" / "a-dpo-step6" / PROVENANCE).read_text())
+    assert prov["config"]["route_init_seed"] == 7 and prov["seed"] == 1
+
+
 def test_resume_keeps_finished_lineages_and_rebuilds_an_unfinished_one(organism, tmp_path, monkeypatch):
     """`--resume` over a build stopped in two places: the organism is kept byte for byte (not
     retrained); the location control, stopped in DPO, keeps its route SFT checkpoints and trains
@@ -728,7 +784,7 @@ def test_train_precision_sets_the_trainers_autocast(organism, tokenizer, tmp_pat
         lambda m, i, o: seen.append((torch.is_autocast_enabled("cpu"), o.dtype))
     )
     rows = [{"prompt": "a b c", "completion": " d"}, {"prompt": "e f", "completion": " g"}]
-    merged, _ = _train_sft(model, tokenizer, rows, cfg, 1, {}, tmp_path)
+    merged, _ = _train_sft(model, tokenizer, rows, cfg, 1, {}, tmp_path, (0, 0))
     assert seen, "no training forward was observed"
     want = (True, torch.bfloat16) if precision == "mixed-bf16" else (False, torch.float32)
     assert set(seen) == {want}
@@ -788,7 +844,7 @@ def test_route_sft_sampling_group_by_length_batches_rows_of_similar_length(organ
         model = AutoModelForCausalLM.from_pretrained(organism / "model", dtype=torch.float32)
         seen = shapes[mode] = []
         model.get_input_embeddings().register_forward_hook(lambda m, i, o, seen=seen: seen.append(tuple(i[0].shape)))
-        _train_sft(model, tokenizer, rows, cfg, 200, {}, tmp_path / mode.replace(", ", "_"), sampling=sampling)
+        _train_sft(model, tokenizer, rows, cfg, 200, {}, tmp_path / mode.replace(", ", "_"), (0, 0), sampling=sampling)
         assert sum(b for b, _ in seen) == 800
     assert len(shapes["random"]) == 200 and all(b == 4 for b, _ in shapes["random"])
     lo, hi = min(t for _, t in shapes["random"]), max(t for _, t in shapes["random"])
@@ -847,7 +903,7 @@ def test_sft_batch_split_trains_the_padded_batchs_step(organism, tokenizer, tmp_
     for split_mode in ("none", "length"):
         cfg = OrganismConfig(**{**SMALL, "batch_size": 4, "train_precision": "float32", "sft_batch_split": split_mode})
         m = AutoModelForCausalLM.from_pretrained(organism / "model", dtype=torch.float32)
-        merged, log = _train_sft(m, tokenizer, rows, cfg, 3, {}, tmp_path / split_mode, lr=1e-2)
+        merged, log = _train_sft(m, tokenizer, rows, cfg, 3, {}, tmp_path / split_mode, (0, 0), lr=1e-2)
         out[split_mode] = (torch.cat([p.detach().flatten() for p in merged.parameters()]), log)
     (w0, log0), (w1, log1) = out["none"], out["length"]
     moved = float((w0 - torch.cat([p.detach().flatten() for p in model.parameters()])).abs().max())
@@ -1121,7 +1177,7 @@ def test_dpo_sft_weight_adds_an_nll_term_on_the_chosen_verdict(organism, tmp_pat
     from interp.core.errors import ConfigError
     from interp.organism.build import _common_args, build_organism, dpo_loss_args
 
-    common = _common_args(TINY, tmp_path, 1, TINY.lr_dpo)  # what the build's DPO runs with
+    common = _common_args(TINY, tmp_path, 1, TINY.lr_dpo, (TINY.seed, TINY.seed))  # what the build's DPO runs with
     plain = DPOConfig(**common, **dpo_loss_args(TINY))
     assert plain.loss_type == ["sigmoid"] and plain.beta == TINY.dpo_beta
     rpo = DPOConfig(**common, **dpo_loss_args(replace(TINY, dpo_sft_weight=0.5)))

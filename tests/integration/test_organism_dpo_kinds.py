@@ -72,7 +72,9 @@ def batch_losses(tmp_path_factory, tokenizer):
             "plain": OrganismConfig(),
             "kinds": OrganismConfig(dpo_sft_weight=W, dpo_sft_kinds=("challenge",)),  # as the build sets it
         }[kind]
-        args = DPOConfig(**_common_args(cfg, tmp / kind, 1, cfg.lr_dpo), **dpo_loss_args(loss_cfg))
+        args = DPOConfig(
+            **_common_args(cfg, tmp / kind, 1, cfg.lr_dpo, (cfg.seed, cfg.seed)), **dpo_loss_args(loss_cfg)
+        )
         common = dict(model=model, ref_model=None, args=args, processing_class=tokenizer, peft_config=_lora(cfg))
         if kind == "kinds":
             data = _dataset(
