@@ -12,6 +12,8 @@
 # --route-early-steps 332"); they are recorded in each lineage's organism.json.
 # VALIDATE_ARGS="..." adds `interp validate` options (e.g. "--check-file interp/organism/known_answers_v5.toml
 # --history docs/organism/tries.csv").
+# CONTROLS=0 builds the organism lineage alone (a design try; `RESUME=1` with CONTROLS=1, the default,
+# adds its controls later).
 # RESUME=1 passes --resume: the lineages an earlier run into WORK finished are kept, and an unfinished
 # one keeps its route SFT if both routes finished it (its timing then covers only what this run
 # built, and says so: "resumed": true).
@@ -37,8 +39,8 @@ if [ "$STAGE" != validate ]; then
   trunk+=("${extra[@]}")
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   t0=$(date +%s)
-  .venv/bin/interp organism build --base "$BASE" --out "$WORK/tree" --control "$WORK/control" --seed "$SEED" \
-    --threads "$THREADS" "${trunk[@]}"
+  [ "${CONTROLS:-1}" = 0 ] || trunk+=(--control "$WORK/control")
+  .venv/bin/interp organism build --base "$BASE" --out "$WORK/tree" --seed "$SEED" --threads "$THREADS" "${trunk[@]}"
   t1=$(date +%s)
   printf '{"t0": %d, "t1": %d, "load0": "%s", "commit": "%s", "resumed": %s}\n' "$t0" "$t1" "$load0" \
     "$(git rev-parse HEAD)" "$([ "${RESUME:-0}" = 1 ] && echo true || echo false)" \
