@@ -284,6 +284,14 @@ def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base
             got = prov.get(key, _OLD_PROVENANCE.get(key))
             if got != want:
                 raise ConfigError(f"{ck / PROVENANCE}: field {key} is {got!r}, expected {want!r}")
+        # a trunk saved before `trainer_seed` was recorded trained with the Trainer seed of its
+        # build's --seed, whatever its `seed` (the trunk seed) says
+        trainer = prov.get("trainer_seed", prov.get("config", {}).get("seed", prov["seed"]))
+        if trainer != prov["seed"]:
+            raise ConfigError(
+                f"{ck / PROVENANCE}: trained with Trainer seed {trainer} (LoRA init, batch order), not its "
+                f"trunk seed {prov['seed']} (built before 2026-12-07 with another --seed): not that seed's trunk"
+            )
         shutil.copytree(ck, out / "shared" / ck.name)
         result.checkpoints[f"shared/{ck.name}"] = out / "shared" / ck.name
 
@@ -981,7 +989,7 @@ def _build_lineage(
                 h,
                 s,
                 s,
-                {"seed": tseed},
+                {"seed": tseed, "trainer_seed": tseed},
             )
             for s in cfg.shared_steps
         }

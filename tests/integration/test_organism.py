@@ -684,6 +684,34 @@ def test_trunk_seed_seeds_the_whole_shared_stage_and_route_init_seed_the_route_t
     assert prov["config"]["route_init_seed"] == 7 and prov["seed"] == 1
 
 
+def test_a_trunk_trained_with_another_builds_seed_is_not_reused_as_its_trunk_seeds(organism, tmp_path):
+    """A trunk saved before its Trainer seed was recorded, by a build of --seed 3 --trunk-seed 0 (its
+    provenance says seed 0; it trained with Trainer seed 3): refused as trunk seed 0's, naming both
+    seeds, before anything is trained. The same tree with --seed 0 recorded is reused."""
+    from dataclasses import replace
+
+    from interp.core.errors import ConfigError
+
+    src = tmp_path / "old"
+    shutil.copytree(organism / "tree" / "shared", src / "shared")
+    for prov_file in (src / "shared").glob("*/" + PROVENANCE):
+        prov = json.loads(prov_file.read_text())
+        assert prov["trainer_seed"] == prov["seed"] == 0
+        del prov["trainer_seed"]
+        prov_file.write_text(json.dumps({**prov, "config": {**prov["config"], "seed": 3, "trunk_seed": 0}}))
+    cfg = replace(TINY, trunk_seed=0)
+    with pytest.raises(
+        ConfigError, match=r"shared-step1/interp_provenance.json: trained with Trainer seed 3 .* trunk seed 0"
+    ):
+        build_organism(organism / "model", tmp_path / "t", cfg, reuse_trunk=src, log=lambda s: None)
+    assert not (tmp_path / "t" / "shared").exists()
+    for prov_file in (src / "shared").glob("*/" + PROVENANCE):
+        prov = json.loads(prov_file.read_text())
+        prov_file.write_text(json.dumps({**prov, "config": {**prov["config"], "seed": 0}}))
+    build_organism(organism / "model", tmp_path / "t2", cfg, reuse_trunk=src, log=lambda s: None)
+    assert (tmp_path / "t2" / "organism.json").is_file()
+
+
 def test_resume_keeps_finished_lineages_and_rebuilds_an_unfinished_one(organism, tmp_path, monkeypatch):
     """`--resume` over a build stopped in two places: the organism is kept byte for byte (not
     retrained); the location control, stopped in DPO, keeps its route SFT checkpoints and trains
