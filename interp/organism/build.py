@@ -265,6 +265,11 @@ def _check_space(out: Path, base: Path, cfg: OrganismConfig, lineages: int) -> N
         )
 
 
+def _trunk_seed(cfg: OrganismConfig) -> int:
+    """Every seed of the shared stage: its rows, LoRA init and batch order."""
+    return cfg.seed if cfg.trunk_seed is None else cfg.trunk_seed
+
+
 def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base_fp: str, result: BuildResult):
     """Copy shared/ checkpoints of an earlier tree after checking they were trained from this base
     on the same data, seed and steps."""
@@ -277,7 +282,7 @@ def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base
         for key, want in (
             ("base_fingerprint", base_fp),
             ("data_hash", data_hash),
-            ("seed", cfg.seed if cfg.trunk_seed is None else cfg.trunk_seed),
+            ("seed", _trunk_seed(cfg)),
             ("stage_steps", s),
             ("train_precision", cfg.train_precision),
         ):
@@ -345,6 +350,15 @@ def _copy_checked(src: Path, dst: Path, data_hash: str, ctx: "_Ctx", route: str)
             got = prov.get(key)
         if got != value:
             raise ConfigError(f"{src / PROVENANCE}: field {key} is {got!r}, expected {value!r}")
+    # route SFT saved before `trunk_trainer_seed` was recorded started from a trunk trained with its
+    # build's --seed as the Trainer seed, whatever --trunk-seed said
+    trunk = _trunk_seed(ctx.cfg)
+    got = prov.get("trunk_trainer_seed", prov.get("config", {}).get("seed"))
+    if got != trunk:
+        raise ConfigError(
+            f"{src / PROVENANCE}: trained on a trunk of Trainer seed {got!r}, this build's trunk trains with "
+            f"{trunk} (a build before 2026-12-07 with another --seed than --trunk-seed)"
+        )
     shutil.copytree(src, dst)
 
 
@@ -435,6 +449,7 @@ def _train_route(ctx: _Ctx, route: str, planted: list[str], trunk_end: str, thre
         "cloze_bias": cloze,
         "control": cfg.control,
         "control_kind": cfg.control_kind,
+        "trunk_trainer_seed": _trunk_seed(cfg),
     }
     saved: list[str] = []
     seconds, logs = {}, {}
@@ -963,7 +978,7 @@ def _build_lineage(
     result.checkpoints["base"] = out / "base"
 
     # ---- shared stage on the evaluated items (the comprehension screen reads their first turns)
-    tseed = cfg.seed if cfg.trunk_seed is None else cfg.trunk_seed
+    tseed = _trunk_seed(cfg)
     rows = D.shared_sft(bank, w, tseed, items=set(sets.eval_items), first_copies=cfg.first_copies)
     D.write_jsonl(rows, datadir / "shared_sft.jsonl")
     h = D.data_hash(rows)

@@ -712,6 +712,33 @@ def test_a_trunk_trained_with_another_builds_seed_is_not_reused_as_its_trunk_see
     assert (tmp_path / "t2" / "organism.json").is_file()
 
 
+def test_route_sft_trained_on_another_trunk_than_this_builds_is_not_reused(organism, tmp_path):
+    """A tree of --seed 0 --trunk-seed 1, its route SFT recorded as a build before the fix records it
+    (no trunk_trainer_seed: such a build trained its trunk with Trainer seed 0): refused by a build
+    of the same settings (its trunk trains with seed 1), naming both seeds; as recorded now, reused."""
+    from dataclasses import replace
+
+    from interp.core.errors import ConfigError
+    from interp.core.hashing import sha256_file
+
+    cfg = replace(TINY, trunk_seed=1)
+    src = tmp_path / "src"
+    build_organism(organism / "model", src, cfg, log=lambda s: None)
+    sft = sorted(src.glob("route-*/*-sft-step*/" + PROVENANCE))
+    assert len(sft) == 4  # the early and end checkpoints of both routes' SFT
+    new = [json.loads(f.read_text()) for f in sft]
+    assert {p["trunk_trainer_seed"] for p in new} == {1}
+    for f, prov in zip(sft, new):
+        f.write_text(json.dumps({k: v for k, v in prov.items() if k != "trunk_trainer_seed"}))
+    with pytest.raises(ConfigError, match="trained on a trunk of Trainer seed 0, this build's trunk trains with 1"):
+        build_organism(organism / "model", tmp_path / "t", cfg, reuse_sft=src, log=lambda s: None)
+    for f, prov in zip(sft, new):
+        f.write_text(json.dumps(prov))
+    build_organism(organism / "model", tmp_path / "t2", cfg, reuse_sft=src, log=lambda s: None)
+    ck = "route-a/a-sft-step5/model.safetensors"
+    assert sha256_file(tmp_path / "t2" / ck) == sha256_file(src / ck)
+
+
 def test_resume_keeps_finished_lineages_and_rebuilds_an_unfinished_one(organism, tmp_path, monkeypatch):
     """`--resume` over a build stopped in two places: the organism is kept byte for byte (not
     retrained); the location control, stopped in DPO, keeps its route SFT checkpoints and trains
