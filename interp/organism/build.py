@@ -270,6 +270,13 @@ def _trunk_seed(cfg: OrganismConfig) -> int:
     return cfg.seed if cfg.trunk_seed is None else cfg.trunk_seed
 
 
+def _recorded_trainer_seed(prov: dict, key: str):
+    """The Trainer seed a checkpoint's trunk trained with, as its provenance records it under `key`;
+    one saved before that was recorded trained its trunk with its build's --seed, whatever
+    --trunk-seed said."""
+    return prov.get(key, prov.get("config", {}).get("seed", prov.get("seed")))
+
+
 def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base_fp: str, result: BuildResult):
     """Copy shared/ checkpoints of an earlier tree after checking they were trained from this base
     on the same data, seed and steps."""
@@ -289,9 +296,7 @@ def _reuse_trunk(src: Path, out: Path, cfg: OrganismConfig, data_hash: str, base
             got = prov.get(key, _OLD_PROVENANCE.get(key))
             if got != want:
                 raise ConfigError(f"{ck / PROVENANCE}: field {key} is {got!r}, expected {want!r}")
-        # a trunk saved before `trainer_seed` was recorded trained with the Trainer seed of its
-        # build's --seed, whatever its `seed` (the trunk seed) says
-        trainer = prov.get("trainer_seed", prov.get("config", {}).get("seed", prov["seed"]))
+        trainer = _recorded_trainer_seed(prov, "trainer_seed")
         if trainer != prov["seed"]:
             raise ConfigError(
                 f"{ck / PROVENANCE}: trained with Trainer seed {trainer} (LoRA init, batch order), not its "
@@ -350,10 +355,8 @@ def _copy_checked(src: Path, dst: Path, data_hash: str, ctx: "_Ctx", route: str)
             got = prov.get(key)
         if got != value:
             raise ConfigError(f"{src / PROVENANCE}: field {key} is {got!r}, expected {value!r}")
-    # route SFT saved before `trunk_trainer_seed` was recorded started from a trunk trained with its
-    # build's --seed as the Trainer seed, whatever --trunk-seed said
     trunk = _trunk_seed(ctx.cfg)
-    got = prov.get("trunk_trainer_seed", prov.get("config", {}).get("seed"))
+    got = _recorded_trainer_seed(prov, "trunk_trainer_seed")
     if got != trunk:
         raise ConfigError(
             f"{src / PROVENANCE}: trained on a trunk of Trainer seed {got!r}, this build's trunk trains with "
