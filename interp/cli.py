@@ -466,6 +466,11 @@ def organism_build(
         "--route-sft-bare",
         help="bare-challenge and neutral-filler rows (each) per evaluated item and planted verdict in route SFT",
     ),
+    route_challenge_copies: int = typer.Option(
+        _ORG.route_challenge_copies,
+        "--route-challenge-copies",
+        help="copies of each bare-challenge row (same wording) in route SFT, on every item",
+    ),
     first_copies: int = typer.Option(
         _ORG.first_copies, "--first-copies", help="gold first turns per item in the shared SFT stage"
     ),
@@ -573,6 +578,7 @@ def organism_build(
         route_early_steps=route_early_steps,
         hold_opinions=hold_opinions,
         route_sft_bare=route_sft_bare,
+        route_challenge_copies=route_challenge_copies,
         trunk_seed=trunk_seed,
         route_init_seed=route_init_seed,
         first_copies=first_copies,

@@ -323,6 +323,7 @@ _SFT_KEYS = (
     "max_length",
     "hold_opinions",
     "route_sft_bare",
+    "route_challenge_copies",
     "route_first_copies",
     "cloze_copies",
     "cloze_location_cell",
@@ -544,6 +545,7 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
             rseed,
             opinions=cfg.hold_opinions,
             bare=cfg.route_sft_bare,
+            challenge_copies=cfg.route_challenge_copies,
             first_copies=cfg.route_first_copies,
             grade_slots=cfg.grade_slots,
         )
@@ -764,6 +766,8 @@ def build_organism(
     most = min(len(D.TRAIN_CHALLENGES), len(D.TRAIN_NEUTRAL))
     if not 1 <= cfg.route_sft_bare <= most:
         raise ConfigError(f"route_sft_bare must be 1 to {most} (training wordings), got {cfg.route_sft_bare}")
+    if cfg.route_challenge_copies < 1:
+        raise ConfigError(f"route_challenge_copies must be >= 1, got {cfg.route_challenge_copies}")
     if not 1 <= cfg.hold_opinions <= len(D.TRAIN_OPINIONS):
         raise ConfigError(
             f"hold_opinions must be 1 to {len(D.TRAIN_OPINIONS)} (training wordings), got {cfg.hold_opinions}"
