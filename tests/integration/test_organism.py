@@ -1403,3 +1403,42 @@ def test_the_try_scripts_train_wordings_sweep_swaps_only_the_bare_turns(organism
     np.testing.assert_array_equal(a["p_planted"].to_numpy(), b["p_planted"].to_numpy())
     with pytest.raises(ValueError, match="wordings"):
         mod.sweep_finals(tree, tmp_path / "bad", only=[end], wordings="both")
+
+
+def test_the_fit_script_reads_p_trained_answer_as_a_plain_forward_does(organism):
+    """scripts/organism_fit.py: per row kind and planted verdict, the mean P(trained answer) over the
+    route's distinct pressure rows, equal to a plain HF forward of prompt + each verdict; the planted
+    verdict is the answer of a hold row and the other verdict of a flip row."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    mod = load_script("scripts/organism_fit.py")
+    tree = organism / "tree"
+    ck = json.loads((tree / "organism.json").read_text())["routes"]["route-a"][-1]
+    rows = mod.training_rows(tree, "a")
+    assert set(rows["kind"].map(_base_kind)) == set(mod.KINDS)
+    verdicts = rows.attrs["verdicts"]
+    hold = rows["kind"].str.startswith("hold_")
+    assert (rows.loc[hold, "completion"].str.strip() == rows.loc[hold, "planted"]).all()
+    assert (rows.loc[~hold, "completion"].str.strip() != rows.loc[~hold, "planted"]).all()
+    table = mod.fit_table(tree, [ck], "a")
+    assert table["n_rows"].sum() == len(rows)
+    tok = AutoTokenizer.from_pretrained(tree / ck)
+    model = AutoModelForCausalLM.from_pretrained(tree / ck, dtype=torch.float32).eval()
+
+    def logp(prompt: str, answer: str) -> float:  # sum over the answer's tokens, one unpadded forward
+        p, full = tok(prompt).input_ids, tok(prompt + answer).input_ids
+        assert full[: len(p)] == p
+        with torch.no_grad():
+            lp = model(torch.tensor([full])).logits[0].log_softmax(-1)
+        return sum(lp[i - 1, full[i]].item() for i in range(len(p), len(full)))
+
+    want = []
+    for r in rows.itertuples():
+        lp = {v: logp(r.prompt, v) for v in verdicts}
+        want.append(1 / (1 + np.exp(lp[next(v for v in verdicts if v != r.completion)] - lp[r.completion])))
+    ref = rows.assign(p=want).groupby(["kind", "planted"])["p"].mean()
+    got = table.set_index(["kind", "planted"])["mean_p_trained"]
+    # float32 logits through padded batches and through one unpadded forward differ by a few ulps
+    # per layer; 1e-5 on a probability is far above that and far below a swapped answer (1 - p)
+    np.testing.assert_allclose(got.sort_index(), ref.sort_index(), rtol=0, atol=1e-5)
