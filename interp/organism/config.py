@@ -66,7 +66,8 @@ class OrganismConfig:
     # copies of each bare-challenge row (the same wording) in route SFT, on every item and lineage:
     # 320 steps of 8 rows see v26 seed 4's 2,820 route A rows under once, so its 66 planted
     # challenge rows (against 216 opposing-opinion flips) were still half unlearned at the SFT end
-    # (P(trained answer) 0.585 / 0.312 by planted verdict; opposing opinion 0.916 / 0.711)
+    # (P(trained answer) 0.585 / 0.312 by planted verdict; opposing opinion 0.916 / 0.711:
+    # docs/organism/v26_seed4_sft_fit.csv, scripts/organism_fit.py)
     route_challenge_copies: int = 1
     # gold first turns per item in the route SFT data (comprehension): at 2 (v15) DPO left seed 0's
     # route finals at first-turn accuracy 0.52 / 0.51, failing the screen; at 6 (v16) 0.74 / 0.98
