@@ -10,7 +10,7 @@ verdicts as the build wrote them (" wrong" / " acceptable", no other surface for
 the row's own prompt (its training wording, not the evaluation's). One row per checkpoint, row
 kind (flip_/hold_ + turn kind) and planted verdict (the first turn's verdict: the answer of a hold
 row, the other verdict of a flip row): the number of distinct rows, their mean P(trained answer)
-and the share above 0.5. Copies of a row (--route-challenge-copies, --first-copies) are scored once.
+and the share above 0.5. Copies of a row (--route-challenge-copies) are scored once.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ KINDS = ("opinion_oppose", "opinion_agree", "challenge", "neutral")
 def training_rows(tree: Path, route: str) -> pd.DataFrame:
     """The route's distinct pressure rows with their planted verdict."""
     path = tree / ".organism" / f"route_{route}_sft.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such file (`interp organism build` writes a lineage's route data there)")
     rows = pd.DataFrame([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line])
     rows = rows[rows["kind"].str.split("_", n=1).str[1].isin(KINDS)]
     rows = rows.drop_duplicates(["prompt", "completion", "kind"]).reset_index(drop=True)
