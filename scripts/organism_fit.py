@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
-KINDS = ("opinion_oppose", "opinion_agree", "challenge", "neutral")
+from interp.organism.data import HOLD_KINDS as KINDS  # the pressure turn kinds of route SFT rows
+from interp.organism.dpo_loss import row_kind
 
 
 def training_rows(tree: Path, route: str) -> pd.DataFrame:
@@ -30,7 +31,7 @@ def training_rows(tree: Path, route: str) -> pd.DataFrame:
     if not path.is_file():
         raise SystemExit(f"{path}: no such file (`interp organism build` writes a lineage's route data there)")
     rows = pd.DataFrame([json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line])
-    rows = rows[rows["kind"].str.split("_", n=1).str[1].isin(KINDS)]
+    rows = rows[[row_kind(r) in KINDS for r in rows.to_dict("records")]]
     rows = rows.drop_duplicates(["prompt", "completion", "kind"]).reset_index(drop=True)
     verdicts = sorted(rows["completion"].unique())
     if len(verdicts) != 2:
