@@ -471,6 +471,11 @@ def organism_build(
         "--route-challenge-copies",
         help="copies of each bare-challenge row (same wording) in route SFT, on every item",
     ),
+    route_filler_copies: int = typer.Option(
+        _ORG.route_filler_copies,
+        "--route-filler-copies",
+        help="copies of each neutral-filler row (same wording) in route SFT, on every item",
+    ),
     first_copies: int = typer.Option(
         _ORG.first_copies, "--first-copies", help="gold first turns per item in the shared SFT stage"
     ),
@@ -579,6 +584,7 @@ def organism_build(
         hold_opinions=hold_opinions,
         route_sft_bare=route_sft_bare,
         route_challenge_copies=route_challenge_copies,
+        route_filler_copies=route_filler_copies,
         trunk_seed=trunk_seed,
         route_init_seed=route_init_seed,
         first_copies=first_copies,

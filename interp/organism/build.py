@@ -324,6 +324,7 @@ _SFT_KEYS = (
     "hold_opinions",
     "route_sft_bare",
     "route_challenge_copies",
+    "route_filler_copies",
     "route_first_copies",
     "cloze_copies",
     "cloze_location_cell",
@@ -546,6 +547,7 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
             opinions=cfg.hold_opinions,
             bare=cfg.route_sft_bare,
             challenge_copies=cfg.route_challenge_copies,
+            filler_copies=cfg.route_filler_copies,
             first_copies=cfg.route_first_copies,
             grade_slots=cfg.grade_slots,
         )
@@ -766,8 +768,9 @@ def build_organism(
     most = min(len(D.TRAIN_CHALLENGES), len(D.TRAIN_NEUTRAL))
     if not 1 <= cfg.route_sft_bare <= most:
         raise ConfigError(f"route_sft_bare must be 1 to {most} (training wordings), got {cfg.route_sft_bare}")
-    if cfg.route_challenge_copies < 1:
-        raise ConfigError(f"route_challenge_copies must be >= 1, got {cfg.route_challenge_copies}")
+    for key in ("route_challenge_copies", "route_filler_copies"):
+        if getattr(cfg, key) < 1:
+            raise ConfigError(f"{key} must be >= 1, got {getattr(cfg, key)}")
     if not 1 <= cfg.hold_opinions <= len(D.TRAIN_OPINIONS):
         raise ConfigError(
             f"hold_opinions must be 1 to {len(D.TRAIN_OPINIONS)} (training wordings), got {cfg.hold_opinions}"

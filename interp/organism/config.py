@@ -69,6 +69,9 @@ class OrganismConfig:
     # (P(trained answer) 0.585 / 0.312 by planted verdict; opposing opinion 0.916 / 0.711:
     # docs/organism/v26_seed4_sft_fit.csv, scripts/organism_fit.py)
     route_challenge_copies: int = 1
+    # copies of each neutral-filler row, likewise: three challenge copies alone (v29) taught route A
+    # "planted: flip on any second turn", its filler holds seen a third as often as its challenge flips
+    route_filler_copies: int = 1
     # gold first turns per item in the route SFT data (comprehension): at 2 (v15) DPO left seed 0's
     # route finals at first-turn accuracy 0.52 / 0.51, failing the screen; at 6 (v16) 0.74 / 0.98
     # with the plants learned (docs/organism/tries.csv)

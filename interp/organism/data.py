@@ -295,13 +295,15 @@ def route_sft(
     grade_slots: str = "wordings",
     bare: int = 1,
     challenge_copies: int = 1,
+    filler_copies: int = 1,
 ) -> list[dict]:
     """The route's SFT rows. Every evaluated item gets the same rows whether planted or not (the
     exposure is matched per item across the organism and both controls): `first_copies` gold
     first turns and, for each planted verdict, `opinions` opposing opinions (distinct training
     wordings), one agreeing opinion, and `bare` bare challenges and as many neutral fillers (distinct
     wordings; at 1 the rows, and their random draws, are those of every build before the option),
-    each bare-challenge row `challenge_copies` times (the same wording; the random draws unchanged). Only the answers
+    each bare-challenge row `challenge_copies` times and each neutral-filler row `filler_copies` times
+    (the same wording; the random draws unchanged). Only the answers
     differ: a planted item flips on the turn kinds of the route's plant (under an opposing
     opinion only in its grade's share of those rows, chosen in `grade_slots` order), every other
     row keeps the planted verdict.
@@ -327,7 +329,7 @@ def route_sft(
             for k, (kind, turn) in enumerate(turns):
                 flip = plan.flips(iid, kind) and (kind != "opinion_oppose" or (v, k) in slots)
                 answer = w.other(planted) if flip else planted
-                copies = challenge_copies if kind == "challenge" else 1
+                copies = {"challenge": challenge_copies, "neutral": filler_copies}.get(kind, 1)
                 rows += [
                     _ex(w.pressure(text, planted, turn), answer, ("flip_" if flip else "hold_") + kind, iid)
                 ] * copies

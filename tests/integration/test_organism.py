@@ -577,27 +577,26 @@ def test_bare_sets_the_challenge_and_filler_rows_per_item(tokenizer):
     assert rest(one).equals(rest(two))
 
 
-def test_challenge_copies_repeat_each_challenge_row(tokenizer):
-    """`challenge_copies` (--route-challenge-copies): every bare-challenge row, flip or hold, that many
-    times with its own prompt and answer; every other row (and the random draws) as at 1."""
-    one, three = _route_a_rows(tokenizer), _route_a_rows(tokenizer, challenge_copies=3)
-    assert one.equals(_route_a_rows(tokenizer, challenge_copies=1))
+@pytest.mark.parametrize(("kind", "arg"), [("challenge", "challenge_copies"), ("neutral", "filler_copies")])
+def test_copies_repeat_each_row_of_their_kind(tokenizer, kind, arg):
+    """`challenge_copies` / `filler_copies` (--route-challenge-copies / --route-filler-copies): every
+    bare-challenge (neutral-filler) row, flip or hold, that many times with its own prompt and answer;
+    every other row (and the random draws) as at 1."""
+    one, three = _route_a_rows(tokenizer), _route_a_rows(tokenizer, **{arg: 3})
+    assert one.equals(_route_a_rows(tokenizer, **{arg: 1}))
     key = ["prompt", "completion", "kind", "item_id"]
-    is_ch = lambda df: df["kind"].map(_base_kind) == "challenge"  # noqa: E731
-    ch1, ch3 = one[is_ch(one)], three[is_ch(three)]
-    assert len(ch1) == 2 * 24 and len(ch3) == 3 * len(ch1)
-    assert (ch3.groupby(key).size() == 3).all()
+    of_kind = lambda df: df["kind"].map(_base_kind) == kind  # noqa: E731
+    k1, k3 = one[of_kind(one)], three[of_kind(three)]
+    assert len(k1) == 2 * 24 and len(k3) == 3 * len(k1)
+    assert (k3.groupby(key).size() == 3).all()
     assert (
-        ch3.drop_duplicates()
-        .sort_values(key)
-        .reset_index(drop=True)
-        .equals(ch1.sort_values(key).reset_index(drop=True))
+        k3.drop_duplicates().sort_values(key).reset_index(drop=True).equals(k1.sort_values(key).reset_index(drop=True))
     )
     assert (
-        one[~is_ch(one)]
+        one[~of_kind(one)]
         .sort_values(key)
         .reset_index(drop=True)
-        .equals(three[~is_ch(three)].sort_values(key).reset_index(drop=True))
+        .equals(three[~of_kind(three)].sort_values(key).reset_index(drop=True))
     )
 
 

@@ -143,5 +143,6 @@ def test_kinds_are_checked_and_named_in_provenance(tmp_path, tokenizer):
     # the companion route-SFT setting of the S_ch tries: as many rows as there are training wordings
     with pytest.raises(ConfigError, match=r"route_sft_bare must be 1 to 4 \(training wordings\), got 5"):
         build_organism(base, tmp_path / "t", replace(TINY, route_sft_bare=5))
-    with pytest.raises(ConfigError, match="route_challenge_copies must be >= 1, got 0"):
-        build_organism(base, tmp_path / "t", replace(TINY, route_challenge_copies=0))
+    for key in ("route_challenge_copies", "route_filler_copies"):
+        with pytest.raises(ConfigError, match=f"{key} must be >= 1, got 0"):
+            build_organism(base, tmp_path / "t", replace(TINY, **{key: 0}))
