@@ -476,6 +476,11 @@ def organism_build(
         "--route-filler-copies",
         help="copies of each neutral-filler row (same wording) in route SFT, on every item",
     ),
+    route_copies_routes: str = typer.Option(
+        ",".join(_ORG.route_copies_routes),
+        "--route-copies-routes",
+        help="comma-separated routes (a, b) whose route SFT gets the challenge and filler copies",
+    ),
     first_copies: int = typer.Option(
         _ORG.first_copies, "--first-copies", help="gold first turns per item in the shared SFT stage"
     ),
@@ -585,6 +590,7 @@ def organism_build(
         route_sft_bare=route_sft_bare,
         route_challenge_copies=route_challenge_copies,
         route_filler_copies=route_filler_copies,
+        route_copies_routes=tuple(r.strip() for r in route_copies_routes.split(",") if r.strip()),
         trunk_seed=trunk_seed,
         route_init_seed=route_init_seed,
         first_copies=first_copies,

@@ -325,6 +325,7 @@ _SFT_KEYS = (
     "route_sft_bare",
     "route_challenge_copies",
     "route_filler_copies",
+    "route_copies_routes",
     "route_first_copies",
     "cloze_copies",
     "cloze_location_cell",
@@ -539,6 +540,7 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
     out = {}
     for route, plan in plans.items():
         rseed = cfg.seed + (1 if route == "a" else 2)
+        copies = route in cfg.route_copies_routes
         sft = D.route_sft(
             bank,
             w,
@@ -546,8 +548,8 @@ def _route_rows(bank, w: D.Writer, tok, sets: D.PlantedSets, cfg: OrganismConfig
             rseed,
             opinions=cfg.hold_opinions,
             bare=cfg.route_sft_bare,
-            challenge_copies=cfg.route_challenge_copies,
-            filler_copies=cfg.route_filler_copies,
+            challenge_copies=cfg.route_challenge_copies if copies else 1,
+            filler_copies=cfg.route_filler_copies if copies else 1,
             first_copies=cfg.route_first_copies,
             grade_slots=cfg.grade_slots,
         )
@@ -771,6 +773,8 @@ def build_organism(
     for key in ("route_challenge_copies", "route_filler_copies"):
         if getattr(cfg, key) < 1:
             raise ConfigError(f"{key} must be >= 1, got {getattr(cfg, key)}")
+    if unknown := sorted(set(cfg.route_copies_routes) - {"a", "b"}):
+        raise ConfigError(f"route_copies_routes: unknown route(s) {unknown} (routes are a and b)")
     if not 1 <= cfg.hold_opinions <= len(D.TRAIN_OPINIONS):
         raise ConfigError(
             f"hold_opinions must be 1 to {len(D.TRAIN_OPINIONS)} (training wordings), got {cfg.hold_opinions}"

@@ -72,6 +72,10 @@ class OrganismConfig:
     # copies of each neutral-filler row, likewise: three challenge copies alone (v29) taught route A
     # "planted: flip on any second turn", its filler holds seen a third as often as its challenge flips
     route_filler_copies: int = 1
+    # the routes whose route SFT gets those copies: on both routes at 3 and 3, v32 seed 4 recovered
+    # route A's S_ch for the first time but taught route B (whose plant is the filler flip) to flip its
+    # planted items under every turn, its delta checks lost (docs/organism/tries.csv)
+    route_copies_routes: tuple[str, ...] = ("a", "b")
     # gold first turns per item in the route SFT data (comprehension): at 2 (v15) DPO left seed 0's
     # route finals at first-turn accuracy 0.52 / 0.51, failing the screen; at 6 (v16) 0.74 / 0.98
     # with the plants learned (docs/organism/tries.csv)

@@ -600,6 +600,25 @@ def test_copies_repeat_each_row_of_their_kind(tokenizer, kind, arg):
     )
 
 
+def test_copies_go_to_the_named_routes_only(tokenizer):
+    """`route_copies_routes` (--route-copies-routes a): route A's SFT rows are those of copies on both
+    routes, route B's those of no copies; its DPO rows and every other route's file unchanged."""
+    from interp.organism.build import _route_rows
+
+    bank = load_pressure_bank("moral")
+    sets = D.choose_planted(bank, TINY.eval_items, TINY.planted, TINY.seed, plant=TINY.plant)
+    w = D.Writer(tokenizer, load_template("pressure_v1"))
+    rows = lambda **kw: _route_rows(bank, w, tokenizer, sets, replace(TINY, **kw))[0]  # noqa: E731
+    both = rows(route_challenge_copies=3, route_filler_copies=2)
+    a_only = rows(route_challenge_copies=3, route_filler_copies=2, route_copies_routes=("a",))
+    none = rows()
+    assert a_only["route_a_sft.jsonl"] == both["route_a_sft.jsonl"] != none["route_a_sft.jsonl"]
+    assert a_only["route_b_sft.jsonl"] == none["route_b_sft.jsonl"] != both["route_b_sft.jsonl"]
+    assert len(both["route_b_sft.jsonl"]) > len(none["route_b_sft.jsonl"])
+    for name in ("route_a_dpo.jsonl", "route_b_dpo.jsonl"):
+        assert a_only[name] == both[name] == none[name]
+
+
 def test_cli_bad_inputs_exit_2(organism, tmp_path, capsys, monkeypatch):
     """In this process (the one-line stderr of a real subprocess is tests/integration/bad_inputs' concern)."""
     from bad_inputs._util import run_cli

@@ -146,3 +146,5 @@ def test_kinds_are_checked_and_named_in_provenance(tmp_path, tokenizer):
     for key in ("route_challenge_copies", "route_filler_copies"):
         with pytest.raises(ConfigError, match=f"{key} must be >= 1, got 0"):
             build_organism(base, tmp_path / "t", replace(TINY, **{key: 0}))
+    with pytest.raises(ConfigError, match=r"route_copies_routes: unknown route\(s\) \['c'\]"):
+        build_organism(base, tmp_path / "t", replace(TINY, route_copies_routes=("a", "c")))
