@@ -406,6 +406,11 @@ organism_app = typer.Typer(no_args_is_help=True, help="Model organisms: lineages
 app.add_typer(organism_app, name="organism")
 
 
+def _names(value: str) -> tuple[str, ...]:
+    """A comma-separated option's names, blanks dropped ("" is none)."""
+    return tuple(n.strip() for n in value.split(",") if n.strip())
+
+
 @organism_app.command("build")
 def organism_build(
     base: Path = typer.Option(..., "--base", help="starting checkpoint (e.g. models/smollm2-135m-instruct)"),
@@ -590,14 +595,14 @@ def organism_build(
         route_sft_bare=route_sft_bare,
         route_challenge_copies=route_challenge_copies,
         route_filler_copies=route_filler_copies,
-        route_copies_routes=tuple(r.strip() for r in route_copies_routes.split(",") if r.strip()),
+        route_copies_routes=_names(route_copies_routes),
         trunk_seed=trunk_seed,
         route_init_seed=route_init_seed,
         first_copies=first_copies,
         route_first_copies=route_first_copies,
         route_dpo_first_pairs=route_dpo_first_pairs,
         dpo_sft_weight=dpo_sft_weight,
-        dpo_sft_kinds=tuple(k.strip() for k in dpo_sft_kinds.split(",") if k.strip()),
+        dpo_sft_kinds=_names(dpo_sft_kinds),
         classify_copies=classify_copies,
         grade_by=grade_by,
         grade_slots=grade_slots,

@@ -647,6 +647,9 @@ def test_cli_bad_inputs_exit_2(organism, tmp_path, capsys, monkeypatch):
     assert r.returncode == 2 and "train_precision" in r.stderr
     r = run("organism", "build", "--base", organism / "model", "--out", tmp_path / "g", "--grade-by", "who")
     assert r.returncode == 2 and "grade_by must be one of items, group, got 'who'" in r.stderr
+    r = run("organism", "build", "--base", organism / "model", "--out", tmp_path / "c", "--route-copies-routes", "a, c")
+    assert r.returncode == 2 and "route_copies_routes: unknown route(s) ['c']" in r.stderr
+    assert not (tmp_path / "c").exists()
     r = run(
         "organism", "build", "--base", organism / "model", "--out", tmp_path / "g", "--small", "--grade-by", "group"
     )
