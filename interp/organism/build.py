@@ -349,8 +349,8 @@ def _copy_checked(src: Path, dst: Path, data_hash: str, ctx: "_Ctx", route: str)
     want = {"base_fingerprint": ctx.base_fp, "data_hash": data_hash, "route": route}
     # an early checkpoint inside DPO does not touch the SFT stage: its step need not match then
     keys = [k for k in _SFT_KEYS if k != "route_early_steps" or ctx.cfg.route_early_steps < ctx.cfg.route_sft_steps]
-    want |= {f"config.{k}": ctx.cfg.to_dict()[k] for k in keys}
-    defaults = OrganismConfig().to_dict()
+    want |= {f"config.{k}": _as_recorded(ctx.cfg)[k] for k in keys}
+    defaults = _as_recorded(OrganismConfig())
     for key, value in want.items():
         if key.startswith("config."):  # a setting newer than that checkpoint: it ran at the default
             got = prov.get("config", {}).get(key[7:], defaults[key[7:]])
@@ -366,6 +366,11 @@ def _copy_checked(src: Path, dst: Path, data_hash: str, ctx: "_Ctx", route: str)
             f"{trunk} (a build before 2026-12-07 with another --seed than --trunk-seed)"
         )
     shutil.copytree(src, dst)
+
+
+def _as_recorded(cfg: OrganismConfig) -> dict:
+    """The settings as a provenance file holds them (tuples become lists), to compare with one read back."""
+    return json.loads(json.dumps(cfg.to_dict(), default=str))
 
 
 @dataclass(frozen=True)
@@ -867,9 +872,9 @@ def _check_same_config(out: Path, cfg: OrganismConfig) -> None:
         got = json.loads(path.read_text())["config"]
     except (OSError, ValueError, KeyError):
         raise ConfigError(f"{path}: not a readable organism record (cannot resume from it)") from None
-    want = json.loads(json.dumps(cfg.to_dict(), default=str))
+    want = _as_recorded(cfg)
     # a setting added after that record was written, asked for at its default, is the build it made
-    new = {k: v for k, v in json.loads(json.dumps(OrganismConfig().to_dict(), default=str)).items() if k not in got}
+    new = {k: v for k, v in _as_recorded(OrganismConfig()).items() if k not in got}
     for key, value in want.items():
         if key in new and value == new[key]:
             continue
