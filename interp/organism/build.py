@@ -349,7 +349,8 @@ def _copy_checked(src: Path, dst: Path, data_hash: str, ctx: "_Ctx", route: str)
     want = {"base_fingerprint": ctx.base_fp, "data_hash": data_hash, "route": route}
     # an early checkpoint inside DPO does not touch the SFT stage: its step need not match then
     keys = [k for k in _SFT_KEYS if k != "route_early_steps" or ctx.cfg.route_early_steps < ctx.cfg.route_sft_steps]
-    want |= {f"config.{k}": _as_recorded(ctx.cfg)[k] for k in keys}
+    recorded = _as_recorded(ctx.cfg)
+    want |= {f"config.{k}": recorded[k] for k in keys}
     defaults = _as_recorded(OrganismConfig())
     for key, value in want.items():
         if key.startswith("config."):  # a setting newer than that checkpoint: it ran at the default
